@@ -1,0 +1,498 @@
+// Per-instance load estimator: M/G/1 (M/G/c) inputs from the deltas of cumulative
+// counters and histograms between scrapes, over a sliding window.
+//
+// ---------------------------------------------------------------- what is estimated, how
+//
+// Inputs per scrape (mappings.ts, all in ms): cumulative completion count N(t), cumulative
+// service-time sum Σ(t), cumulative service-time histogram buckets B_i(t), the latency
+// (e2e) histogram, and the gauges waiting/running/gpuUtil.
+//
+// Interval deltas. For consecutive scrapes (t0, t1) the estimator keeps dN, dΣ and the
+// per-bucket count deltas. A COUNTER RESET (server restart: any cumulative value smaller
+// than before) is handled as Prometheus' rate() does: the new cumulative values are taken
+// as the increase over that interval (everything counted since the restart). A histogram
+// whose bucket layout changed starts over (that interval contributes nothing).
+//
+// Window (default 10 s): the sum of the deltas of the intervals ending in (now - window, now],
+// T = covered time (end of the last interval - start of the first).
+//
+//   λ  (lambdaPerS) = (ΣdN + ΔQ) / T,  ΔQ = in-system(last) - in-system(first), in-system =
+//      waiting + running. Completions alone are DEPARTURES: they lag arrivals by the sojourn
+//      time and can never exceed the capacity, so under overload the departure rate
+//      under-estimates the arrival rate exactly by the queue growth rate; adding ΔQ/T (flow
+//      conservation, arrivals = departures + growth of the population) removes that bias
+//      whenever the server exports its queue gauges. Without them λ = ΣdN/T (biased low when
+//      the queue grows, and lagging by ~E[sojourn]).
+//   E[S] = ΣdΣ / ΣdN  -- exact for the window (sum and count are exact counters).
+//   E[S²] from the service-histogram bucket deltas, see secondMomentFromBuckets() below;
+//      servers without a histogram (Triton) get E[S²] = (1 + scv)·E[S]² with the configured
+//      squared coefficient of variation (default 1: exponential service).
+//   P50/P99: Prometheus histogram_quantile() semantics on the window's latency-bucket deltas
+//      (linear interpolation inside the bucket, lower edge 0 for the first bucket, a quantile
+//      in the +Inf bucket returns the highest finite bound); servers without a latency
+//      histogram fall back to a summary's quantile="0.5"/"0.99", else NaN.
+//   When a window has no completion (idle or stuck), E[S], E[S²], P50 and P99 keep their last
+//      known values (λ is then 0 and ρ comes from occupancy / GPU).
+//
+//   ρ: c = configured concurrency (batch slots), else inferred as the largest `running` seen
+//      while `waiting` > 0 (the server was saturated, so running = its slot count), else the
+//      largest `running` ever seen (a lower bound of c, so ρ is then over- rather than
+//      under-estimated), else 1.
+//        ρ_load = λ·E[S]/(1000·c)                         (offered load per slot)
+//        ρ_occ  = mean(running)/c over the window's scrapes (used only when E[S] is unknown)
+//        ρ_gpu  = GPU utilisation 0..1 when exported
+//      rhoCombine 'max' (default): ρ = max of the available ones -- each one alone can miss
+//      saturation (λ·E[S] lags, GPU util misses queueing in front of the GPU), and taking the
+//      max errs on the side of skipping a hot instance. Caveat: NVIDIA's "utilisation" is the
+//      fraction of time ANY kernel runs, which reads ~100 % for a batching LLM server with a
+//      single request; choose rhoCombine 'load' for such fleets. 'gpu' uses GPU util alone
+//      (falls back to load when absent).
+import type { Hist, Signals } from './mappings';
+
+// ---------------------------------------------------------------- pure helpers
+
+/**
+ * Prometheus histogram_quantile() on non-cumulative bucket counts.
+ * `bounds`: finite upper bounds ascending; `counts`: per-bucket counts, length bounds.length+1.
+ */
+export function histQuantile(bounds: number[], counts: number[], q: number): number {
+  const total = counts.reduce((a, b) => a + b, 0);
+  if (!(total > 0)) return NaN;
+  const rank = q * total;
+  let cum = 0;
+  for (let i = 0; i < counts.length; i++) {
+    const prev = cum;
+    cum += counts[i];
+    if (cum >= rank && counts[i] > 0) {
+      if (i === bounds.length) return bounds.length > 0 ? bounds[bounds.length - 1] : NaN;
+      const lo = i === 0 ? Math.min(0, bounds[0]) : bounds[i - 1];
+      const hi = bounds[i];
+      return lo + ((hi - lo) * (rank - prev)) / counts[i];
+    }
+  }
+  return bounds.length > 0 ? bounds[bounds.length - 1] : NaN;
+}
+
+export type Es2Method = 'buckets' | 'assumed-scv' | 'none';
+
+export interface SecondMoment {
+  es2: number;
+  method: Es2Method;
+  /**
+   * Worst-case absolute error of the finite buckets' contribution (any distribution):
+   * Σ p_i·w_i·(2u_i + l_i)/3. The open bucket's error is not bounded (model-dependent).
+   */
+  errBound: number;
+}
+
+/**
+ * E[S²] from histogram bucket counts (non-cumulative) and the exact sum.
+ *
+ * Finite bucket i = (l_i, u_i] (l_0 = 0), share p_i = n_i/N: the density inside a bucket is
+ * assumed uniform, whose second moment is exactly (l² + l·u + u²)/3 = m² + w²/12
+ * (m midpoint, w width). So  E[S²] ≈ Σ p_i·(m_i² + w_i²/12) + p_∞·E[S²|open].
+ *
+ * Open bucket (L, +Inf): its mean is recovered from the exact sum:
+ * m_∞ = (sum - Σ n_i·m_i)/n_∞ (floored at L + w_last/2), and the tail is modelled as
+ * L + Exp(m_∞ - L), whose second moment is m_∞² + (m_∞ - L)².
+ *
+ * Error bound. Whatever the true distribution inside bucket i, its conditional second
+ * moment lies in [l², u²], so the per-bucket error is at most
+ *   max(u² - (l²+lu+u²)/3, (l²+lu+u²)/3 - l²) = w·(2u + l)/3
+ * (the first term is the larger), and |E[S²]_est - E[S²]| ≤ Σ p_i·w_i·(2u_i + l_i)/3 over the
+ * finite buckets (+ the open bucket's model error). For geometric buckets of ratio r the
+ * relative worst case is (r-1)(2r+1)/3 (r = 1.5: 67 %); for densities that are smooth on the
+ * bucket scale the error is second order in w (tests: < 3 % for exponential and lognormal
+ * service times on vLLM-like ladders), because the uniform assumption is exact for a
+ * linear density up to an O(w²·f'/f) term that cancels between neighbours.
+ *
+ * Resolution guard. If one finite bucket holds ≥ 80 % of the mass the histogram cannot see
+ * the shape (e.g. 80 ms requests all in vLLM's first e2e bucket (0, 0.3 s]: the uniform
+ * assumption would say E[S²] = 0.03 s² whatever E[S] is). Then E[S²] = (1 + scv)·E[S]² with
+ * the configured scv, clamped to what the buckets still allow: [max(E[S]², Σp_i l_i²),
+ * Σp_i u_i²] (upper bound only when the open bucket is empty). Every estimate is finally
+ * clamped to ≥ E[S]² (Jensen).
+ */
+export function secondMomentFromBuckets(bounds: number[], counts: number[], sum: number, assumedScv = 1): SecondMoment {
+  const N = counts.reduce((a, b) => a + b, 0);
+  if (!(N > 0)) return { es2: NaN, method: 'none', errBound: NaN };
+  const mean = sum / N;
+  let acc = 0;
+  let midSum = 0;
+  let errBound = 0;
+  let lo2 = 0;
+  let hi2 = 0;
+  let pMax = 0;
+  for (let i = 0; i < bounds.length; i++) {
+    const n = counts[i];
+    if (!(n > 0)) continue;
+    const l = i === 0 ? Math.min(0, bounds[0]) : bounds[i - 1];
+    const u = bounds[i];
+    acc += (n * (l * l + l * u + u * u)) / 3;
+    midSum += (n * (l + u)) / 2;
+    errBound += (n * (u - l) * (2 * u + l)) / 3;
+    lo2 += n * l * l;
+    hi2 += n * u * u;
+    pMax = Math.max(pMax, n / N);
+  }
+  const nInf = counts[bounds.length] ?? 0;
+  if (nInf > 0) {
+    const L = bounds.length > 0 ? bounds[bounds.length - 1] : 0;
+    const wLast = bounds.length > 1 ? L - bounds[bounds.length - 2] : L;
+    const mInf = Math.max(L + wLast / 2, (sum - midSum) / nInf);
+    acc += nInf * (mInf * mInf + (mInf - L) * (mInf - L));
+    lo2 += nInf * L * L;
+    hi2 = Infinity;
+  }
+  const floor = Math.max(mean * mean, lo2 / N);
+  if (pMax >= 0.8) {
+    const assumed = (1 + assumedScv) * mean * mean;
+    return { es2: Math.min(Math.max(assumed, floor), hi2 / N), method: 'assumed-scv', errBound: errBound / N };
+  }
+  return { es2: Math.max(acc / N, mean * mean), method: 'buckets', errBound: errBound / N };
+}
+
+/** Median of the samples after removing the top `trim` fraction (floor(n·trim) largest). */
+export function trimmedMedian(values: number[], trim = 0.1): number {
+  const v = values.filter((x) => Number.isFinite(x)).sort((a, b) => a - b);
+  if (v.length === 0) return NaN;
+  const keep = v.slice(0, v.length - Math.floor(v.length * trim));
+  const n = keep.length;
+  return n % 2 === 1 ? keep[(n - 1) / 2] : (keep[n / 2 - 1] + keep[n / 2]) / 2;
+}
+
+/**
+ * Dynamic latency baseline: P99 samples (one per scrape) over the last `windowMs`
+ * (default 5 min); value = median after trimming the top 10 %. NaN until `minSamples`.
+ */
+export class BaselineTracker {
+  private samples: Array<{ t: number; v: number }> = [];
+  constructor(
+    public windowMs = 300_000,
+    public trim = 0.1,
+    public minSamples = 5,
+  ) {}
+  add(t: number, v: number): void {
+    if (!Number.isFinite(v)) return;
+    this.samples.push({ t, v });
+    this.prune(t);
+  }
+  private prune(now: number): void {
+    let k = 0;
+    while (k < this.samples.length && this.samples[k].t <= now - this.windowMs) k++;
+    if (k > 0) this.samples.splice(0, k);
+  }
+  value(now: number): number {
+    this.prune(now);
+    if (this.samples.length < this.minSamples) return NaN;
+    return trimmedMedian(
+      this.samples.map((s) => s.v),
+      this.trim,
+    );
+  }
+  get size(): number {
+    return this.samples.length;
+  }
+}
+
+/**
+ * Health score: 1 if p99 <= k·baseline, else k·baseline/p99, in [0, 1]; 1 when either is
+ * unknown. The filter: >= 0.8 full weight, 0.5..0.8 weight = score, < 0.5 excluded.
+ */
+export function healthScore(p99: number, baseline: number, k = 3): number {
+  if (!Number.isFinite(p99) || !Number.isFinite(baseline) || baseline <= 0 || p99 <= 0) return 1;
+  if (p99 <= k * baseline) return 1;
+  return Math.max(0, Math.min(1, (k * baseline) / p99));
+}
+
+// ---------------------------------------------------------------- the estimator
+
+export interface EstimatorOptions {
+  windowMs?: number;
+  /** slots (batch size / concurrency); inferred when absent */
+  concurrency?: number;
+  /** squared coefficient of variation assumed when the buckets cannot give E[S²] */
+  assumedScv?: number;
+  rhoCombine?: 'max' | 'load' | 'gpu';
+  /** baseline window for the per-instance baseline (ms) */
+  baselineWindowMs?: number;
+}
+
+interface HistDelta {
+  boundsMs: number[];
+  counts: number[];
+  sumMs: number;
+  count: number;
+}
+
+interface IntervalDelta {
+  t0: number;
+  t1: number;
+  dN?: number;
+  dSumMs?: number;
+  service?: HistDelta;
+  latency?: HistDelta;
+  inSys0?: number;
+  inSys1?: number;
+  reset: boolean;
+}
+
+interface Obs {
+  t: number;
+  s: Signals;
+}
+
+export interface EstimatorState {
+  lambdaPerS: number;
+  /** departures only (completions/s), for comparison with the corrected λ */
+  departuresPerS: number;
+  esMs: number;
+  es2Ms2: number;
+  es2Method: Es2Method;
+  es2ErrBoundMs2: number;
+  p50Ms: number;
+  p99Ms: number;
+  rho: number;
+  rhoLoad: number;
+  rhoOcc: number;
+  gpuUtil: number;
+  concurrency: number;
+  concurrencySource: 'configured' | 'inferred-saturated' | 'inferred-max-running' | 'default';
+  queueDepth: number;
+  running: number;
+  kvCacheUsage: number;
+  /** completions in the window */
+  windowCompletions: number;
+  /** covered time of the window (ms) */
+  windowCoveredMs: number;
+  counterResets: number;
+  baselineP99Ms: number;
+  /** time of the last observation (ms) */
+  lastObservedAt: number;
+}
+
+function histDelta(prev: Hist | undefined, cur: Hist | undefined): { d?: HistDelta; reset: boolean } {
+  if (!cur) return { reset: false };
+  const toCounts = (cum: number[]): number[] => cum.map((c, i) => (i === 0 ? c : c - cum[i - 1]));
+  if (!prev || prev.boundsMs.length !== cur.boundsMs.length || prev.boundsMs.some((b, i) => b !== cur.boundsMs[i])) {
+    return { reset: false }; // first sight or new layout: baseline only
+  }
+  const dec = cur.count < prev.count || cur.sumMs < prev.sumMs - 1e-9 || cur.cumulative.some((c, i) => c < prev.cumulative[i]);
+  if (dec) {
+    return { d: { boundsMs: cur.boundsMs, counts: toCounts(cur.cumulative), sumMs: cur.sumMs, count: cur.count }, reset: true };
+  }
+  const dCum = cur.cumulative.map((c, i) => c - prev.cumulative[i]);
+  return { d: { boundsMs: cur.boundsMs, counts: toCounts(dCum), sumMs: cur.sumMs - prev.sumMs, count: cur.count - prev.count }, reset: false };
+}
+
+function counterDelta(prev: number | undefined, cur: number | undefined): { d?: number; reset: boolean } {
+  if (cur === undefined || prev === undefined) return { reset: false };
+  if (cur < prev) return { d: cur, reset: true };
+  return { d: cur - prev, reset: false };
+}
+
+const inSystem = (s: Signals): number | undefined => (s.waiting === undefined && s.running === undefined ? undefined : (s.waiting ?? 0) + (s.running ?? 0));
+
+export class InstanceEstimator {
+  readonly windowMs: number;
+  readonly assumedScv: number;
+  readonly rhoCombine: 'max' | 'load' | 'gpu';
+  readonly baseline: BaselineTracker;
+  private configuredC?: number;
+  private prev?: Obs;
+  private deltas: IntervalDelta[] = [];
+  private obs: Obs[] = [];
+  private resets = 0;
+  private maxRunningSaturated = 0;
+  private maxRunning = 0;
+  private lastKnown = { esMs: NaN, es2Ms2: NaN, es2Method: 'none' as Es2Method, es2ErrBoundMs2: NaN, p50Ms: NaN, p99Ms: NaN };
+
+  constructor(opts: EstimatorOptions = {}) {
+    this.windowMs = opts.windowMs ?? 10_000;
+    this.assumedScv = opts.assumedScv ?? 1;
+    this.rhoCombine = opts.rhoCombine ?? 'max';
+    this.configuredC = opts.concurrency;
+    this.baseline = new BaselineTracker(opts.baselineWindowMs ?? 300_000);
+  }
+
+  get counterResets(): number {
+    return this.resets;
+  }
+
+  /** Feed one successful scrape taken at time t (ms). Returns the state after it. */
+  observe(t: number, s: Signals): EstimatorState {
+    if (this.prev && t <= this.prev.t) t = this.prev.t + 1e-3; // clock safety: strictly increasing
+    if (s.running !== undefined) {
+      this.maxRunning = Math.max(this.maxRunning, s.running);
+      if ((s.waiting ?? 0) > 0) this.maxRunningSaturated = Math.max(this.maxRunningSaturated, s.running);
+    }
+    if (this.prev) {
+      const p = this.prev.s;
+      const svc = histDelta(p.serviceHist, s.serviceHist);
+      const lat = histDelta(p.latencyHist, s.latencyHist);
+      const cnt = counterDelta(p.completions, s.completions);
+      const sum = counterDelta(p.serviceSumMs, s.serviceSumMs);
+      const reset = svc.reset || lat.reset || cnt.reset || sum.reset;
+      if (reset) this.resets++;
+      const d: IntervalDelta = { t0: this.prev.t, t1: t, reset, inSys0: inSystem(p), inSys1: inSystem(s) };
+      if (svc.d) {
+        d.service = svc.d;
+        d.dN = svc.d.count;
+        d.dSumMs = svc.d.sumMs;
+      } else if (lat.d && s.serviceSumMs === undefined) {
+        d.dN = lat.d.count;
+        d.dSumMs = lat.d.sumMs;
+      } else {
+        if (sum.d !== undefined) d.dSumMs = sum.d;
+        if (cnt.d !== undefined) d.dN = cnt.d;
+      }
+      if (d.dN === undefined && cnt.d !== undefined) d.dN = cnt.d;
+      if (d.dN === undefined && lat.d) d.dN = lat.d.count;
+      if (lat.d) d.latency = lat.d;
+      else if (svc.d) d.latency = svc.d;
+      this.deltas.push(d);
+    }
+    this.prev = { t, s };
+    this.obs.push({ t, s });
+    this.prune(t);
+    const st = this.compute(t);
+    if (Number.isFinite(st.p99Ms) && st.windowCompletions > 0) this.baseline.add(t, st.p99Ms);
+    st.baselineP99Ms = this.baseline.value(t);
+    return st;
+  }
+
+  private prune(now: number): void {
+    const from = now - this.windowMs;
+    while (this.deltas.length > 0 && this.deltas[0].t1 <= from) this.deltas.shift();
+    while (this.obs.length > 1 && this.obs[0].t <= from) this.obs.shift();
+  }
+
+  /** State as of the last observation (window anchored there). */
+  state(): EstimatorState {
+    const t = this.prev?.t ?? 0;
+    const st = this.compute(t);
+    st.baselineP99Ms = this.baseline.value(t);
+    return st;
+  }
+
+  private concurrency(): [number, EstimatorState['concurrencySource']] {
+    if (this.configuredC && this.configuredC > 0) return [this.configuredC, 'configured'];
+    if (this.maxRunningSaturated > 0) return [this.maxRunningSaturated, 'inferred-saturated'];
+    if (this.maxRunning > 0) return [this.maxRunning, 'inferred-max-running'];
+    return [1, 'default'];
+  }
+
+  private compute(now: number): EstimatorState {
+    const ds = this.deltas;
+    const last = this.prev?.s;
+    const [c, cSrc] = this.concurrency();
+    let N = 0;
+    let S = 0;
+    let haveN = false;
+    let haveS = false;
+    let svcBounds: number[] | undefined;
+    let svcCounts: number[] | undefined;
+    let svcSum = 0;
+    let latBounds: number[] | undefined;
+    let latCounts: number[] | undefined;
+    // bucket layouts: aggregate the intervals that share the newest layout
+    for (let k = ds.length - 1; k >= 0; k--) {
+      const d = ds[k];
+      if (d.dN !== undefined) {
+        N += d.dN;
+        haveN = true;
+      }
+      if (d.dSumMs !== undefined) {
+        S += d.dSumMs;
+        haveS = true;
+      }
+      if (d.service) {
+        if (!svcBounds) {
+          svcBounds = d.service.boundsMs;
+          svcCounts = new Array(d.service.counts.length).fill(0);
+        }
+        if (sameBounds(svcBounds, d.service.boundsMs)) {
+          d.service.counts.forEach((x, i) => ((svcCounts as number[])[i] += x));
+          svcSum += d.service.sumMs;
+        }
+      }
+      if (d.latency) {
+        if (!latBounds) {
+          latBounds = d.latency.boundsMs;
+          latCounts = new Array(d.latency.counts.length).fill(0);
+        }
+        if (sameBounds(latBounds, d.latency.boundsMs)) d.latency.counts.forEach((x, i) => ((latCounts as number[])[i] += x));
+      }
+    }
+    const T = ds.length > 0 ? (ds[ds.length - 1].t1 - ds[0].t0) / 1000 : 0;
+    const departures = haveN && T > 0 ? N / T : NaN;
+    let lambda = departures;
+    const q0 = ds.length > 0 ? ds[0].inSys0 : undefined;
+    const q1 = ds.length > 0 ? ds[ds.length - 1].inSys1 : undefined;
+    if (Number.isFinite(departures) && q0 !== undefined && q1 !== undefined) lambda = Math.max(0, (N + (q1 - q0)) / T);
+
+    if (N > 0 && haveS) {
+      this.lastKnown.esMs = S / N;
+      if (svcBounds && svcCounts && svcCounts.some((x) => x > 0)) {
+        const m = secondMomentFromBuckets(svcBounds, svcCounts, svcSum, this.assumedScv);
+        this.lastKnown.es2Ms2 = m.es2;
+        this.lastKnown.es2Method = m.method;
+        this.lastKnown.es2ErrBoundMs2 = m.errBound;
+      } else {
+        const es = S / N;
+        this.lastKnown.es2Ms2 = (1 + this.assumedScv) * es * es;
+        this.lastKnown.es2Method = 'assumed-scv';
+        this.lastKnown.es2ErrBoundMs2 = NaN;
+      }
+    }
+    if (latBounds && latCounts && latCounts.some((x) => x > 0)) {
+      this.lastKnown.p50Ms = histQuantile(latBounds, latCounts, 0.5);
+      this.lastKnown.p99Ms = histQuantile(latBounds, latCounts, 0.99);
+    } else if (last && (last.summaryP99Ms !== undefined || last.summaryP50Ms !== undefined)) {
+      this.lastKnown.p50Ms = last.summaryP50Ms ?? NaN;
+      this.lastKnown.p99Ms = last.summaryP99Ms ?? NaN;
+    }
+
+    const es = this.lastKnown.esMs;
+    const rhoLoad = Number.isFinite(lambda) && Number.isFinite(es) ? (lambda * es) / 1000 / c : NaN;
+    const running = this.obs.filter((o) => o.s.running !== undefined).map((o) => o.s.running as number);
+    const rhoOcc = running.length > 0 ? running.reduce((a, b) => a + b, 0) / running.length / c : NaN;
+    const gpu = last?.gpuUtil ?? NaN;
+    const loadPart = Number.isFinite(rhoLoad) ? rhoLoad : rhoOcc;
+    let rho: number;
+    const fin = (xs: number[]): number[] => xs.filter((x) => Number.isFinite(x));
+    if (this.rhoCombine === 'gpu' && Number.isFinite(gpu)) rho = gpu;
+    else if (this.rhoCombine === 'max') rho = fin([loadPart, gpu]).length ? Math.max(...fin([loadPart, gpu])) : NaN;
+    else rho = loadPart;
+    if (!Number.isFinite(rho) && Number.isFinite(lambda) && lambda === 0) rho = 0;
+
+    return {
+      lambdaPerS: Number.isFinite(lambda) ? lambda : 0,
+      departuresPerS: Number.isFinite(departures) ? departures : 0,
+      esMs: this.lastKnown.esMs,
+      es2Ms2: this.lastKnown.es2Ms2,
+      es2Method: this.lastKnown.es2Method,
+      es2ErrBoundMs2: this.lastKnown.es2ErrBoundMs2,
+      p50Ms: this.lastKnown.p50Ms,
+      p99Ms: this.lastKnown.p99Ms,
+      rho,
+      rhoLoad,
+      rhoOcc,
+      gpuUtil: gpu,
+      concurrency: c,
+      concurrencySource: cSrc,
+      queueDepth: last?.waiting ?? NaN,
+      running: last?.running ?? NaN,
+      kvCacheUsage: last?.kvCacheUsage ?? NaN,
+      windowCompletions: N,
+      windowCoveredMs: T * 1000,
+      counterResets: this.resets,
+      baselineP99Ms: NaN,
+      lastObservedAt: this.prev?.t ?? now,
+    };
+  }
+}
+
+function sameBounds(a: number[], b: number[]): boolean {
+  return a.length === b.length && a.every((x, i) => x === b[i]);
+}

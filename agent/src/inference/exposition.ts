@@ -1,0 +1,270 @@
+// Strict parser of the Prometheus text exposition format (version 0.0.4, plus the
+// OpenMetrics bits real servers emit: `# EOF`, `_created`, trailing exemplars).
+//
+// Why not the `parse-prometheus-text-format` package that is installed: its 1.1.1 release
+// (the last one) folds every labelled histogram series of a family into ONE object holding
+// only the buckets -- the per-series labels, `_sum` and `_count` are dropped (its
+// flattenMetrics keeps sum/count only for unlabelled series) -- so vLLM's
+// `vllm:e2e_request_latency_seconds{model_name=...}` comes out without its sum and count,
+// and two models' buckets overwrite each other. It also accepts garbage silently
+// (`<html>` parses as a metric named "<html>oops</html>" with value "", `foo abc` as the
+// value "abc"), which would hide a proxy's error page behind "no data". The npm list has no
+// maintained alternative (prom2javascript: one release, tiny). The grammar is small and
+// fully specified, so it is parsed here, strictly, with line numbers in every error.
+//
+// Output: every sample, indexed by its sample name (e.g. `foo_bucket`), plus the
+// family metadata (TYPE/HELP). Extraction works on sample names, so it does not care whether
+// a counter's TYPE line says `foo` or `foo_total`.
+
+export type MetricType = 'counter' | 'gauge' | 'histogram' | 'summary' | 'untyped' | 'gaugehistogram' | 'info' | 'stateset' | 'unknown';
+
+export interface Sample {
+  name: string;
+  labels: Record<string, string>;
+  value: number;
+  timestampMs?: number;
+}
+
+export interface Exposition {
+  /** sample name -> samples in input order */
+  samples: Map<string, Sample[]>;
+  /** family name (from TYPE/HELP lines) -> metadata */
+  types: Map<string, MetricType>;
+  help: Map<string, string>;
+  sampleCount: number;
+}
+
+export class ExpositionParseError extends Error {
+  constructor(
+    public readonly line: number,
+    public readonly problem: string,
+    public readonly excerpt: string,
+  ) {
+    super(`line ${line}: ${problem} (in ${JSON.stringify(excerpt.length > 80 ? excerpt.slice(0, 77) + '...' : excerpt)})`);
+    this.name = 'ExpositionParseError';
+  }
+}
+
+const METRIC_NAME = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/;
+const LABEL_NAME = /^[a-zA-Z_][a-zA-Z0-9_]*$/;
+const FLOAT = /^[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|[Ii]nf(?:inity)?|NaN|nan)$/;
+const INT = /^[+-]?\d+$/;
+const TYPES = new Set<MetricType>(['counter', 'gauge', 'histogram', 'summary', 'untyped', 'gaugehistogram', 'info', 'stateset', 'unknown']);
+
+/** Parse a Prometheus float ("+Inf", "NaN", "1e3", "-0.5"). Returns undefined when invalid. */
+export function parsePromFloat(s: string): number | undefined {
+  if (!FLOAT.test(s)) return undefined;
+  const l = s.toLowerCase();
+  if (l === 'nan') return NaN;
+  if (l === '+inf' || l === 'inf' || l === '+infinity' || l === 'infinity') return Infinity;
+  if (l === '-inf' || l === '-infinity') return -Infinity;
+  return Number(s);
+}
+
+function isSpace(c: string): boolean {
+  return c === ' ' || c === '\t';
+}
+
+export interface ParseOptions {
+  /** maximum number of samples accepted (guards memory); default 200 000 */
+  maxSamples?: number;
+}
+
+export function parseExposition(text: string, opts: ParseOptions = {}): Exposition {
+  const maxSamples = opts.maxSamples ?? 200_000;
+  const out: Exposition = { samples: new Map(), types: new Map(), help: new Map(), sampleCount: 0 };
+  if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
+  const lines = text.split('\n');
+  for (let ln = 0; ln < lines.length; ln++) {
+    let line = lines[ln];
+    if (line.endsWith('\r')) line = line.slice(0, -1);
+    const lineNo = ln + 1;
+    const fail = (problem: string): never => {
+      throw new ExpositionParseError(lineNo, problem, line);
+    };
+    let i = 0;
+    while (i < line.length && isSpace(line[i])) i++;
+    if (i === line.length) continue;
+    if (line[i] === '#') {
+      const rest = line.slice(i + 1).replace(/^[ \t]+/, '');
+      const m = /^(HELP|TYPE)[ \t]+(\S+)(?:[ \t]+(.*))?$/.exec(rest);
+      if (!m) continue; // ordinary comment, `# EOF`, `# UNIT ...`
+      const [, kw, name, arg = ''] = m;
+      if (!METRIC_NAME.test(name)) fail(`invalid metric name ${JSON.stringify(name)} in ${kw} line`);
+      if (kw === 'TYPE') {
+        const t = arg.trim().toLowerCase() as MetricType;
+        if (!TYPES.has(t)) fail(`unknown metric type ${JSON.stringify(arg.trim())}`);
+        if (out.types.has(name)) fail(`second TYPE line for ${name}`);
+        out.types.set(name, t);
+      } else {
+        out.help.set(name, arg.replace(/\\n/g, '\n').replace(/\\\\/g, '\\'));
+      }
+      continue;
+    }
+    // ---- sample line: name [{labels}] value [timestamp] [# exemplar]
+    const nameStart = i;
+    while (i < line.length && !isSpace(line[i]) && line[i] !== '{') i++;
+    const name = line.slice(nameStart, i);
+    if (!METRIC_NAME.test(name)) fail(`invalid metric name ${JSON.stringify(name)}`);
+    const labels: Record<string, string> = {};
+    while (i < line.length && isSpace(line[i])) i++;
+    if (line[i] === '{') {
+      i++;
+      for (;;) {
+        while (i < line.length && isSpace(line[i])) i++;
+        if (i >= line.length) fail('unterminated label set');
+        if (line[i] === '}') {
+          i++;
+          break;
+        }
+        const ls = i;
+        while (i < line.length && /[a-zA-Z0-9_]/.test(line[i])) i++;
+        const lname = line.slice(ls, i);
+        if (!LABEL_NAME.test(lname)) fail(`invalid label name at column ${ls + 1}`);
+        while (i < line.length && isSpace(line[i])) i++;
+        if (line[i] !== '=') fail(`expected '=' after label ${lname}`);
+        i++;
+        while (i < line.length && isSpace(line[i])) i++;
+        if (line[i] !== '"') fail(`expected '"' to open the value of label ${lname}`);
+        i++;
+        let v = '';
+        let closed = false;
+        while (i < line.length) {
+          const c = line[i];
+          if (c === '\\') {
+            const n = line[i + 1];
+            if (n === 'n') v += '\n';
+            else if (n === '\\') v += '\\';
+            else if (n === '"') v += '"';
+            else fail(`invalid escape \\${n ?? ''} in label ${lname}`);
+            i += 2;
+          } else if (c === '"') {
+            closed = true;
+            i++;
+            break;
+          } else {
+            v += c;
+            i++;
+          }
+        }
+        if (!closed) fail(`unterminated value of label ${lname}`);
+        if (Object.prototype.hasOwnProperty.call(labels, lname)) fail(`duplicate label ${lname}`);
+        labels[lname] = v;
+        while (i < line.length && isSpace(line[i])) i++;
+        if (line[i] === ',') {
+          i++;
+          continue;
+        }
+        if (line[i] === '}') {
+          i++;
+          break;
+        }
+        fail(`expected ',' or '}' after label ${lname}`);
+      }
+    }
+    let tail = line.slice(i);
+    const hash = tail.indexOf(' # ');
+    if (hash >= 0) tail = tail.slice(0, hash); // OpenMetrics exemplar
+    const toks = tail.split(/[ \t]+/).filter((t) => t.length > 0);
+    if (toks.length === 0) fail(`missing value for ${name}`);
+    if (toks.length > 2) fail(`unexpected text after the value of ${name}`);
+    const value = parsePromFloat(toks[0]);
+    if (value === undefined) fail(`invalid value ${JSON.stringify(toks[0])} for ${name}`);
+    let ts: number | undefined;
+    if (toks.length === 2) {
+      if (!INT.test(toks[1]) && parsePromFloat(toks[1]) === undefined) fail(`invalid timestamp ${JSON.stringify(toks[1])}`);
+      ts = Number(toks[1]);
+    }
+    if (name.endsWith('_bucket') && !('le' in labels)) {
+      const fam = name.slice(0, -'_bucket'.length);
+      const t = out.types.get(fam);
+      if (t === 'histogram' || t === 'gaugehistogram') fail(`histogram bucket of ${fam} without an le label`);
+    }
+    if ('le' in labels && name.endsWith('_bucket') && parsePromFloat(labels.le) === undefined) fail(`invalid le ${JSON.stringify(labels.le)}`);
+    if (++out.sampleCount > maxSamples) fail(`more than ${maxSamples} samples`);
+    const s: Sample = { name, labels, value: value as number };
+    if (ts !== undefined) s.timestampMs = ts;
+    let arr = out.samples.get(name);
+    if (!arr) out.samples.set(name, (arr = []));
+    arr.push(s);
+  }
+  return out;
+}
+
+export interface HistogramSeries {
+  /** labels without `le` */
+  labels: Record<string, string>;
+  /** finite upper bounds, ascending (in the exposition's unit) */
+  bounds: number[];
+  /** cumulative counts; length bounds.length + 1, last = +Inf bucket */
+  cumulative: number[];
+  sum: number;
+  count: number;
+}
+
+function labelKey(labels: Record<string, string>, omit?: string): string {
+  return Object.keys(labels)
+    .filter((k) => k !== omit)
+    .sort()
+    .map((k) => `${k}\u0000${labels[k]}`)
+    .join('\u0001');
+}
+
+export function labelsMatch(labels: Record<string, string>, match?: Record<string, string>): boolean {
+  if (!match) return true;
+  for (const [k, v] of Object.entries(match)) if ((labels[k] ?? '') !== v) return false;
+  return true;
+}
+
+/**
+ * Histogram series of family `name` (samples `name_bucket`, `name_sum`, `name_count`).
+ * Throws ExpositionParseError-like Errors for structurally broken histograms (missing +Inf,
+ * non-monotonic buckets); returns [] when the family is absent.
+ */
+export function histogramSeries(exp: Exposition, name: string, match?: Record<string, string>): HistogramSeries[] {
+  const buckets = exp.samples.get(`${name}_bucket`);
+  if (!buckets) return [];
+  const groups = new Map<string, { labels: Record<string, string>; pts: Array<[number, number]> }>();
+  for (const s of buckets) {
+    if (!labelsMatch(s.labels, match)) continue;
+    const key = labelKey(s.labels, 'le');
+    let g = groups.get(key);
+    if (!g) {
+      const labels = { ...s.labels };
+      delete labels.le;
+      groups.set(key, (g = { labels, pts: [] }));
+    }
+    g.pts.push([parsePromFloat(s.labels.le) as number, s.value]);
+  }
+  const sums = new Map<string, number>();
+  const counts = new Map<string, number>();
+  for (const s of exp.samples.get(`${name}_sum`) ?? []) sums.set(labelKey(s.labels), s.value);
+  for (const s of exp.samples.get(`${name}_count`) ?? []) counts.set(labelKey(s.labels), s.value);
+  const out: HistogramSeries[] = [];
+  for (const [key, g] of groups) {
+    g.pts.sort((a, b) => a[0] - b[0]);
+    const last = g.pts[g.pts.length - 1];
+    if (last[0] !== Infinity) throw new Error(`histogram ${name}${fmtLabels(g.labels)}: no le="+Inf" bucket`);
+    for (let k = 1; k < g.pts.length; k++) {
+      if (g.pts[k][0] === g.pts[k - 1][0]) throw new Error(`histogram ${name}${fmtLabels(g.labels)}: duplicate le=${g.pts[k][0]}`);
+      if (g.pts[k][1] < g.pts[k - 1][1]) throw new Error(`histogram ${name}${fmtLabels(g.labels)}: bucket counts decrease at le=${g.pts[k][0]}`);
+    }
+    const count = counts.get(key) ?? last[1];
+    const sum = sums.get(key);
+    if (sum === undefined) throw new Error(`histogram ${name}${fmtLabels(g.labels)}: no _sum sample`);
+    out.push({
+      labels: g.labels,
+      bounds: g.pts.slice(0, -1).map((p) => p[0]),
+      cumulative: g.pts.map((p) => p[1]),
+      sum,
+      count,
+    });
+  }
+  return out;
+}
+
+export function fmtLabels(labels: Record<string, string>): string {
+  const ks = Object.keys(labels);
+  if (ks.length === 0) return '';
+  return `{${ks.map((k) => `${k}=${JSON.stringify(labels[k])}`).join(',')}}`;
+}

@@ -1,0 +1,203 @@
+// JSON Schema of the agent config key `inference` (load-aware instance scraping), the
+// resolved config type, and defaults/semantic checks for callers that do not run ajv with
+// useDefaults (the collector normalises its input itself, so both paths agree).
+//
+// The agent config loader (agent/src/config.ts) plugs `inferenceSchema` in at
+// `properties.inference` of agent/config.schema.json before compiling it with ajv
+// (useDefaults: true). Semantic checks ajv cannot express are in checkInferenceConfig().
+import Ajv from 'ajv';
+import type { CustomMappingsInput, ServerKind, TimeUnit } from './mappings';
+
+const NAME = '^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$';
+const PEER = '^$|^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$';
+const ADDR = '^(?:(?:\\d{1,3}\\.){3}\\d{1,3}|\\[[0-9A-Fa-f:.]+\\]):\\d{1,5}$';
+const TIME_UNITS = ['s', 'ms', 'us', 'ns'];
+
+const timedRef = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['name'],
+  properties: {
+    name: { type: 'string', minLength: 1 },
+    unit: { enum: TIME_UNITS, default: 's', description: 'unit of the values (histogram le bounds / counter)' },
+  },
+};
+const scaledRef = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['name'],
+  properties: {
+    name: { type: 'string', minLength: 1 },
+    scale: { type: 'number', exclusiveMinimum: 0, default: 1, description: 'value x scale = signal unit (0..1 for utilisation, bytes for memory)' },
+  },
+};
+const nameOrNames = {
+  anyOf: [{ type: 'string', minLength: 1 }, { type: 'array', minItems: 1, items: { type: 'string', minLength: 1 } }],
+};
+
+export const inferenceSchema: Record<string, unknown> = {
+  description: 'Load-aware instance scraping: Prometheus endpoints of inference servers, turned into the INSTANCES snapshot section.',
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    scrapeIntervalMs: { type: 'integer', minimum: 50, maximum: 600000, default: 1000, description: 'each instance is scraped this often' },
+    scrapeTimeoutMs: { type: 'integer', minimum: 10, maximum: 600000, default: 800, description: 'a scrape unanswered after this is a failure (reason unreachable)' },
+    windowS: { type: 'number', minimum: 1, maximum: 3600, default: 10, description: 'sliding window of the rate / moment estimates' },
+    baselineWindowS: { type: 'number', minimum: 10, maximum: 86400, default: 300, description: 'window of the dynamic P99 baseline' },
+    baselineScope: {
+      enum: ['service', 'instance'],
+      default: 'service',
+      description: "pool of P99 samples of the baseline: all instances of the service (an instance slower than its peers is de-weighted) or each instance alone (only sudden slow-downs are)",
+    },
+    baselineTrim: { type: 'number', minimum: 0, maximum: 0.5, default: 0.1, description: 'fraction of the highest P99 samples dropped before the median' },
+    slowFactor: { type: 'number', exclusiveMinimum: 1, maximum: 100, default: 3, description: 'P99 above slowFactor x baseline lowers the health score' },
+    assumedScv: { type: 'number', minimum: 0, maximum: 1000, default: 1, description: 'squared coefficient of variation of service time when no histogram resolves E[S^2] (1 = exponential)' },
+    rhoCombine: { enum: ['max', 'load', 'gpu'], default: 'max', description: 'how queue-derived and GPU-derived utilisation combine' },
+    staleAfterMs: { type: 'integer', minimum: 100, maximum: 3600000, default: 5000, description: 'an instance whose last good scrape is older is unhealthy (reason stale)' },
+    failuresToUnhealthy: { type: 'integer', minimum: 1, maximum: 100, default: 1, description: 'consecutive failed scrapes before the instance is unhealthy' },
+    maxBodyBytes: { type: 'integer', minimum: 1024, maximum: 268435456, default: 8388608 },
+    services: {
+      type: 'array',
+      default: [],
+      maxItems: 1000,
+      items: {
+        type: 'object',
+        additionalProperties: false,
+        required: ['name', 'kind', 'instances'],
+        properties: {
+          name: { type: 'string', pattern: NAME, description: 'service name in the snapshot' },
+          peer: { type: 'string', pattern: PEER, default: '', description: 'cloud the instances are in ("" = local)' },
+          kind: { enum: ['vllm', 'triton', 'tgi', 'dcgm', 'custom'] },
+          instances: {
+            type: 'object',
+            additionalProperties: false,
+            minProperties: 1,
+            maxProperties: 1,
+            properties: {
+              static: { type: 'array', maxItems: 4096, uniqueItems: true, items: { type: 'string', pattern: ADDR } },
+              dns: {
+                type: 'object',
+                additionalProperties: false,
+                required: ['name', 'port'],
+                properties: {
+                  name: { type: 'string', minLength: 1, maxLength: 253, description: 'e.g. a Kubernetes headless Service' },
+                  port: { type: 'integer', minimum: 1, maximum: 65535 },
+                  resolveIntervalMs: { type: 'integer', minimum: 100, maximum: 3600000, default: 5000 },
+                  family: { enum: ['any', 'ipv4', 'ipv6'], default: 'any' },
+                },
+              },
+            },
+          },
+          metricsPath: { type: 'string', pattern: '^/', default: '/metrics' },
+          scheme: { enum: ['http', 'https'], default: 'http' },
+          concurrency: { type: 'integer', minimum: 1, maximum: 100000, description: 'slots / max batch size; inferred from running+waiting when absent' },
+          labels: {
+            type: 'object',
+            additionalProperties: { type: 'string' },
+            description: 'only series with these label values count (e.g. {"model_name": "llama"})',
+          },
+          mappings: {
+            type: 'object',
+            additionalProperties: false,
+            properties: {
+              waiting: nameOrNames,
+              running: nameOrNames,
+              kvCacheUsage: nameOrNames,
+              completions: nameOrNames,
+              gpuUtil: scaledRef,
+              gpuMemUsedBytes: scaledRef,
+              gpuMemFreeBytes: scaledRef,
+              serviceTimeSum: timedRef,
+              queueTimeSum: timedRef,
+              serviceHistogram: timedRef,
+              latencyHistogram: timedRef,
+              latencySummary: timedRef,
+            },
+          },
+        },
+      },
+    },
+  },
+};
+export default inferenceSchema;
+
+export interface InferenceServiceConfig {
+  name: string;
+  peer: string;
+  kind: ServerKind;
+  instances: { static: string[] } | { dns: { name: string; port: number; resolveIntervalMs: number; family: 'any' | 'ipv4' | 'ipv6' } };
+  metricsPath: string;
+  scheme: 'http' | 'https';
+  concurrency?: number;
+  labels?: Record<string, string>;
+  mappings?: CustomMappingsInput;
+}
+
+export interface InferenceConfig {
+  scrapeIntervalMs: number;
+  scrapeTimeoutMs: number;
+  windowS: number;
+  baselineWindowS: number;
+  baselineScope: 'service' | 'instance';
+  baselineTrim: number;
+  slowFactor: number;
+  assumedScv: number;
+  rhoCombine: 'max' | 'load' | 'gpu';
+  staleAfterMs: number;
+  failuresToUnhealthy: number;
+  maxBodyBytes: number;
+  services: InferenceServiceConfig[];
+}
+
+export type { TimeUnit };
+
+export class InferenceConfigError extends Error {
+  constructor(public readonly problems: string[]) {
+    super(problems.map((p) => `config error: ${p}`).join('\n'));
+    this.name = 'InferenceConfigError';
+  }
+}
+
+/** Problems ajv cannot express (field paths relative to the config root). */
+export function checkInferenceConfig(cfg: InferenceConfig, base = 'inference'): string[] {
+  const problems: string[] = [];
+  const seen = new Set<string>();
+  cfg.services.forEach((s, i) => {
+    const key = `${s.peer}\u0000${s.name}`;
+    if (seen.has(key)) problems.push(`${base}.services[${i}].name: duplicate service ${JSON.stringify(s.name)} for peer ${JSON.stringify(s.peer)}`);
+    seen.add(key);
+    if ('static' in s.instances) {
+      s.instances.static.forEach((a, j) => {
+        const port = Number(a.slice(a.lastIndexOf(':') + 1));
+        if (!(port >= 1 && port <= 65535)) problems.push(`${base}.services[${i}].instances.static[${j}]: port out of range`);
+        const v4 = /^(\d+)\.(\d+)\.(\d+)\.(\d+):/.exec(a);
+        if (v4 && v4.slice(1, 5).some((o) => Number(o) > 255)) problems.push(`${base}.services[${i}].instances.static[${j}]: invalid IPv4 address`);
+      });
+    }
+  });
+  return problems;
+}
+
+let validate: ReturnType<Ajv['compile']> | undefined;
+
+/**
+ * Validate + fill defaults (a deep copy of `raw`), for standalone use (tests, the collector
+ * constructed without the agent loader). Throws InferenceConfigError naming the fields.
+ */
+export function resolveInferenceConfig(raw: unknown): InferenceConfig {
+  if (!validate) validate = new Ajv({ useDefaults: true, allErrors: true, strict: false }).compile(inferenceSchema);
+  const copy = JSON.parse(JSON.stringify(raw ?? {}));
+  if (!validate(copy)) {
+    const problems = (validate.errors ?? []).map((e) => {
+      const field = 'inference' + e.instancePath.replace(/\/(\d+)/g, '[$1]').replace(/\//g, '.');
+      if (e.keyword === 'additionalProperties') return `${field}.${(e.params as { additionalProperty: string }).additionalProperty}: unknown field`;
+      if (e.keyword === 'required') return `${field}.${(e.params as { missingProperty: string }).missingProperty}: required`;
+      return `${field}: ${e.message}`;
+    });
+    throw new InferenceConfigError(problems);
+  }
+  const cfg = copy as InferenceConfig;
+  const problems = checkInferenceConfig(cfg);
+  if (problems.length) throw new InferenceConfigError(problems);
+  return cfg;
+}

@@ -1,0 +1,37 @@
+import { parseJson, JKind } from "../assembly/lib/json";
+
+describe("parseJson", () => {
+  it("parses nested objects, arrays, strings with escapes and numbers", () => {
+    const r = parseJson('{"a": {"b": [1, -2.5e2, "x\\u0041\\n"]}, "c": true, "d": null}');
+    expect(r.error).toBe("");
+    const v = r.value!;
+    expect(v.kind).toBe(JKind.Obj);
+    const b = v.get("a")!.get("b")!;
+    expect(b.items.length).toBe(3);
+    expect(b.items[0].n).toBe(1.0);
+    expect(b.items[1].n).toBe(-250.0);
+    expect(b.items[2].s).toBe("xA\n");
+    expect(v.get("c")!.b).toBe(true);
+    expect(v.get("d")!.kind).toBe(JKind.Null);
+  });
+
+  it("reports errors with an offset instead of aborting", () => {
+    expect(parseJson('{"a": }').error).toBe("unexpected character '}' at offset 6");
+    expect(parseJson('{"a": 1,}').error).toBe("expected a string key at offset 8");
+    expect(parseJson('[1, 2').error).toBe("unexpected end of input in array at offset 5");
+    expect(parseJson('{"a": 1} x').error).toBe("trailing characters at offset 9");
+    expect(parseJson('{"a": 1, "a": 2}').error).toBe("duplicate key \"a\" at offset 12");
+    expect(parseJson('"abc').error).toBe("unterminated string at offset 4");
+    expect(parseJson('01').error).toBe("trailing characters at offset 1");
+    expect(parseJson('1.').error).toBe("bad number at offset 2");
+    expect(parseJson('{"a": "\\x"}').error).toBe("bad escape at offset 8");
+    expect(parseJson('').error).toBe("unexpected end of input at offset 0");
+    expect(parseJson('nul').error).toBe("unexpected character 'n' at offset 0");
+  });
+
+  it("bounds nesting depth", () => {
+    let deep = "";
+    for (let i = 0; i < 100; i++) deep += "[";
+    expect(parseJson(deep).error).toBe("nesting deeper than 64 at offset 65");
+  });
+});

@@ -1,0 +1,48 @@
+import { parseConfig, STATUS_DEGRADED, STATUS_NORMAL } from "../assembly/lib/config";
+import { isStale, resolveLink, REASON_MISSING, REASON_SNAPSHOT, REASON_STALE, REASON_UNKNOWN_PEER } from "../assembly/lib/link";
+import { decodeSnapshot, Snapshot } from "../assembly/lib/snapshot";
+import { Bytes, peer, section, document } from "./snapshot-builder";
+
+function cfg(failMode: string): string {
+  return '{"agent":{"cluster":"a"},"link":{"failMode":"' + failMode + '","services":[' +
+    '{"authorities":["b.example"],"peer":"cloud-b"},{"authorities":["c.example"],"peer":"cloud-c"},{"authorities":["x.example"],"peer":"cloud-x"}]}}';
+}
+
+function snap(): Snapshot {
+  const peers = new Bytes().append(peer("cloud-b", true, 80)).append(peer("cloud-c", false, 8));
+  return decodeSnapshot(document(1, 1000, [section(1, 2, peers)])).snapshot!;
+}
+
+describe("isStale", () => {
+  it("is stale only strictly past the bound", () => {
+    expect(isStale(2000, 1000, 1000)).toBe(false);
+    expect(isStale(2001, 1000, 1000)).toBe(true);
+    expect(isStale(900, 1000, 1000)).toBe(false);
+  });
+});
+
+describe("resolveLink", () => {
+  it("maps each service to its peer's state", () => {
+    const c = parseConfig(cfg("degraded")).config!;
+    const v = resolveLink(c.link, snap(), false);
+    expect(v.status[0]).toBe(STATUS_DEGRADED);
+    expect(v.reason[0]).toBe(REASON_SNAPSHOT);
+    expect(v.status[1]).toBe(STATUS_NORMAL);
+    expect(v.isFailMode(1)).toBe(false);
+    // the snapshot does not know cloud-x: fail mode
+    expect(v.status[2]).toBe(STATUS_DEGRADED);
+    expect(v.reason[2]).toBe(REASON_UNKNOWN_PEER);
+  });
+
+  it("uses the fail mode when the snapshot is missing or stale", () => {
+    const degraded = parseConfig(cfg("degraded")).config!;
+    const normal = parseConfig(cfg("normal")).config!;
+    const missing = resolveLink(degraded.link, null, true);
+    expect(missing.status[1]).toBe(STATUS_DEGRADED);
+    expect(missing.reason[1]).toBe(REASON_MISSING);
+    const stale = resolveLink(normal.link, snap(), true);
+    expect(stale.status[0]).toBe(STATUS_NORMAL); // even though cloud-b is degraded in the data
+    expect(stale.reason[0]).toBe(REASON_STALE);
+    expect(stale.isFailMode(0)).toBe(true);
+  });
+});

@@ -1,0 +1,133 @@
+// Plugin configuration: the JSON that Istio's WasmPlugin `pluginConfig` (or Envoy's
+// `configuration` StringValue) delivers. Parsed once per on_configure; every problem is reported
+// with the path of the offending field. The schema lives in filter/config.schema.json.
+import { parseJson, JKind, JValue } from "./json";
+import { ObjectReader, Problems, isHeaderName, join } from "./fields";
+import { checkPattern, AuthorityMatcher } from "./authority";
+
+export const STATUS_NORMAL: i32 = 0;
+export const STATUS_DEGRADED: i32 = 1;
+
+export class AgentConfig {
+  cluster: string = "";
+  authority: string = "switchyard-agent";
+  path: string = "/v1/snapshot";
+  pollMs: i32 = 50;
+  longPollMs: i32 = 500;
+  timeoutMs: i32 = 1500;
+}
+
+export class LinkService {
+  authorities: Array<string> = [];
+  peer: string = "";
+}
+
+export class LinkConfig {
+  header: string = "x-cross-cloud-status";
+  stalenessMs: i32 = 1000;
+  failMode: i32 = STATUS_DEGRADED;
+  stripUnmatched: bool = true;
+  services: Array<LinkService> = [];
+}
+
+export class PluginConfig {
+  agent: AgentConfig = new AgentConfig();
+  refreshMs: i32 = 20;
+  leaseMs: i32 = 1000;
+  link: LinkConfig = new LinkConfig();
+
+  /** Matcher from authority to index in link.services. */
+  linkMatcher(): AuthorityMatcher {
+    const m = new AuthorityMatcher();
+    for (let i = 0; i < this.link.services.length; i++) {
+      const s = this.link.services[i];
+      for (let j = 0; j < s.authorities.length; j++) m.add(s.authorities[j], i);
+    }
+    return m;
+  }
+}
+
+export class ConfigResult {
+  config: PluginConfig | null = null;
+  error: string = "";
+}
+
+const MAX_INT: i32 = 0x7fffffff;
+
+function parseAgent(r: ObjectReader, c: AgentConfig): void {
+  c.cluster = r.str("cluster", "", true);
+  if (r.has("cluster") && c.cluster.length == 0) r.problems.add(join(r.path, "cluster"), "must not be empty");
+  c.authority = r.str("authority", c.authority);
+  if (c.authority.length == 0) r.problems.add(join(r.path, "authority"), "must not be empty");
+  c.path = r.str("path", c.path);
+  if (!c.path.startsWith("/") || c.path.includes("?")) r.problems.add(join(r.path, "path"), "must start with '/' and carry no query");
+  c.pollMs = r.int("pollMs", c.pollMs, 10, 60000);
+  c.longPollMs = r.int("longPollMs", c.longPollMs, 0, 30000);
+  c.timeoutMs = r.int("timeoutMs", c.longPollMs + 1000, 10, 60000);
+  if (r.problems.ok && c.timeoutMs <= c.longPollMs) {
+    r.problems.add(join(r.path, "timeoutMs"), "must be greater than agent.longPollMs (" + c.longPollMs.toString() + ")");
+  }
+}
+
+function parseStrings(items: Array<JValue>, path: string, p: Problems): Array<string> {
+  const out = new Array<string>();
+  for (let i = 0; i < items.length; i++) {
+    const at = path + "[" + i.toString() + "]";
+    if (items[i].kind != JKind.Str) { p.add(at, "must be string, got " + items[i].kindName()); continue; }
+    const s = items[i].s;
+    const why = checkPattern(s);
+    if (why.length > 0) { p.add(at, why); continue; }
+    out.push(s);
+  }
+  return out;
+}
+
+function parseLink(r: ObjectReader, c: LinkConfig): void {
+  c.header = r.str("header", c.header);
+  if (!isHeaderName(c.header)) r.problems.add(join(r.path, "header"), "must be a lowercase header name");
+  if (c.header.startsWith(":")) r.problems.add(join(r.path, "header"), "must not be a pseudo-header");
+  c.stalenessMs = r.int("stalenessMs", c.stalenessMs, 1, 3600000);
+  const fm = r.oneOf("failMode", "degraded", ["degraded", "normal"]);
+  c.failMode = fm == "normal" ? STATUS_NORMAL : STATUS_DEGRADED;
+  c.stripUnmatched = r.bool("stripUnmatched", c.stripUnmatched);
+  const services = r.arr("services", true);
+  if (services == null) return;
+  const spath = join(r.path, "services");
+  for (let i = 0; i < services.length; i++) {
+    const at = spath + "[" + i.toString() + "]";
+    const sv = services[i];
+    if (sv.kind != JKind.Obj) { r.problems.add(at, "must be object, got " + sv.kindName()); continue; }
+    const sr = new ObjectReader(sv, at, r.problems, ["authorities", "peer"]);
+    const svc = new LinkService();
+    const auths = sr.arr("authorities", true);
+    if (auths != null) {
+      if (auths.length == 0) r.problems.add(join(at, "authorities"), "must not be empty");
+      svc.authorities = parseStrings(auths, join(at, "authorities"), r.problems);
+    }
+    svc.peer = sr.str("peer", "", true);
+    if (sr.has("peer") && svc.peer.length == 0) r.problems.add(join(at, "peer"), "must not be empty");
+    c.services.push(svc);
+  }
+}
+
+export function parseConfig(text: string): ConfigResult {
+  const res = new ConfigResult();
+  if (text.length == 0) { res.error = "configuration: empty (a JSON object is required)"; return res; }
+  const parsed = parseJson(text);
+  if (parsed.value == null) { res.error = "configuration: invalid JSON: " + parsed.error; return res; }
+  const root = parsed.value!;
+  if (root.kind != JKind.Obj) { res.error = "configuration: must be a JSON object, got " + root.kindName(); return res; }
+  const p = new Problems();
+  const r = new ObjectReader(root, "", p, ["agent", "refreshMs", "leaseMs", "link"]);
+  const c = new PluginConfig();
+  const agent = r.obj("agent", ["cluster", "authority", "path", "pollMs", "longPollMs", "timeoutMs"], true);
+  if (agent != null) parseAgent(agent, c.agent);
+  c.refreshMs = r.int("refreshMs", c.refreshMs, 1, 10000);
+  c.leaseMs = r.int("leaseMs", c.leaseMs, 100, 600000);
+  if (p.ok && c.leaseMs <= c.refreshMs) p.add("leaseMs", "must be greater than refreshMs (" + c.refreshMs.toString() + ")");
+  const link = r.obj("link", ["header", "stalenessMs", "failMode", "stripUnmatched", "services"], true);
+  if (link != null) parseLink(link, c.link);
+  if (!p.ok) { res.error = p.first; return res; }
+  res.config = c;
+  return res;
+}

@@ -1,0 +1,106 @@
+// Typed, path-aware access to a parsed JSON object. The first problem found is kept with the
+// dotted path of the field (e.g. `link.services[0].peer: required`) so that an invalid plugin
+// configuration is refused with a message that names the field.
+import { JKind, JValue } from "./json";
+
+export class Problems {
+  first: string = "";
+  get ok(): bool { return this.first.length == 0; }
+  add(path: string, reason: string): void {
+    if (this.first.length == 0) this.first = path + ": " + reason;
+  }
+}
+
+export function join(base: string, key: string): string {
+  return base.length == 0 ? key : base + "." + key;
+}
+
+export class ObjectReader {
+  constructor(public v: JValue, public path: string, public problems: Problems, allowed: Array<string>) {
+    for (let i = 0; i < v.keys.length; i++) {
+      if (!allowed.includes(v.keys[i])) problems.add(join(path, v.keys[i]), "unknown field");
+    }
+  }
+
+  has(key: string): bool { return this.v.get(key) != null; }
+
+  private field(key: string, kind: JKind, required: bool): JValue | null {
+    const f = this.v.get(key);
+    if (f == null) {
+      if (required) this.problems.add(join(this.path, key), "required");
+      return null;
+    }
+    if (f.kind != kind) {
+      this.problems.add(join(this.path, key), "must be " + kindName(kind) + ", got " + f.kindName());
+      return null;
+    }
+    return f;
+  }
+
+  str(key: string, def: string, required: bool = false): string {
+    const f = this.field(key, JKind.Str, required);
+    return f == null ? def : f.s;
+  }
+
+  int(key: string, def: i32, min: i32, max: i32, required: bool = false): i32 {
+    const f = this.field(key, JKind.Num, required);
+    if (f == null) return def;
+    if (f.n != Math.floor(f.n)) { this.problems.add(join(this.path, key), "must be an integer"); return def; }
+    if (f.n < <f64>min || f.n > <f64>max) {
+      this.problems.add(join(this.path, key), "must be between " + min.toString() + " and " + max.toString());
+      return def;
+    }
+    return <i32>f.n;
+  }
+
+  num(key: string, def: f64, min: f64, max: f64, required: bool = false): f64 {
+    const f = this.field(key, JKind.Num, required);
+    if (f == null) return def;
+    if (f.n < min || f.n > max) {
+      this.problems.add(join(this.path, key), "must be between " + min.toString() + " and " + max.toString());
+      return def;
+    }
+    return f.n;
+  }
+
+  bool(key: string, def: bool): bool {
+    const f = this.field(key, JKind.Bool, false);
+    return f == null ? def : f.b;
+  }
+
+  oneOf(key: string, def: string, choices: Array<string>): string {
+    const s = this.str(key, def);
+    if (!choices.includes(s)) {
+      this.problems.add(join(this.path, key), "must be one of " + choices.join(", ") + ", got \"" + s + "\"");
+      return def;
+    }
+    return s;
+  }
+
+  obj(key: string, allowed: Array<string>, required: bool = false): ObjectReader | null {
+    const f = this.field(key, JKind.Obj, required);
+    return f == null ? null : new ObjectReader(f, join(this.path, key), this.problems, allowed);
+  }
+
+  arr(key: string, required: bool = false): Array<JValue> | null {
+    const f = this.field(key, JKind.Arr, required);
+    return f == null ? null : f.items;
+  }
+}
+
+export function kindName(kind: JKind): string {
+  const v = new JValue();
+  v.kind = kind;
+  return v.kindName();
+}
+
+/** Header names Envoy accepts from a filter: lowercase token characters. */
+export function isHeaderName(s: string): bool {
+  if (s.length == 0 || s.length > 128) return false;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    const ok = (c >= 0x61 && c <= 0x7a) || (c >= 0x30 && c <= 0x39) || c == 0x2d || c == 0x5f || c == 0x2e;
+    if (!ok) return false;
+  }
+  return true;
+}

@@ -1,0 +1,221 @@
+// Root context: configuration, the snapshot feed and writer election.
+//
+// One VM per Envoy worker runs this plugin. Exactly one of them (the writer, elected through a
+// CAS-protected lease in shared data) long-polls the agent with proxy_http_call and publishes each
+// new snapshot into shared data; every VM (writer included) re-reads shared data on its tick and
+// decodes a version only once. If the writer's VM goes away its lease expires and another VM
+// takes over. The request path never waits on the network and never decodes.
+import { RootContext, Context } from "@solo-io/proxy-runtime/assembly";
+import {
+  log, LOG_INFO, LOG_WARN, LOG_ERROR, nowMs, setTickPeriod, readPluginConfiguration, readBuffer,
+  getSharedData, setSharedData, getHeader, serializePairs, httpCall, incrementMetric,
+  OK, CAS_MISMATCH, MAP_HTTP_CALL_RESPONSE_HEADERS, BUFFER_HTTP_CALL_RESPONSE_BODY,
+} from "../abi/host";
+import { parseConfig, PluginConfig } from "../lib/config";
+import { AuthorityMatcher } from "../lib/authority";
+import { decodeSnapshot, peekSeq, Snapshot, MAX_SNAPSHOT_BYTES } from "../lib/snapshot";
+import { isStale, resolveLink, LinkView } from "../lib/link";
+import { claimLease, encodeLease, LEASE_BYTES } from "../lib/lease";
+import { Metrics } from "./metrics";
+import { SwitchyardStream } from "./stream";
+
+const SNAPSHOT_KEY = String.UTF8.encode("switchyard.snapshot.v1");
+const WRITER_KEY = String.UTF8.encode("switchyard.writer.v1");
+const VMSEQ_KEY = String.UTF8.encode("switchyard.vmseq.v1");
+const STATUS_KEY = String.UTF8.encode(":status");
+
+export class SwitchyardRoot extends RootContext {
+  config: PluginConfig | null = null;
+  matcher: AuthorityMatcher = new AuthorityMatcher();
+  metrics: Metrics = new Metrics();
+
+  // Pre-encoded header name and values: the request path allocates nothing for them.
+  linkHeader: ArrayBuffer = new ArrayBuffer(0);
+  statusValues: StaticArray<ArrayBuffer> = [String.UTF8.encode("normal"), String.UTF8.encode("degraded")];
+
+  snapshot: Snapshot | null = null;
+  snapshotSeq: u64 = 0;
+  lastCas: u32 = 0;
+  stale: bool = true;
+  view: LinkView = new LinkView(0);
+
+  vmToken: u32 = 0;
+  isWriter: bool = false;
+  leaseExpiryMs: u64 = 0;
+  pollInFlight: bool = false;
+  pollToken: u32 = 0;
+  nextPollAtMs: u64 = 0;
+  pollFailing: bool = false;
+  decodeFailing: bool = false;
+
+  createContext(context_id: u32): Context {
+    return new SwitchyardStream(context_id, this);
+  }
+
+  onConfigure(configuration_size: u32): bool {
+    const text = readPluginConfiguration(configuration_size);
+    const parsed = parseConfig(text);
+    if (parsed.config == null) {
+      log(LOG_ERROR, "switchyard: invalid plugin configuration: " + parsed.error);
+      return false;
+    }
+    const cfg = parsed.config!;
+    this.config = cfg;
+    this.matcher = cfg.linkMatcher();
+    this.linkHeader = String.UTF8.encode(cfg.link.header);
+    this.metrics.define();
+    this.vmToken = this.allocateVmToken();
+    this.view = resolveLink(cfg.link, this.snapshot, this.stale);
+    setTickPeriod(<u32>cfg.refreshMs);
+    log(LOG_INFO, "switchyard: configured: " + cfg.link.services.length.toString() + " link services, agent cluster " +
+      cfg.agent.cluster + ", vm token " + this.vmToken.toString());
+    return true;
+  }
+
+  /** A small unique number per VM, from a CAS-incremented counter in shared data. */
+  private allocateVmToken(): u32 {
+    for (let attempt = 0; attempt < 16; attempt++) {
+      const cur = getSharedData(VMSEQ_KEY);
+      let next: u32 = 1;
+      if (cur.found && cur.value.byteLength >= 4) next = load<u32>(changetype<usize>(cur.value)) + 1;
+      const buf = new ArrayBuffer(4);
+      store<u32>(changetype<usize>(buf), next);
+      // The ABI has no create-if-absent: a first write with cas 0 can race another VM's first
+      // write. Mixing in the clock keeps tokens distinct in that case.
+      const r = setSharedData(VMSEQ_KEY, buf, cur.found ? cur.cas : 0);
+      if (r == OK) return cur.found ? next : (next | (<u32>(nowMs() & 0xffff) << 16));
+      if (r != CAS_MISMATCH) break;
+    }
+    return <u32>(nowMs() & 0xffffffff) | 1;
+  }
+
+  onTick(): void {
+    const cfg = this.config;
+    if (cfg == null) return;
+    const now = nowMs();
+    this.refreshFromSharedData();
+    this.updateStaleness(now, cfg);
+    this.elect(now, cfg);
+    if (this.isWriter && !this.pollInFlight && now >= this.nextPollAtMs) this.poll(cfg);
+  }
+
+  private updateStaleness(now: u64, cfg: PluginConfig): void {
+    const snap = this.snapshot;
+    const stale = snap == null || isStale(now, snap.generatedAtMs, cfg.link.stalenessMs);
+    if (stale != this.stale) {
+      this.stale = stale;
+      this.view = resolveLink(cfg.link, snap, stale);
+      if (stale && snap != null) log(LOG_WARN, "switchyard: snapshot seq " + snap.seq.toString() + " is stale; using fail mode");
+    }
+  }
+
+  private elect(now: u64, cfg: PluginConfig): void {
+    const cur = getSharedData(WRITER_KEY);
+    const decision = claimLease(cur.found, cur.value, this.vmToken, now, <u64>cfg.leaseMs);
+    if (decision.write) {
+      const r = setSharedData(WRITER_KEY, encodeLease(this.vmToken, now + <u64>cfg.leaseMs), cur.found ? cur.cas : 0);
+      decision.mine = r == OK;
+      if (decision.mine) this.leaseExpiryMs = now + <u64>cfg.leaseMs;
+    }
+    if (decision.mine != this.isWriter) {
+      this.isWriter = decision.mine;
+      incrementMetric(this.metrics.writerActive, decision.mine ? 1 : -1);
+      log(LOG_INFO, "switchyard: vm " + this.vmToken.toString() + (decision.mine ? " is now the snapshot writer" : " is no longer the snapshot writer"));
+    }
+  }
+
+  private poll(cfg: PluginConfig): void {
+    const a = cfg.agent;
+    let path = a.path + "?after=" + this.snapshotSeq.toString();
+    if (a.longPollMs > 0) path += "&waitMs=" + a.longPollMs.toString();
+    const headers = serializePairs([":method", ":path", ":authority", "accept"],
+      ["GET", path, a.authority, "application/vnd.switchyard.snapshot.v1"]);
+    const r = httpCall(a.cluster, headers, <u32>a.timeoutMs);
+    if (r.status != OK) {
+      this.pollFailed("proxy_http_call to cluster " + a.cluster + " refused (result " + r.status.toString() + ")", cfg);
+      return;
+    }
+    this.pollInFlight = true;
+    this.pollToken = r.token;
+  }
+
+  private pollFailed(why: string, cfg: PluginConfig): void {
+    incrementMetric(this.metrics.pollErrors, 1);
+    if (!this.pollFailing) log(LOG_WARN, "switchyard: agent poll failed: " + why);
+    this.pollFailing = true;
+    this.nextPollAtMs = nowMs() + <u64>cfg.agent.pollMs;
+  }
+
+  onHttpCallResponse(token: u32, headers: u32, body_size: u32, trailers: u32): void {
+    const cfg = this.config;
+    if (cfg == null || token != this.pollToken || !this.pollInFlight) return;
+    this.pollInFlight = false;
+    if (headers == 0) { this.pollFailed("no response (timeout, reset or connect failure)", cfg); return; }
+    const status = getHeader(MAP_HTTP_CALL_RESPONSE_HEADERS, STATUS_KEY);
+    if (status == null || String.UTF8.decode(status) != "200") {
+      this.pollFailed("agent answered status " + (status == null ? "none" : String.UTF8.decode(status)), cfg);
+      return;
+    }
+    if (body_size > <u32>MAX_SNAPSHOT_BYTES) { this.rejectSnapshot("answer of " + body_size.toString() + " bytes exceeds 1 MiB", cfg); return; }
+    const body = readBuffer(BUFFER_HTTP_CALL_RESPONSE_BODY, body_size);
+    if (body == null) { this.pollFailed("cannot read the answer body", cfg); return; }
+    if (this.pollFailing) log(LOG_INFO, "switchyard: agent poll recovered");
+    this.pollFailing = false;
+    // Long polling: ask again at once; plain polling: wait pollMs.
+    this.nextPollAtMs = cfg.agent.longPollMs > 0 ? 0 : nowMs() + <u64>cfg.agent.pollMs;
+    if (peekSeq(body) == this.snapshotSeq && this.snapshot != null) return; // nothing new
+    const res = decodeSnapshot(body);
+    if (res.snapshot == null) { this.rejectSnapshot(res.error, cfg); return; }
+    this.decodeFailing = false;
+    this.adopt(res.snapshot!, cfg);
+    this.publish(body, res.snapshot!);
+    if (cfg.agent.longPollMs > 0) this.poll(cfg);
+  }
+
+  private rejectSnapshot(why: string, cfg: PluginConfig): void {
+    // Keep the last good snapshot; count and report (once per failure streak).
+    incrementMetric(this.metrics.decodeErrors, 1);
+    if (!this.decodeFailing) log(LOG_ERROR, "switchyard: rejected agent snapshot, keeping seq " + this.snapshotSeq.toString() + ": " + why);
+    this.decodeFailing = true;
+    this.nextPollAtMs = nowMs() + <u64>cfg.agent.pollMs;
+  }
+
+  private publish(body: ArrayBuffer, snap: Snapshot): void {
+    for (let attempt = 0; attempt < 4; attempt++) {
+      const cur = getSharedData(SNAPSHOT_KEY);
+      if (cur.found && cur.value.byteLength >= 32) {
+        const curGen = load<u64>(changetype<usize>(cur.value) + 24);
+        if (peekSeq(cur.value) == snap.seq || curGen > snap.generatedAtMs) { this.lastCas = cur.cas; return; }
+      }
+      const r = setSharedData(SNAPSHOT_KEY, body, cur.found ? cur.cas : 0);
+      if (r == OK) return;
+      if (r != CAS_MISMATCH) { log(LOG_ERROR, "switchyard: cannot publish snapshot (result " + r.toString() + ")"); return; }
+    }
+  }
+
+  /** Every VM: pick up a snapshot another VM published; decode each version once. */
+  private refreshFromSharedData(): void {
+    const cur = getSharedData(SNAPSHOT_KEY);
+    if (!cur.found || cur.cas == this.lastCas) return;
+    this.lastCas = cur.cas;
+    if (this.snapshot != null && peekSeq(cur.value) == this.snapshotSeq) return;
+    const cfg = this.config!;
+    const res = decodeSnapshot(cur.value);
+    if (res.snapshot == null) {
+      incrementMetric(this.metrics.decodeErrors, 1);
+      log(LOG_ERROR, "switchyard: shared snapshot rejected: " + res.error);
+      return;
+    }
+    const snap = res.snapshot!;
+    if (this.snapshot != null && snap.generatedAtMs < this.snapshot!.generatedAtMs) return;
+    this.adopt(snap, cfg);
+  }
+
+  private adopt(snap: Snapshot, cfg: PluginConfig): void {
+    this.snapshot = snap;
+    this.snapshotSeq = snap.seq;
+    this.stale = isStale(nowMs(), snap.generatedAtMs, cfg.link.stalenessMs);
+    this.view = resolveLink(cfg.link, snap, this.stale);
+    incrementMetric(this.metrics.snapshotUpdates, 1);
+  }
+}
