@@ -158,8 +158,15 @@ export function applyEnv(raw: Record<string, unknown>, env: NodeJS.ProcessEnv, s
   return raw;
 }
 
+/** the inference module's own semantic checks, if it exports them */
+function inferenceChecks(cfg: unknown): string[] {
+  const fn = (inferenceModule as unknown as Record<string, unknown>).checkInferenceConfig;
+  return typeof fn === 'function' ? ((fn as (c: unknown, base: string) => string[])(cfg, 'inference') ?? []) : [];
+}
+
 function semanticChecks(c: AgentConfig): string[] {
   const problems: string[] = [];
+  if (c.inference !== undefined) problems.push(...inferenceChecks(c.inference));
   const seen = new Map<string, number>();
   c.link.peers.forEach((p, i) => {
     const f = `link.peers[${i}]`;

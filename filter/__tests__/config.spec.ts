@@ -90,3 +90,36 @@ describe("parseConfig", () => {
     expect(r.config!.linkMatcher().match("svc-299.example")).toBe(0);
   });
 });
+
+describe("parseConfig loadAware", () => {
+  it("is disabled when absent and reads every field when present", () => {
+    expect(parseConfig(MINIMAL).config!.loadAware.enabled).toBe(false);
+    const r = parseConfig('{"agent":{"cluster":"a"},"link":{"services":[]},"loadAware":{"endpointHeader":"x-ep","services":[' +
+      '{"authorities":["inference.example"],"service":"llm","maxUtilization":0.9,"stalenessMs":2000,"band":0.2,"allIneligible":"reject-503","retryAfterS":3,"debug":true}]}}');
+    expect(r.error).toBe("");
+    const la = r.config!.loadAware;
+    expect(la.enabled).toBe(true);
+    expect(la.endpointHeader).toBe("x-ep");
+    expect(la.degradedHeader).toBe("x-degraded");
+    const s = la.services[0];
+    expect(s.service).toBe("llm");
+    expect(s.maxUtilization).toBe(0.9);
+    expect(s.stalenessMs).toBe(2000);
+    expect(s.band).toBe(0.2);
+    expect(s.allIneligible).toBe(1);
+    expect(s.retryAfterS).toBe(3);
+    expect(s.debug).toBe(true);
+    expect(r.config!.loadAwareMatcher().match("inference.example:8000")).toBe(0);
+  });
+
+  it("names the field of loadAware problems", () => {
+    expect(err('{"agent":{"cluster":"a"},"link":{"services":[]},"loadAware":{}}')).toBe("loadAware.services: required");
+    expect(err('{"agent":{"cluster":"a"},"link":{"services":[]},"loadAware":{"services":[{"authorities":["x.example"]}]}}')).toBe("loadAware.services[0].service: required");
+    expect(err('{"agent":{"cluster":"a"},"link":{"services":[]},"loadAware":{"services":[{"authorities":["x.example"],"service":"s","maxUtilization":1.5}]}}'))
+      .toBe("loadAware.services[0].maxUtilization: must be between 0.01 and 1.0");
+    expect(err('{"agent":{"cluster":"a"},"link":{"services":[]},"loadAware":{"services":[{"authorities":["x.example"],"service":"s","allIneligible":"drop"}]}}'))
+      .toBe("loadAware.services[0].allIneligible: must be one of forward-degraded, reject-503, got \"drop\"");
+    expect(err('{"agent":{"cluster":"a"},"link":{"services":[]},"loadAware":{"endpointHeader":"x-cross-cloud-status","services":[]}}'))
+      .toBe("loadAware.endpointHeader: must differ from link.header");
+  });
+});

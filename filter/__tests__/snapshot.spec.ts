@@ -32,7 +32,7 @@ describe("decodeSnapshot", () => {
 
   it("decodes instances and skips unknown sections", () => {
     const inst = new Bytes().str("llm").str("10.0.0.7:8000").str("cloud-b").u8(1).u8(0)
-      .f32(0.5).f32(100).f32(20000).f32(5).f32(2).f32(90).f32(400).f32(300).f32(0.7).u32(250);
+      .f32(0.5).f32(100).f32(20000).f32(5).f32(2).f32(90).f32(400).f32(300).f32(0.7).u32(250).f32(4);
     const unknown = new Bytes().u16(77).u16(0).u32(3).u8(1).u8(2).u8(3);
     const doc = document(7, 5, [unknown, section(2, 1, inst)]);
     const r = decodeSnapshot(doc);
@@ -46,6 +46,7 @@ describe("decodeSnapshot", () => {
     expect(i.es2Ms2).toBe(<f32>20000);
     expect(i.baselineP99Ms).toBe(<f32>300);
     expect(i.dataAgeMs).toBe(250);
+    expect(i.slots).toBe(<f32>4);
   });
 
   it("rejects garbage, truncation, corruption and oversize without trapping", () => {

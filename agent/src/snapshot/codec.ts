@@ -6,7 +6,10 @@
 //                      u16 sectionCount, 6 reserved zero bytes
 //   section:           u16 type, u16 reserved(0), u32 payloadLength, payload
 //   type 1 PEERS:      u16 count, u16 reserved, then peers
-//   type 2 INSTANCES:  u16 count, u16 reserved, then instances
+//   type 2 INSTANCES:  u16 count, u16 reserved, then instances (..., u32 dataAgeMs, f32 slots)
+//
+// The encoder refuses what the filter's decoder (filter/assembly/lib/snapshot.ts) would
+// reject: empty peer names, empty instance service/addr, slots < 1.
 //
 // seq and generatedAtMs are u64 on the wire; in TypeScript they are `number`
 // (exact up to 2^53, i.e. seq = boot-ms x 1000 stays exact until the year ~2255).
@@ -57,6 +60,8 @@ export interface InstanceRecord {
   /** 0..1, NaN unknown */
   gpuUtil: number;
   dataAgeMs: number;
+  /** concurrency c: requests served at once, >= 1 (f32). Optional on input: default 1. */
+  slots?: number;
 }
 
 export interface Snapshot {
@@ -74,21 +79,26 @@ export class SnapshotDecodeError extends Error {
   }
 }
 
-/** CRC-32 (IEEE). Node >= 20.15 has zlib.crc32; otherwise a table implementation. */
+let crcTable: Uint32Array | undefined;
+/** Portable table CRC-32 (IEEE), used when zlib.crc32 is missing (Node < 20.15). */
+export function crc32Portable(b: Uint8Array): number {
+  if (!crcTable) {
+    crcTable = new Uint32Array(256);
+    for (let n = 0; n < 256; n++) {
+      let c = n;
+      for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
+      crcTable[n] = c >>> 0;
+    }
+  }
+  let c = 0xffffffff;
+  for (let i = 0; i < b.length; i++) c = crcTable[(c ^ b[i]) & 0xff] ^ (c >>> 8);
+  return (c ^ 0xffffffff) >>> 0;
+}
+
+/** CRC-32 (IEEE). Node >= 20.15 has zlib.crc32; otherwise the table implementation. */
 export const crc32: (buf: Uint8Array) => number = (() => {
   const native = (zlib as unknown as { crc32?: (b: Uint8Array) => number }).crc32;
-  if (typeof native === 'function') return (b: Uint8Array) => native(b) >>> 0;
-  const table = new Uint32Array(256);
-  for (let n = 0; n < 256; n++) {
-    let c = n;
-    for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
-    table[n] = c >>> 0;
-  }
-  return (b: Uint8Array) => {
-    let c = 0xffffffff;
-    for (let i = 0; i < b.length; i++) c = table[(c ^ b[i]) & 0xff] ^ (c >>> 8);
-    return (c ^ 0xffffffff) >>> 0;
-  };
+  return typeof native === 'function' ? (b: Uint8Array) => native(b) >>> 0 : crc32Portable;
 })();
 
 // ---------------------------------------------------------------- encoding
@@ -154,6 +164,7 @@ function encodePeers(peers: PeerRecord[]): Buffer {
   w.u16(checkUint(peers.length, 0xffff, 'peers.length'));
   w.u16(0);
   peers.forEach((p, i) => {
+    if (!p.name) throw new RangeError(`peers[${i}].name: must not be empty`);
     w.str(p.name, `peers[${i}].name`);
     if (p.state !== 'normal' && p.state !== 'degraded') throw new RangeError(`peers[${i}].state: must be normal|degraded`);
     w.u8(p.state === 'degraded' ? 1 : 0);
@@ -170,6 +181,10 @@ function encodeInstances(instances: InstanceRecord[]): Buffer {
   w.u16(checkUint(instances.length, 0xffff, 'instances.length'));
   w.u16(0);
   instances.forEach((r, i) => {
+    if (!r.service) throw new RangeError(`instances[${i}].service: must not be empty`);
+    if (!r.addr) throw new RangeError(`instances[${i}].addr: must not be empty`);
+    const slots = r.slots ?? 1;
+    if (!(slots >= 1)) throw new RangeError(`instances[${i}].slots: must be >= 1`);
     w.str(r.service, `instances[${i}].service`);
     w.str(r.addr, `instances[${i}].addr`);
     w.str(r.peer ?? '', `instances[${i}].peer`);
@@ -179,6 +194,7 @@ function encodeInstances(instances: InstanceRecord[]): Buffer {
     w.u8(reason);
     for (const v of [r.rho, r.esMs, r.es2Ms2, r.lambdaPerS, r.queueDepth, r.p50Ms, r.p99Ms, r.baselineP99Ms, r.gpuUtil]) w.f32(v);
     w.u32(sat(r.dataAgeMs, 0xffffffff));
+    w.f32(slots);
   });
   return w.toBuffer();
 }
@@ -317,6 +333,7 @@ function decodePeers(r: Reader): PeerRecord[] {
   const peers: PeerRecord[] = [];
   for (let i = 0; i < count; i++) {
     const name = r.str();
+    if (!name) throw new SnapshotDecodeError(`peers[${i}]: empty name`);
     const st = r.u8();
     if (st > 1) throw new SnapshotDecodeError(`peers[${i}]: bad state ${st}`);
     peers.push({
@@ -343,7 +360,8 @@ function decodeInstances(r: Reader): InstanceRecord[] {
     const reasonCode = r.u8();
     const reason = INSTANCE_REASONS[reasonCode];
     if (reason === undefined) throw new SnapshotDecodeError(`instances[${i}]: bad reason ${reasonCode}`);
-    out.push({
+    if (!service || !addr) throw new SnapshotDecodeError(`instances[${i}]: empty service or address`);
+    const rec: InstanceRecord = {
       service,
       addr,
       peer,
@@ -359,7 +377,10 @@ function decodeInstances(r: Reader): InstanceRecord[] {
       baselineP99Ms: r.f32(),
       gpuUtil: r.f32(),
       dataAgeMs: r.u32(),
-    });
+      slots: r.f32(),
+    };
+    if (!((rec.slots as number) >= 1)) throw new SnapshotDecodeError(`instances[${i}]: slots must be >= 1`);
+    out.push(rec);
   }
   return out;
 }
@@ -403,6 +424,7 @@ export function snapshotToJson(s: Snapshot): Record<string, unknown> {
       baselineP99Ms: f32(r.baselineP99Ms),
       gpuUtil: f32(r.gpuUtil),
       dataAgeMs: r.dataAgeMs,
+      slots: f32(r.slots ?? 1),
     }));
   }
   return doc;

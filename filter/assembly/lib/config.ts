@@ -30,11 +30,45 @@ export class LinkConfig {
   services: Array<LinkService> = [];
 }
 
+export const ALL_INELIGIBLE_FORWARD: i32 = 0;
+export const ALL_INELIGIBLE_REJECT: i32 = 1;
+
+export class LoadAwareService {
+  authorities: Array<string> = [];
+  service: string = "";
+  maxUtilization: f64 = 0.95;
+  stalenessMs: i32 = 5000;
+  band: f64 = 0.1;
+  allIneligible: i32 = ALL_INELIGIBLE_FORWARD;
+  retryAfterS: i32 = 1;
+  debug: bool = false;
+}
+
+export class LoadAwareConfig {
+  /** False when the configuration has no `loadAware` section at all. */
+  enabled: bool = false;
+  endpointHeader: string = "x-switchyard-endpoint";
+  degradedHeader: string = "x-degraded";
+  debugHeader: string = "x-switchyard-debug";
+  services: Array<LoadAwareService> = [];
+}
+
 export class PluginConfig {
   agent: AgentConfig = new AgentConfig();
+  loadAware: LoadAwareConfig = new LoadAwareConfig();
   refreshMs: i32 = 20;
   leaseMs: i32 = 1000;
   link: LinkConfig = new LinkConfig();
+
+  /** Matcher from authority to index in loadAware.services. */
+  loadAwareMatcher(): AuthorityMatcher {
+    const m = new AuthorityMatcher();
+    for (let i = 0; i < this.loadAware.services.length; i++) {
+      const s = this.loadAware.services[i];
+      for (let j = 0; j < s.authorities.length; j++) m.add(s.authorities[j], i);
+    }
+    return m;
+  }
 
   /** Matcher from authority to index in link.services. */
   linkMatcher(): AuthorityMatcher {
@@ -110,6 +144,45 @@ function parseLink(r: ObjectReader, c: LinkConfig): void {
   }
 }
 
+function parseHeaderField(r: ObjectReader, key: string, def: string): string {
+  const h = r.str(key, def);
+  if (!isHeaderName(h)) r.problems.add(join(r.path, key), "must be a lowercase header name");
+  return h;
+}
+
+function parseLoadAware(r: ObjectReader, c: LoadAwareConfig): void {
+  c.enabled = true;
+  c.endpointHeader = parseHeaderField(r, "endpointHeader", c.endpointHeader);
+  c.degradedHeader = parseHeaderField(r, "degradedHeader", c.degradedHeader);
+  c.debugHeader = parseHeaderField(r, "debugHeader", c.debugHeader);
+  const services = r.arr("services", true);
+  if (services == null) return;
+  const spath = join(r.path, "services");
+  for (let i = 0; i < services.length; i++) {
+    const at = spath + "[" + i.toString() + "]";
+    const sv = services[i];
+    if (sv.kind != JKind.Obj) { r.problems.add(at, "must be object, got " + sv.kindName()); continue; }
+    const sr = new ObjectReader(sv, at, r.problems,
+      ["authorities", "service", "maxUtilization", "stalenessMs", "band", "allIneligible", "retryAfterS", "debug"]);
+    const svc = new LoadAwareService();
+    const auths = sr.arr("authorities", true);
+    if (auths != null) {
+      if (auths.length == 0) r.problems.add(join(at, "authorities"), "must not be empty");
+      svc.authorities = parseStrings(auths, join(at, "authorities"), r.problems);
+    }
+    svc.service = sr.str("service", "", true);
+    if (sr.has("service") && svc.service.length == 0) r.problems.add(join(at, "service"), "must not be empty");
+    svc.maxUtilization = sr.num("maxUtilization", svc.maxUtilization, 0.01, 1.0);
+    svc.stalenessMs = sr.int("stalenessMs", svc.stalenessMs, 1, 3600000);
+    svc.band = sr.num("band", svc.band, 0, 10);
+    const policy = sr.oneOf("allIneligible", "forward-degraded", ["forward-degraded", "reject-503"]);
+    svc.allIneligible = policy == "reject-503" ? ALL_INELIGIBLE_REJECT : ALL_INELIGIBLE_FORWARD;
+    svc.retryAfterS = sr.int("retryAfterS", svc.retryAfterS, 0, 3600);
+    svc.debug = sr.bool("debug", svc.debug);
+    c.services.push(svc);
+  }
+}
+
 export function parseConfig(text: string): ConfigResult {
   const res = new ConfigResult();
   if (text.length == 0) { res.error = "configuration: empty (a JSON object is required)"; return res; }
@@ -118,7 +191,7 @@ export function parseConfig(text: string): ConfigResult {
   const root = parsed.value!;
   if (root.kind != JKind.Obj) { res.error = "configuration: must be a JSON object, got " + root.kindName(); return res; }
   const p = new Problems();
-  const r = new ObjectReader(root, "", p, ["agent", "refreshMs", "leaseMs", "link"]);
+  const r = new ObjectReader(root, "", p, ["agent", "refreshMs", "leaseMs", "link", "loadAware"]);
   const c = new PluginConfig();
   const agent = r.obj("agent", ["cluster", "authority", "path", "pollMs", "longPollMs", "timeoutMs"], true);
   if (agent != null) parseAgent(agent, c.agent);
@@ -127,6 +200,15 @@ export function parseConfig(text: string): ConfigResult {
   if (p.ok && c.leaseMs <= c.refreshMs) p.add("leaseMs", "must be greater than refreshMs (" + c.refreshMs.toString() + ")");
   const link = r.obj("link", ["header", "stalenessMs", "failMode", "stripUnmatched", "services"], true);
   if (link != null) parseLink(link, c.link);
+  const la = r.obj("loadAware", ["endpointHeader", "degradedHeader", "debugHeader", "services"]);
+  if (la != null) parseLoadAware(la, c.loadAware);
+  if (p.ok) {
+    const names = [c.link.header, c.loadAware.endpointHeader, c.loadAware.degradedHeader, c.loadAware.debugHeader];
+    const keys = ["link.header", "loadAware.endpointHeader", "loadAware.degradedHeader", "loadAware.debugHeader"];
+    for (let i = 0; i < names.length; i++) for (let j = i + 1; j < names.length; j++) {
+      if (names[i] == names[j] && c.loadAware.enabled) p.add(keys[j], "must differ from " + keys[i]);
+    }
+  }
   if (!p.ok) { res.error = p.first; return res; }
   res.config = c;
   return res;

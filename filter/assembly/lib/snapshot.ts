@@ -33,6 +33,7 @@ export class InstanceState {
   baselineP99Ms: f32 = 0;
   gpuUtil: f32 = 0;
   dataAgeMs: u32 = 0;
+  slots: f32 = 1;
 }
 
 export class Snapshot {
@@ -144,6 +145,8 @@ function decodeInstances(r: Reader, out: Array<InstanceState>): void {
     s.baselineP99Ms = r.f32();
     s.gpuUtil = r.f32();
     s.dataAgeMs = r.u32();
+    s.slots = r.f32();
+    if (r.err.length == 0 && !(s.slots >= 1)) { r.err = "instance " + i.toString() + ": slots must be >= 1"; return; }
     if (r.err.length == 0 && (s.service.length == 0 || s.addr.length == 0)) { r.err = "instance " + i.toString() + ": empty service or address"; return; }
     out.push(s);
   }

@@ -17,16 +17,22 @@ import { decodeSnapshot, peekSeq, Snapshot, MAX_SNAPSHOT_BYTES } from "../lib/sn
 import { isStale, resolveLink, LinkView } from "../lib/link";
 import { claimLease, encodeLease, LEASE_BYTES } from "../lib/lease";
 import { Metrics } from "./metrics";
+import { LoadAware } from "./loadaware";
 import { SwitchyardStream } from "./stream";
 
 const SNAPSHOT_KEY = String.UTF8.encode("switchyard.snapshot.v1");
 const WRITER_KEY = String.UTF8.encode("switchyard.writer.v1");
 const VMSEQ_KEY = String.UTF8.encode("switchyard.vmseq.v1");
+const INFLIGHT_KEY = String.UTF8.encode("switchyard.inflight.v1");
 const STATUS_KEY = String.UTF8.encode(":status");
 
 export class SwitchyardRoot extends RootContext {
   config: PluginConfig | null = null;
   matcher: AuthorityMatcher = new AuthorityMatcher();
+  loadAwareMatcher: AuthorityMatcher = new AuthorityMatcher();
+  loadAware: LoadAware = new LoadAware();
+  /** Time of the last tick (ms): the request path's clock, so it makes no host call for time. */
+  tickNowMs: f64 = 0;
   metrics: Metrics = new Metrics();
 
   // Pre-encoded header name and values: the request path allocates nothing for them.
@@ -65,7 +71,10 @@ export class SwitchyardRoot extends RootContext {
     this.linkHeader = String.UTF8.encode(cfg.link.header);
     this.metrics.define();
     this.vmToken = this.allocateVmToken();
-    this.view = resolveLink(cfg.link, this.snapshot, this.stale);
+    this.loadAwareMatcher = cfg.loadAwareMatcher();
+    this.loadAware.configure(cfg, this.vmToken ^ <u32>(nowMs() & 0xffffffff));
+    this.tickNowMs = <f64>nowMs();
+    this.recompute(cfg);
     setTickPeriod(<u32>cfg.refreshMs);
     log(LOG_INFO, "switchyard: configured: " + cfg.link.services.length.toString() + " link services, agent cluster " +
       cfg.agent.cluster + ", vm token " + this.vmToken.toString());
@@ -93,10 +102,29 @@ export class SwitchyardRoot extends RootContext {
     const cfg = this.config;
     if (cfg == null) return;
     const now = nowMs();
+    this.tickNowMs = <f64>now;
     this.refreshFromSharedData();
     this.updateStaleness(now, cfg);
     this.elect(now, cfg);
     if (this.isWriter && !this.pollInFlight && now >= this.nextPollAtMs) this.poll(cfg);
+    if (cfg.loadAware.enabled) this.shareInflight(now, cfg);
+  }
+
+  /** Publishes this VM's in-flight counts and reads the other workers' (see lib/inflight.ts). */
+  private shareInflight(now: u64, cfg: PluginConfig): void {
+    const maxAge = <u64>(cfg.leaseMs > 10 * cfg.refreshMs ? cfg.leaseMs : 10 * cfg.refreshMs);
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const cur = getSharedData(INFLIGHT_KEY);
+      const doc = this.loadAware.inflight.merge(cur.found ? cur.value : new ArrayBuffer(0), this.vmToken, now, maxAge);
+      const r = setSharedData(INFLIGHT_KEY, doc, cur.found ? cur.cas : 0);
+      if (r != CAS_MISMATCH) return;
+    }
+  }
+
+  /** Derived state: link view and load-aware plans, after a snapshot or staleness change. */
+  private recompute(cfg: PluginConfig): void {
+    this.view = resolveLink(cfg.link, this.snapshot, this.stale);
+    if (cfg.loadAware.enabled) this.loadAware.rebuild(cfg, this.snapshot, this.stale);
   }
 
   private updateStaleness(now: u64, cfg: PluginConfig): void {
@@ -104,7 +132,7 @@ export class SwitchyardRoot extends RootContext {
     const stale = snap == null || isStale(now, snap.generatedAtMs, cfg.link.stalenessMs);
     if (stale != this.stale) {
       this.stale = stale;
-      this.view = resolveLink(cfg.link, snap, stale);
+      this.recompute(cfg);
       if (stale && snap != null) log(LOG_WARN, "switchyard: snapshot seq " + snap.seq.toString() + " is stale; using fail mode");
     }
   }
@@ -215,7 +243,7 @@ export class SwitchyardRoot extends RootContext {
     this.snapshot = snap;
     this.snapshotSeq = snap.seq;
     this.stale = isStale(nowMs(), snap.generatedAtMs, cfg.link.stalenessMs);
-    this.view = resolveLink(cfg.link, snap, this.stale);
+    this.recompute(cfg);
     incrementMetric(this.metrics.snapshotUpdates, 1);
   }
 }

@@ -1,14 +1,26 @@
-// Per-request work: on request headers, match `:authority` and set (replace) the link-status
-// header from the precomputed view; strip a client-sent copy elsewhere. Two host calls, no
-// decoding of agent data, no allocation besides the authority value the host hands over.
-import { Context, RootContext, FilterHeadersStatusValues } from "@solo-io/proxy-runtime/assembly";
-import { getHeader, replaceHeader, removeHeader, incrementMetric, MAP_REQUEST_HEADERS } from "../abi/host";
-import { STATUS_DEGRADED } from "../lib/config";
+// Per-request work, on request headers:
+//  1. link status: match `:authority`, set (replace) the link-status header from the precomputed
+//     view; strip a client-sent copy on other authorities;
+//  2. load-aware choice: for load-aware authorities pick an instance and set (replace) the
+//     ORIGINAL_DST endpoint header; a client-sent endpoint or degraded header is always removed.
+// No decoding of agent data and no host call for time on this path.
+import {
+  Context, RootContext, FilterHeadersStatusValues, send_local_response, HeaderPair, GrpcStatusValues,
+} from "@solo-io/proxy-runtime/assembly";
+import {
+  getHeader, replaceHeader, removeHeader, incrementMetric, MAP_REQUEST_HEADERS, MAP_RESPONSE_HEADERS,
+} from "../abi/host";
+import { STATUS_DEGRADED, ALL_INELIGIBLE_REJECT } from "../lib/config";
+import { pick, SKIP_REASONS } from "../lib/choose";
 import { SwitchyardRoot } from "./root";
 
 const AUTHORITY_KEY = String.UTF8.encode(":authority");
+const NO_SLOT: i32 = -1;
 
 export class SwitchyardStream extends Context {
+  slot: i32 = NO_SLOT;
+  debug: string | null = null;
+
   constructor(context_id: u32, root: RootContext) {
     super(context_id, root);
   }
@@ -18,6 +30,7 @@ export class SwitchyardStream extends Context {
     const cfg = root.config;
     if (cfg == null) return FilterHeadersStatusValues.Continue;
     const authority = getHeader(MAP_REQUEST_HEADERS, AUTHORITY_KEY);
+
     const idx = authority == null ? -1 : root.matcher.matchRaw(authority);
     if (idx >= 0) {
       const status = unchecked(root.view.status[idx]);
@@ -32,6 +45,72 @@ export class SwitchyardStream extends Context {
         incrementMetric(root.metrics.headerStripped, 1);
       }
     }
+
+    if (!cfg.loadAware.enabled) return FilterHeadersStatusValues.Continue;
+    return this.chooseInstance(root, authority);
+  }
+
+  private chooseInstance(root: SwitchyardRoot, authority: ArrayBuffer | null): FilterHeadersStatusValues {
+    const la = root.loadAware;
+    // An unsanitised ORIGINAL_DST header lets a client route anywhere: never pass one through.
+    removeHeader(MAP_REQUEST_HEADERS, la.degradedHeader);
+    const idx = authority == null ? -1 : root.loadAwareMatcher.matchRaw(authority);
+    if (idx < 0) {
+      removeHeader(MAP_REQUEST_HEADERS, la.endpointHeader);
+      return FilterHeadersStatusValues.Continue;
+    }
+    const plan = unchecked(la.plans[idx]);
+    const skips = la.skipCounts;
+    for (let r = 0; r < SKIP_REASONS; r++) unchecked(skips[r] = 0);
+    const p = pick(plan.cands, la.inflight.total, root.tickNowMs, plan.cfg.band, la.rng.next(), skips, plan.costs);
+    for (let r = 1; r < SKIP_REASONS; r++) {
+      const n = unchecked(skips[r]);
+      if (n > 0) incrementMetric(unchecked(la.skipMetrics[r]), n);
+    }
+    if (p.index < 0) {
+      removeHeader(MAP_REQUEST_HEADERS, la.endpointHeader);
+      incrementMetric(la.allIneligibleMetric, 1);
+      if (plan.cfg.debug) this.debug = "none eligible: " + plan.cands.length.toString() + " instances";
+      if (plan.cfg.allIneligible == ALL_INELIGIBLE_REJECT) {
+        const headers: Array<HeaderPair> = [new HeaderPair(String.UTF8.encode("retry-after"), String.UTF8.encode(plan.cfg.retryAfterS.toString()))];
+        if (this.debug != null) headers.push(new HeaderPair(la.debugHeader, String.UTF8.encode(this.debug!)));
+        send_local_response(503, "switchyard_all_instances_ineligible", String.UTF8.encode("no eligible instance for " + plan.cfg.service + "\n"),
+          headers, GrpcStatusValues.Unavailable);
+        return FilterHeadersStatusValues.StopIteration;
+      }
+      // Forward on the default route: the route table sends `x-degraded: true` to the regular cluster.
+      replaceHeader(MAP_REQUEST_HEADERS, la.degradedHeader, la.trueValue);
+      return FilterHeadersStatusValues.Continue;
+    }
+    const c = unchecked(plan.cands[p.index]);
+    replaceHeader(MAP_REQUEST_HEADERS, la.endpointHeader, c.addrBytes);
+    la.inflight.inc(c.slot);
+    this.slot = c.slot;
+    incrementMetric(c.metricId, 1);
+    if (plan.cfg.debug) {
+      this.debug = "instance=" + c.addr + " w_ms=" + c.lastWaitMs.toString() + " rho=" + c.rho.toString() +
+        " eligible=" + p.eligible.toString() + " band=" + p.band.toString();
+    }
     return FilterHeadersStatusValues.Continue;
   }
+
+  onResponseHeaders(_n: u32, _endOfStream: bool): FilterHeadersStatusValues {
+    const d = this.debug;
+    if (d != null) {
+      const root = changetype<SwitchyardRoot>(this.root_context);
+      replaceHeader(MAP_RESPONSE_HEADERS, root.loadAware.debugHeader, String.UTF8.encode(d));
+    }
+    return FilterHeadersStatusValues.Continue;
+  }
+
+  private release(): void {
+    if (this.slot != NO_SLOT) {
+      changetype<SwitchyardRoot>(this.root_context).loadAware.inflight.dec(this.slot);
+      this.slot = NO_SLOT;
+    }
+  }
+
+  onDone(): bool { this.release(); return true; }
+
+  onDelete(): void { this.release(); }
 }

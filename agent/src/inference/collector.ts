@@ -1,0 +1,402 @@
+// InferenceCollector: discovery + periodic scraping + estimation for every configured
+// inference service; snapshot() gives the INSTANCES section records.
+//
+// Health / reason of a record (contracts.md reason codes):
+//   - `failuresToUnhealthy` consecutive failed scrapes -> the failure's reason
+//     (unreachable: connect error / reset / timeout; http_error: non-2xx or oversized body;
+//     parse_error: malformed exposition or broken histogram -- the last good values are kept)
+//   - no good scrape with load signals yet, or fewer than two (no interval delta yet), or the
+//     last good exposition carried none of the mapped metrics -> no_data
+//   - last good scrape older than staleAfterMs -> stale
+//   - else healthy, reason ok.
+// Health SCORE (not on the wire; the filter recomputes it from p99Ms/baselineP99Ms):
+//   healthScore(p99, baseline, slowFactor) -- see estimator.ts.
+// E[S]/E[S²] of an instance that has not completed any request yet are imputed with the
+// median over the service's instances that have them (so a fresh instance gets traffic).
+import { EventEmitter } from 'node:events';
+import * as promClient from 'prom-client';
+import { Discovery, type DnsResolver, type DiscoveryChange, systemResolver } from './discovery';
+import { BaselineTracker, type EstimatorState, healthScore, InstanceEstimator } from './estimator';
+import { type InstanceReason, type InstanceRecord } from './encode';
+import { ExpositionParseError, parseExposition } from './exposition';
+import { extractSignals, hasLoadSignal, type MetricMappings, resolveMappings } from './mappings';
+import { type InferenceConfig, type InferenceServiceConfig, resolveInferenceConfig } from './schema';
+import { makeAgents, scrapeOnce } from './scraper';
+
+export interface Logger {
+  warn(obj: unknown, msg?: string): void;
+  info?(obj: unknown, msg?: string): void;
+  debug?(obj: unknown, msg?: string): void;
+}
+
+export interface CollectorOptions {
+  /** prom-client registry for the collector's own metrics (default: prom-client's global one) */
+  registry?: promClient.Registry;
+  resolver?: DnsResolver;
+  /** wall clock in ms (default Date.now) */
+  now?: () => number;
+  logger?: Logger;
+}
+
+export interface InstanceDetail extends InstanceRecord {
+  healthScore: number;
+  imputedService: boolean;
+  lastError?: string;
+  consecutiveFailures: number;
+  scrapesOk: number;
+  scrapesFailed: number;
+  estimator?: EstimatorState;
+}
+
+interface InstanceRt {
+  svc: ServiceRt;
+  addr: string;
+  est: InstanceEstimator;
+  goodScrapes: number;
+  lastOkAt?: number;
+  noData: boolean;
+  consecutiveFailures: number;
+  lastFailure?: { reason: 'unreachable' | 'http_error' | 'parse_error'; message: string; at: number };
+  state?: EstimatorState;
+  scrapesOk: number;
+  scrapesFailed: number;
+  timer?: NodeJS.Timeout;
+  inFlight: boolean;
+  removed: boolean;
+  lastRecord?: InstanceRecord;
+}
+
+interface ServiceRt {
+  cfg: InferenceServiceConfig;
+  mappings: MetricMappings;
+  discovery: Discovery;
+  instances: Map<string, InstanceRt>;
+  baseline: BaselineTracker;
+}
+
+const RESULTS = ['ok', 'unreachable', 'http_error', 'parse_error', 'no_data'] as const;
+
+function getOrCreate<T extends promClient.Metric<string>>(reg: promClient.Registry, name: string, make: () => T): T {
+  return (reg.getSingleMetric(name) as T | undefined) ?? make();
+}
+
+/** Record equality ignoring dataAgeMs (which changes continuously). */
+function sameRecord(a: InstanceRecord | undefined, b: InstanceRecord): boolean {
+  if (!a) return false;
+  const keys: Array<keyof InstanceRecord> = ['healthy', 'reason', 'rho', 'esMs', 'es2Ms2', 'lambdaPerS', 'queueDepth', 'p50Ms', 'p99Ms', 'baselineP99Ms', 'gpuUtil'];
+  return keys.every((k) => Object.is(a[k], b[k]) || (typeof a[k] === 'number' && Math.fround(a[k] as number) === Math.fround(b[k] as number)));
+}
+
+function median(xs: number[]): number {
+  const v = xs.filter(Number.isFinite).sort((a, b) => a - b);
+  if (v.length === 0) return NaN;
+  const n = v.length;
+  return n % 2 ? v[(n - 1) / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/**
+ * Events:
+ *  - 'change' (records: InstanceRecord[]) after a scrape or discovery update that changed any
+ *    record (dataAgeMs excluded) -- the agent publishes a new snapshot on it;
+ *  - 'health' ({service, addr, healthy, reason}) when an instance's healthy/reason flips;
+ *  - 'scrapeError' ({service, addr, reason, message});
+ *  - 'instances' ({service, added, removed, current}).
+ */
+export class InferenceCollector extends EventEmitter {
+  readonly config: InferenceConfig;
+  private services: ServiceRt[] = [];
+  private readonly now: () => number;
+  private readonly resolver: DnsResolver;
+  private readonly log?: Logger;
+  private readonly agents = makeAgents();
+  private started = false;
+  private readonly m: {
+    scrapes: promClient.Counter<'service' | 'result'>;
+    duration: promClient.Histogram<'service'>;
+    rho: promClient.Gauge<'service' | 'instance'>;
+    queue: promClient.Gauge<'service' | 'instance'>;
+    p99: promClient.Gauge<'service' | 'instance'>;
+    lambda: promClient.Gauge<'service' | 'instance'>;
+    healthy: promClient.Gauge<'service' | 'instance'>;
+    instances: promClient.Gauge<'service'>;
+    dns: promClient.Counter<'service' | 'result'>;
+  };
+
+  constructor(config: unknown, opts: CollectorOptions = {}) {
+    super();
+    this.config = resolveInferenceConfig(config);
+    this.now = opts.now ?? Date.now;
+    this.resolver = opts.resolver ?? systemResolver;
+    this.log = opts.logger;
+    const reg = opts.registry ?? promClient.register;
+    const r = [reg];
+    this.m = {
+      scrapes: getOrCreate(reg, 'switchyard_inference_scrapes_total', () => new promClient.Counter({ name: 'switchyard_inference_scrapes_total', help: 'Scrapes of inference instances by result (ok, unreachable, http_error, parse_error, no_data).', labelNames: ['service', 'result'], registers: r })),
+      duration: getOrCreate(reg, 'switchyard_inference_scrape_duration_seconds', () => new promClient.Histogram({ name: 'switchyard_inference_scrape_duration_seconds', help: 'Duration of instance scrapes (HTTP + parse).', labelNames: ['service'], buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5], registers: r })),
+      rho: getOrCreate(reg, 'switchyard_inference_rho', () => new promClient.Gauge({ name: 'switchyard_inference_rho', help: 'Estimated utilisation rho of an instance.', labelNames: ['service', 'instance'], registers: r })),
+      queue: getOrCreate(reg, 'switchyard_inference_queue_depth', () => new promClient.Gauge({ name: 'switchyard_inference_queue_depth', help: 'Requests waiting at an instance (last scrape).', labelNames: ['service', 'instance'], registers: r })),
+      p99: getOrCreate(reg, 'switchyard_inference_p99_seconds', () => new promClient.Gauge({ name: 'switchyard_inference_p99_seconds', help: 'P99 latency of an instance over the estimation window.', labelNames: ['service', 'instance'], registers: r })),
+      lambda: getOrCreate(reg, 'switchyard_inference_arrival_rate', () => new promClient.Gauge({ name: 'switchyard_inference_arrival_rate', help: 'Estimated arrival rate (requests/s) of an instance.', labelNames: ['service', 'instance'], registers: r })),
+      healthy: getOrCreate(reg, 'switchyard_inference_healthy', () => new promClient.Gauge({ name: 'switchyard_inference_healthy', help: '1 if the instance is healthy in the snapshot.', labelNames: ['service', 'instance'], registers: r })),
+      instances: getOrCreate(reg, 'switchyard_inference_instances', () => new promClient.Gauge({ name: 'switchyard_inference_instances', help: 'Discovered instances per service.', labelNames: ['service'], registers: r })),
+      dns: getOrCreate(reg, 'switchyard_inference_dns_resolutions_total', () => new promClient.Counter({ name: 'switchyard_inference_dns_resolutions_total', help: 'DNS discovery resolutions by result.', labelNames: ['service', 'result'], registers: r })),
+    };
+  }
+
+  async start(): Promise<void> {
+    if (this.started) return;
+    this.started = true;
+    for (const cfg of this.config.services) {
+      const svc: ServiceRt = {
+        cfg,
+        mappings: resolveMappings(cfg.kind, cfg.mappings),
+        discovery: new Discovery(cfg.instances, this.resolver),
+        instances: new Map(),
+        baseline: new BaselineTracker(this.config.baselineWindowS * 1000, this.config.baselineTrim),
+      };
+      for (const res of RESULTS) this.m.scrapes.inc({ service: cfg.name, result: res }, 0);
+      svc.discovery.on('change', (ch: DiscoveryChange) => this.onDiscovery(svc, ch));
+      svc.discovery.on('resolveError', (e: { message: string }) => {
+        this.m.dns.inc({ service: cfg.name, result: 'error' });
+        this.log?.warn({ service: cfg.name, err: e.message }, 'inference discovery failed; keeping the previous instances');
+      });
+      this.services.push(svc);
+    }
+    await Promise.all(this.services.map((s) => s.discovery.start()));
+  }
+
+  async stop(): Promise<void> {
+    this.started = false;
+    for (const svc of this.services) {
+      svc.discovery.stop();
+      for (const inst of svc.instances.values()) {
+        inst.removed = true;
+        if (inst.timer) clearTimeout(inst.timer);
+      }
+    }
+    this.agents.http.destroy();
+    this.agents.https.destroy();
+  }
+
+  private onDiscovery(svc: ServiceRt, ch: DiscoveryChange): void {
+    if ('dns' in svc.cfg.instances) this.m.dns.inc({ service: svc.cfg.name, result: 'ok' });
+    for (const addr of ch.removed) {
+      const inst = svc.instances.get(addr);
+      if (!inst) continue;
+      inst.removed = true;
+      if (inst.timer) clearTimeout(inst.timer);
+      svc.instances.delete(addr);
+      for (const g of [this.m.rho, this.m.queue, this.m.p99, this.m.lambda, this.m.healthy]) g.remove({ service: svc.cfg.name, instance: addr });
+    }
+    for (const addr of ch.added) {
+      if (svc.instances.has(addr)) continue;
+      const inst: InstanceRt = {
+        svc,
+        addr,
+        est: new InstanceEstimator({
+          windowMs: this.config.windowS * 1000,
+          concurrency: svc.cfg.concurrency,
+          assumedScv: this.config.assumedScv,
+          rhoCombine: this.config.rhoCombine,
+          baselineWindowMs: this.config.baselineWindowS * 1000,
+        }),
+        goodScrapes: 0,
+        noData: false,
+        consecutiveFailures: 0,
+        scrapesOk: 0,
+        scrapesFailed: 0,
+        inFlight: false,
+        removed: false,
+      };
+      svc.instances.set(addr, inst);
+      this.schedule(inst, Math.random() * Math.min(100, this.config.scrapeIntervalMs));
+    }
+    this.m.instances.set({ service: svc.cfg.name }, svc.instances.size);
+    this.emit('instances', { service: svc.cfg.name, ...ch });
+    if (ch.added.length || ch.removed.length) this.emit('change', this.snapshot());
+  }
+
+  private schedule(inst: InstanceRt, delayMs: number): void {
+    if (inst.removed || !this.started) return;
+    inst.timer = setTimeout(() => {
+      void this.scrape(inst).finally(() => this.schedule(inst, this.config.scrapeIntervalMs));
+    }, delayMs);
+    inst.timer.unref?.();
+  }
+
+  /** One scrape of one instance (exposed for tests through scrapeAll). */
+  private async scrape(inst: InstanceRt): Promise<void> {
+    if (inst.inFlight) return;
+    inst.inFlight = true;
+    const svc = inst.svc;
+    const service = svc.cfg.name;
+    const endTimer = this.m.duration.startTimer({ service });
+    try {
+      const out = await scrapeOnce(
+        { addr: inst.addr, path: svc.cfg.metricsPath, scheme: svc.cfg.scheme },
+        { timeoutMs: this.config.scrapeTimeoutMs, maxBodyBytes: this.config.maxBodyBytes, agent: svc.cfg.scheme === 'https' ? this.agents.https : this.agents.http },
+      );
+      if (inst.removed) return;
+      const t = this.now();
+      if (!out.ok) {
+        this.fail(inst, out.reason, out.message, t);
+        return;
+      }
+      let signals;
+      try {
+        const exp = parseExposition(out.body);
+        signals = extractSignals(exp, svc.mappings, svc.cfg.labels);
+      } catch (e) {
+        const msg = e instanceof ExpositionParseError ? `malformed exposition: ${e.message}` : `malformed exposition: ${(e as Error).message}`;
+        this.fail(inst, 'parse_error', msg, t);
+        return;
+      }
+      inst.consecutiveFailures = 0;
+      inst.scrapesOk++;
+      if (!hasLoadSignal(signals)) {
+        inst.noData = true;
+        this.m.scrapes.inc({ service, result: 'no_data' });
+        inst.lastFailure = { reason: 'parse_error', message: `no mapped metric found (kind ${svc.cfg.kind})`, at: t };
+      } else {
+        inst.noData = false;
+        inst.lastFailure = undefined;
+        inst.goodScrapes++;
+        inst.lastOkAt = t;
+        inst.state = inst.est.observe(t, signals);
+        if (inst.state.windowCompletions > 0 && Number.isFinite(inst.state.p99Ms)) svc.baseline.add(t, inst.state.p99Ms);
+        this.m.scrapes.inc({ service, result: 'ok' });
+      }
+    } finally {
+      endTimer();
+      inst.inFlight = false;
+      if (!inst.removed) this.afterScrape(inst);
+    }
+  }
+
+  private fail(inst: InstanceRt, reason: 'unreachable' | 'http_error' | 'parse_error', message: string, t: number): void {
+    const service = inst.svc.cfg.name;
+    inst.consecutiveFailures++;
+    inst.scrapesFailed++;
+    const full = `inference instance ${service}/${inst.addr}: ${message}`;
+    inst.lastFailure = { reason, message: full, at: t };
+    this.m.scrapes.inc({ service, result: reason });
+    this.emit('scrapeError', { service, addr: inst.addr, reason, message: full });
+    if (inst.consecutiveFailures === 1 || inst.consecutiveFailures % 60 === 0) this.log?.warn({ service, instance: inst.addr, reason, failures: inst.consecutiveFailures }, full);
+  }
+
+  private afterScrape(inst: InstanceRt): void {
+    const t = this.now();
+    const rec = this.record(inst, t);
+    const labels = { service: inst.svc.cfg.name, instance: inst.addr };
+    this.m.healthy.set(labels, rec.healthy ? 1 : 0);
+    if (Number.isFinite(rec.rho)) this.m.rho.set(labels, rec.rho);
+    if (Number.isFinite(rec.queueDepth)) this.m.queue.set(labels, rec.queueDepth);
+    if (Number.isFinite(rec.p99Ms)) this.m.p99.set(labels, rec.p99Ms / 1000);
+    this.m.lambda.set(labels, rec.lambdaPerS);
+    const prev = inst.lastRecord;
+    inst.lastRecord = rec;
+    if (!prev || prev.healthy !== rec.healthy || prev.reason !== rec.reason) {
+      this.emit('health', { service: rec.service, addr: rec.addr, healthy: rec.healthy, reason: rec.reason });
+    }
+    if (!sameRecord(prev, rec)) this.emit('change', this.snapshot(t));
+  }
+
+  private imputed(svc: ServiceRt): { es: number; es2: number } {
+    const ok = [...svc.instances.values()].filter((i) => i.state && Number.isFinite(i.state.esMs));
+    return { es: median(ok.map((i) => i.state!.esMs)), es2: median(ok.map((i) => i.state!.es2Ms2)) };
+  }
+
+  private detail(inst: InstanceRt, now: number): InstanceDetail {
+    const svc = inst.svc;
+    const cfg = this.config;
+    let reason: InstanceReason = 'ok';
+    if (inst.consecutiveFailures >= cfg.failuresToUnhealthy && inst.lastFailure) reason = inst.lastFailure.reason;
+    else if (inst.noData || inst.goodScrapes < 2) reason = 'no_data';
+    else if (inst.lastOkAt !== undefined && now - inst.lastOkAt > cfg.staleAfterMs) reason = 'stale';
+    const st = inst.state;
+    let es = st?.esMs ?? NaN;
+    let es2 = st?.es2Ms2 ?? NaN;
+    let imputedService = false;
+    if (!Number.isFinite(es)) {
+      const imp = this.imputed(svc);
+      if (Number.isFinite(imp.es)) {
+        es = imp.es;
+        es2 = imp.es2;
+        imputedService = true;
+      }
+    }
+    const baseline = cfg.baselineScope === 'service' ? svc.baseline.value(now) : (st ? inst.est.baseline.value(now) : NaN);
+    const p99 = st?.p99Ms ?? NaN;
+    return {
+      service: svc.cfg.name,
+      addr: inst.addr,
+      peer: svc.cfg.peer ?? '',
+      healthy: reason === 'ok',
+      reason,
+      rho: st?.rho ?? NaN,
+      esMs: es,
+      es2Ms2: es2,
+      lambdaPerS: st?.lambdaPerS ?? 0,
+      queueDepth: st?.queueDepth ?? NaN,
+      p50Ms: st?.p50Ms ?? NaN,
+      p99Ms: p99,
+      baselineP99Ms: baseline,
+      gpuUtil: st?.gpuUtil ?? NaN,
+      dataAgeMs: inst.lastOkAt === undefined ? 0xffffffff : Math.max(0, Math.min(0xffffffff, Math.round(now - inst.lastOkAt))),
+      healthScore: healthScore(p99, baseline, cfg.slowFactor),
+      imputedService,
+      lastError: inst.lastFailure?.message,
+      consecutiveFailures: inst.consecutiveFailures,
+      scrapesOk: inst.scrapesOk,
+      scrapesFailed: inst.scrapesFailed,
+      estimator: st,
+    };
+  }
+
+  private record(inst: InstanceRt, now: number): InstanceRecord {
+    const d = this.detail(inst, now);
+    return {
+      service: d.service,
+      addr: d.addr,
+      peer: d.peer,
+      healthy: d.healthy,
+      reason: d.reason,
+      rho: d.rho,
+      esMs: d.esMs,
+      es2Ms2: d.es2Ms2,
+      lambdaPerS: d.lambdaPerS,
+      queueDepth: d.queueDepth,
+      p50Ms: d.p50Ms,
+      p99Ms: d.p99Ms,
+      baselineP99Ms: d.baselineP99Ms,
+      gpuUtil: d.gpuUtil,
+      dataAgeMs: d.dataAgeMs,
+    };
+  }
+
+  private all(): InstanceRt[] {
+    const out: InstanceRt[] = [];
+    for (const s of this.services) out.push(...s.instances.values());
+    return out.sort((a, b) => (a.svc.cfg.name === b.svc.cfg.name ? (a.addr < b.addr ? -1 : a.addr > b.addr ? 1 : 0) : a.svc.cfg.name < b.svc.cfg.name ? -1 : 1));
+  }
+
+  /** Records for the INSTANCES section, sorted by service then address. */
+  snapshot(now = this.now()): InstanceRecord[] {
+    return this.all().map((i) => this.record(i, now));
+  }
+
+  /** Records plus diagnostics (health score, last error, estimator internals). */
+  details(now = this.now()): InstanceDetail[] {
+    return this.all().map((i) => this.detail(i, now));
+  }
+
+  /** Scrape every instance once now (awaits them); for tests and tools. */
+  async scrapeAll(): Promise<void> {
+    await Promise.all(this.all().map((i) => this.scrape(i)));
+  }
+
+  /** Re-resolve DNS-discovered services now; for tests and tools. */
+  async refreshDiscovery(): Promise<void> {
+    await Promise.all(this.services.map((s) => s.discovery.refresh()));
+  }
+}

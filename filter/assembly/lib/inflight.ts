@@ -1,0 +1,126 @@
+// In-flight request counts per instance address, shared across worker VMs.
+//
+// Each VM counts its own requests exactly (up when an instance is chosen, down at stream end) and
+// publishes them on its tick into one shared-data document; it reads the other VMs' counts from
+// the same document. The request path touches only local arrays; other workers' counts are at most
+// one tick (refreshMs) old. Sections of VMs that stopped publishing (gone workers) expire.
+//
+// Shared document: repeated sections `u32 vmToken, u64 updatedAtMs, u16 count,
+// count × (u8 addrLen, addr, u32 inflight)`; only non-zero counts are written.
+
+export class Inflight {
+  private slots: Map<string, i32> = new Map();
+  private addrs: Array<string> = [];
+  local: Array<i32> = [];
+  remote: Array<i32> = [];
+  /** local + remote, indexed by slot: what the picker reads. */
+  total: Array<i32> = [];
+
+  slotFor(addr: string): i32 {
+    if (this.slots.has(addr)) return this.slots.get(addr);
+    const s = this.addrs.length;
+    this.slots.set(addr, s);
+    this.addrs.push(addr);
+    this.local.push(0);
+    this.remote.push(0);
+    this.total.push(0);
+    return s;
+  }
+
+  inc(slot: i32): void { unchecked(this.local[slot]++); unchecked(this.total[slot]++); }
+
+  dec(slot: i32): void {
+    if (unchecked(this.local[slot]) > 0) { unchecked(this.local[slot]--); unchecked(this.total[slot]--); }
+  }
+
+  size(): i32 { return this.addrs.length; }
+
+  /** This VM's section. */
+  encodeOwn(token: u32, nowMs: u64): ArrayBuffer {
+    let n = 0;
+    let size = 14;
+    const enc = new Array<ArrayBuffer>(this.addrs.length);
+    for (let i = 0; i < this.addrs.length; i++) {
+      if (this.local[i] <= 0) continue;
+      enc[i] = String.UTF8.encode(this.addrs[i]);
+      size += 5 + enc[i].byteLength;
+      n++;
+    }
+    const out = new ArrayBuffer(size);
+    const p = changetype<usize>(out);
+    store<u32>(p, token);
+    store<u64>(p + 4, nowMs);
+    store<u16>(p + 12, <u16>n);
+    let off: usize = 14;
+    for (let i = 0; i < this.addrs.length; i++) {
+      if (this.local[i] <= 0) continue;
+      const a = enc[i];
+      store<u8>(p + off, <u8>a.byteLength);
+      memory.copy(p + off + 1, changetype<usize>(a), a.byteLength);
+      off += 1 + <usize>a.byteLength;
+      store<u32>(p + off, <u32>this.local[i]);
+      off += 4;
+    }
+    return out;
+  }
+
+  /**
+   * Reads the shared document: sums other live VMs' counts into `remote`, and returns the
+   * document to write back (expired sections dropped, ours replaced). Malformed input is treated
+   * as empty (returned document then holds only our section).
+   */
+  merge(doc: ArrayBuffer, token: u32, nowMs: u64, maxAgeMs: u64): ArrayBuffer {
+    for (let i = 0; i < this.remote.length; i++) this.remote[i] = 0;
+    const keep = new Array<ArrayBuffer>();
+    const p = changetype<usize>(doc);
+    const n = doc.byteLength;
+    let off = 0;
+    while (off + 14 <= n) {
+      const start = off;
+      const t = load<u32>(p + <usize>off);
+      const at = load<u64>(p + <usize>off + 4);
+      const count = <i32>load<u16>(p + <usize>off + 12);
+      off += 14;
+      let ok = true;
+      const live = t != token && at + maxAgeMs >= nowMs;
+      for (let e = 0; e < count; e++) {
+        if (off + 1 > n) { ok = false; break; }
+        const len = <i32>load<u8>(p + <usize>off);
+        if (off + 1 + len + 4 > n) { ok = false; break; }
+        if (live) {
+          const addr = String.UTF8.decodeUnsafe(p + <usize>off + 1, <usize>len);
+          const c = <i32>load<u32>(p + <usize>off + 1 + <usize>len);
+          const slot = this.slotFor(addr);
+          this.remote[slot] += c;
+        }
+        off += 1 + len + 4;
+      }
+      if (!ok) break;
+      if (live) keep.push(doc.slice(start, off));
+    }
+    for (let i = 0; i < this.total.length; i++) this.total[i] = this.local[i] + this.remote[i];
+    keep.push(this.encodeOwn(token, nowMs));
+    let size = 0;
+    for (let i = 0; i < keep.length; i++) size += keep[i].byteLength;
+    const out = new ArrayBuffer(size);
+    let o: usize = 0;
+    for (let i = 0; i < keep.length; i++) {
+      memory.copy(changetype<usize>(out) + o, changetype<usize>(keep[i]), keep[i].byteLength);
+      o += <usize>keep[i].byteLength;
+    }
+    return out;
+  }
+}
+
+/** xorshift32: deterministic, seedable; AssemblyScript's Math.random needs a host seed import Envoy lacks. */
+export class Rng {
+  constructor(public state: u32) { if (this.state == 0) this.state = 0x9e3779b9; }
+  next(): f64 {
+    let x = this.state;
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    this.state = x;
+    return <f64>x / 4294967296.0;
+  }
+}

@@ -1,0 +1,85 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { classify, initialSchmitt, run, step, type SchmittConfig } from '../../agent/src/link/schmitt';
+
+const cfg: SchmittConfig = { degradeThresholdMs: 50, degradeAfter: 3, recoverThresholdMs: 40, recoverAfter: 4 };
+const states = (xs: Array<number | null>, c = cfg, init = initialSchmitt('normal')) => run(xs, c, init).map((s) => s.state[0]).join('');
+
+test('classify: >= degrade is high, < recover is low, in between is mid, failure is high', () => {
+  assert.equal(classify(50, cfg), 'high');
+  assert.equal(classify(49.9, cfg), 'mid');
+  assert.equal(classify(40, cfg), 'mid');
+  assert.equal(classify(39.9, cfg), 'low');
+  assert.equal(classify(null, cfg), 'high');
+  assert.equal(classify(NaN, cfg), 'high');
+});
+
+test('initial state is degraded with zero streaks (safe default)', () => {
+  assert.deepEqual(initialSchmitt(), { state: 'degraded', degradeStreak: 0, recoverStreak: 0 });
+  // it takes exactly N good samples to become normal
+  assert.equal(states([1, 1, 1, 1, 1], cfg, initialSchmitt()), 'dddnn');
+  const r = run([1, 1, 1], cfg, initialSchmitt());
+  assert.equal(r[2].state, 'degraded');
+  assert.equal(r[2].recoverStreak, 3);
+});
+
+test('degrades only after K consecutive high samples', () => {
+  assert.equal(states([60, 60]), 'nn');
+  assert.equal(states([60, 60, 60]), 'nnd');
+  assert.equal(states([null, 60, 1000]), 'nnd');
+  // a low sample breaks the run
+  assert.equal(states([60, 60, 10, 60, 60]), 'nnnnn');
+  assert.equal(states([60, 60, 10, 60, 60, 60]), 'nnnnnd');
+});
+
+test('K = 1 degrades on the first high sample', () => {
+  assert.equal(states([60], { ...cfg, degradeAfter: 1 }), 'd');
+  assert.equal(states([null], { ...cfg, degradeAfter: 1 }), 'd');
+});
+
+test('recovers only after N consecutive low samples', () => {
+  const d = initialSchmitt('degraded');
+  assert.equal(states([1, 1, 1], cfg, d), 'ddd');
+  assert.equal(states([1, 1, 1, 1], cfg, d), 'dddn');
+  // a high sample resets the recover streak
+  assert.equal(states([1, 1, 1, 60, 1, 1, 1, 1], cfg, d), 'dddddddn');
+});
+
+test('in-between samples reset the recover streak and do not count toward degrade', () => {
+  const d = initialSchmitt('degraded');
+  // mid resets the recover streak
+  assert.equal(states([1, 1, 1, 45, 1, 1, 1], cfg, d), 'ddddddd');
+  assert.equal(states([1, 1, 1, 45, 1, 1, 1, 1], cfg, d), 'dddddddn');
+  const r = run([1, 1, 1, 45], cfg, d);
+  assert.equal(r[3].recoverStreak, 0);
+  // mid samples never degrade, however many
+  assert.equal(states(Array(100).fill(45)), 'n'.repeat(100));
+  // mid breaks a run of high samples (K consecutive >= threshold)
+  assert.equal(states([60, 60, 45, 60, 60]), 'nnnnn');
+  // mid while degraded keeps degraded
+  assert.equal(states(Array(10).fill(45), cfg, d), 'd'.repeat(10));
+});
+
+test('hysteresis: a sample between thresholds does not flip either way', () => {
+  const toDegraded = run([60, 60, 60], cfg, initialSchmitt('normal'));
+  assert.equal(toDegraded[2].state, 'degraded');
+  const s = step(toDegraded[2], 45, cfg);
+  assert.equal(s.next.state, 'degraded');
+  assert.equal(s.changed, false);
+  assert.equal(s.sampleClass, 'mid');
+});
+
+test('step reports changed exactly on transitions and is pure', () => {
+  const s0 = initialSchmitt('normal');
+  const c1 = { ...cfg, degradeAfter: 1 };
+  const r = step(s0, 70, c1);
+  assert.equal(r.changed, true);
+  assert.equal(r.next.state, 'degraded');
+  assert.deepEqual(s0, { state: 'normal', degradeStreak: 0, recoverStreak: 0 }, 'input not mutated');
+  assert.equal(step(r.next, 70, c1).changed, false);
+});
+
+test('equal thresholds (empty mid band) work', () => {
+  const c = { degradeThresholdMs: 50, degradeAfter: 1, recoverThresholdMs: 50, recoverAfter: 2 };
+  assert.equal(states([49, 50, 49, 49], c), 'nddn');
+});
