@@ -8,6 +8,7 @@ import { createMetrics, type AgentMetrics } from './metrics';
 import { PeerMonitor, type ProbeEndEvent, type SampleEvent, type StateEvent } from './link/peer-monitor';
 import { CONTENT_TYPE, type InstanceRecord } from './snapshot/codec';
 import { SnapshotPublisher, type Published, type PublishReason } from './snapshot/publisher';
+import { InferenceCollector } from './inference/collector';
 
 export const MAX_WAIT_MS = 30000;
 
@@ -221,6 +222,21 @@ export async function startAgent(input: AgentConfigInput | AgentConfig = {}, opt
     return stopping;
   };
 
+  // Load-aware instance metrics: scraped on their own timers, carried by every publication.
+  const services = (config.inference as { services?: unknown[] } | undefined)?.services;
+  let collector: InferenceCollector | undefined;
+  if (services && services.length > 0) {
+    collector = new InferenceCollector(config.inference, { registry: metrics.registry, logger });
+    await collector.start();
+    instancesProvider = () => collector!.snapshot();
+    // A health flip is published at once; value changes ride the periodic publication.
+    collector.on('health', () => pub.publish('instances'));
+  }
+  const stopAll = async (): Promise<void> => {
+    await collector?.stop();
+    await stop();
+  };
+
   return {
     url,
     host: addr.address,
@@ -236,6 +252,6 @@ export async function startAgent(input: AgentConfigInput | AgentConfig = {}, opt
     setInstancesProvider(fn) {
       instancesProvider = fn;
     },
-    stop,
+    stop: stopAll,
   };
 }

@@ -8,7 +8,7 @@ export interface Published {
   json: string;
 }
 
-export type PublishReason = 'initial' | 'periodic' | 'state_change' | 'manual';
+export type PublishReason = 'initial' | 'periodic' | 'state_change' | 'manual' | 'instances';
 
 type Waiter = (p: Published) => void;
 

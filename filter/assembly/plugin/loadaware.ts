@@ -27,7 +27,7 @@ export class LoadAware {
   inflight: Inflight = new Inflight();
   rng: Rng = new Rng(1);
   skipCounts: StaticArray<i32> = new StaticArray<i32>(SKIP_REASONS);
-  endpointHeader: ArrayBuffer = new ArrayBuffer(0);
+  endpointHeader: ArrayBuffer = String.UTF8.encode("x-switchyard-endpoint");
   degradedHeader: ArrayBuffer = new ArrayBuffer(0);
   debugHeader: ArrayBuffer = new ArrayBuffer(0);
   trueValue: ArrayBuffer = String.UTF8.encode("true");

@@ -1,5 +1,6 @@
-// Filter metrics. Envoy exposes Wasm-defined metrics with the `wasmcustom.` prefix
-// (Prometheus: envoy_wasmcustom_switchyard_…). Counters are shared by all VMs of the plugin.
+// Filter metrics. Envoy stores Wasm-defined metrics under the `wasmcustom.` namespace and its
+// /stats/prometheus strips that namespace: Prometheus sees `switchyard_link_decision_normal` etc.
+// (no `envoy_` prefix, no `_total`). Counters are shared by all VMs of the plugin.
 import { defineMetric, METRIC_COUNTER, METRIC_GAUGE } from "../abi/host";
 
 export class Metrics {

@@ -46,7 +46,12 @@ export class SwitchyardStream extends Context {
       }
     }
 
-    if (!cfg.loadAware.enabled) return FilterHeadersStatusValues.Continue;
+    if (!cfg.loadAware.enabled) {
+      // An ORIGINAL_DST cluster may route on this header even where load-aware choice is not
+      // configured: a client-sent value would let the client pick any ip:port. Always strip it.
+      removeHeader(MAP_REQUEST_HEADERS, root.loadAware.endpointHeader);
+      return FilterHeadersStatusValues.Continue;
+    }
     return this.chooseInstance(root, authority);
   }
 

@@ -1,0 +1,104 @@
+#!/usr/bin/env -S node --import tsx
+// `npm start`: the whole system on this machine. Starts the rig (rig/rig.ts), drives traffic,
+// slows the leased line from ~10 ms to 200 ms and back, and shows live what the agent measures,
+// what the filter decides and where requests go. Ctrl-C ends it cleanly.
+//
+//   tsx rig/main.ts [--once] [--proxy auto|embedded|envoy] [--ephemeral]
+//   --once: one scenario cycle, then a verdict (exit 0 if routing behaved, 1 if not)
+import { startRig, type Rig } from './rig';
+import { Traffic, quantile, type WindowStats } from './traffic';
+
+interface Phase { name: string; rttMs: number; seconds: number }
+const PHASES: Phase[] = [
+  { name: 'normal', rttMs: 10, seconds: 6 },
+  { name: 'slow', rttMs: 200, seconds: 6 },
+  { name: 'restored', rttMs: 10, seconds: 8 },
+];
+
+function args(): { once: boolean; proxy: 'auto' | 'embedded' | 'envoy'; ephemeral: boolean } {
+  const a = process.argv.slice(2);
+  const proxy = a.includes('--proxy') ? a[a.indexOf('--proxy') + 1] : 'auto';
+  if (!['auto', 'embedded', 'envoy'].includes(proxy)) { process.stderr.write(`--proxy: auto|embedded|envoy, got ${proxy}\n`); process.exit(2); }
+  return { once: a.includes('--once'), proxy: proxy as 'auto', ephemeral: a.includes('--ephemeral') };
+}
+
+async function agentView(rig: Rig): Promise<{ state: string; rtt: number; instances: number }> {
+  try {
+    const j = (await (await fetch(`${rig.agentUrl}/v1/snapshot?format=json`)).json()) as any;
+    const p = (j.peers ?? [])[0] ?? {};
+    return { state: String(p.state ?? '?'), rtt: Number(p.avgRttMs ?? NaN), instances: (j.instances ?? []).length };
+  } catch {
+    return { state: 'agent-down', rtt: NaN, instances: 0 };
+  }
+}
+
+function pct(n: number, total: number): string {
+  return total === 0 ? '  -' : `${Math.round((100 * n) / total)}%`.padStart(4);
+}
+
+function line(t: number, phase: Phase, rtt: number, view: { state: string; rtt: number }, w: WindowStats): string {
+  const p = w.payment;
+  const status = Object.entries(p.byStatus).sort((a, b) => b[1] - a[1]).map(([k]) => k)[0] ?? '-';
+  const inst = Object.entries(w.inference.byInstance).sort().map(([k, v]) => `${k.replace('127.0.0.1:', '')}:${pct(v, w.inference.total)}`).join(' ');
+  return `${t.toFixed(1).padStart(5)}s ${phase.name.padEnd(8)} line=${String(rtt).padStart(3)}ms ` +
+    `agent: ${view.state.padEnd(8)} rtt=${Number.isFinite(view.rtt) ? view.rtt.toFixed(1).padStart(6) : '     -'}ms | ` +
+    `payment ${String(p.total).padStart(3)} rq status=${status.padEnd(8)} cloud-a ${pct(p.byCloud['cloud-a'] ?? 0, p.total)} cloud-b ${pct(p.byCloud['cloud-b'] ?? 0, p.total)} ` +
+    `p50=${quantile(p.latencyMs, 0.5).toFixed(0).padStart(3)}ms | inference ${String(w.inference.total).padStart(3)} rq ${inst}`;
+}
+
+async function main(): Promise<void> {
+  const o = args();
+  process.stdout.write('starting the rig (agent, clouds, leased lines, inference fleet, proxy)…\n');
+  const rig = await startRig({ proxy: o.proxy, ephemeral: o.ephemeral });
+  process.stdout.write(`proxy: ${rig.proxyKind === 'envoy' ? 'Envoy' : 'embedded Proxy-Wasm host (no envoy on PATH)'} at ${rig.proxyUrl}` +
+    `${rig.adminUrl ? `, admin ${rig.adminUrl}` : ''}; agent at ${rig.agentUrl}\n`);
+  const traffic = new Traffic(rig.proxyUrl);
+  let stopping = false;
+  const stop = async (code: number): Promise<never> => {
+    if (stopping) process.exit(code);
+    stopping = true;
+    await traffic.stop();
+    await rig.stop();
+    process.stdout.write('stopped.\n');
+    process.exit(code);
+  };
+  process.on('SIGINT', () => { process.stdout.write('\nCtrl-C: stopping…\n'); void stop(0); });
+  process.on('SIGTERM', () => void stop(0));
+
+  // The agent starts degraded and needs 10 good probes (~1 s) to trust the line.
+  await new Promise((r) => setTimeout(r, 1500));
+  traffic.start();
+  traffic.take();
+  const verdict: Record<string, { cloudB: number; total: number; degraded: number }> = {};
+  const t0 = performance.now();
+  for (let cycle = 0; !stopping; cycle++) {
+    for (const phase of PHASES) {
+      rig.setLineRtt(phase.rttMs);
+      process.stdout.write(`--- ${phase.name}: leased line RTT +${phase.rttMs} ms ---\n`);
+      const v = (verdict[phase.name] = { cloudB: 0, total: 0, degraded: 0 });
+      for (let i = 0; i < phase.seconds * 2 && !stopping; i++) {
+        await new Promise((r) => setTimeout(r, 500));
+        const w = traffic.take();
+        const view = await agentView(rig);
+        process.stdout.write(line((performance.now() - t0) / 1000, phase, rig.lineRtt(), view, w) + '\n');
+        // Judge each phase after its first second (the reaction time).
+        if (i >= 2) {
+          v.cloudB += w.payment.byCloud['cloud-b'] ?? 0;
+          v.total += w.payment.total;
+          v.degraded += w.payment.byStatus.degraded ?? 0;
+        }
+      }
+    }
+    if (o.once) break;
+  }
+  if (o.once) {
+    const ok = verdict.normal.cloudB > 0 && verdict.slow.cloudB === 0 && verdict.slow.degraded === verdict.slow.total && verdict.restored.cloudB > 0;
+    process.stdout.write(`verdict: ${JSON.stringify(verdict)} -> ${ok ? 'OK: traffic stayed local while the line was slow' : 'UNEXPECTED ROUTING'}\n`);
+    await stop(ok ? 0 : 1);
+  }
+}
+
+main().catch((err) => {
+  process.stderr.write(`rig failed: ${err instanceof Error ? err.stack : String(err)}\n`);
+  process.exit(1);
+});
