@@ -6,7 +6,9 @@ const fs = require("node:fs");
 
 const root = path.resolve(__dirname, "..");
 const asc = path.join(root, "node_modules", ".bin", "asc");
-const common = ["--runtime", "incremental", "--exportStart", "_initialize", "--use", "abort=abort_proc_exit", "-O3"];
+// An explicit config: without it asc also reads ./asconfig.json and compiles the filter's entry
+// into every fixture.
+const common = ["--config", "scripts/asconfig.fixtures.json"];
 const modules = [
   ["bench/filters/noop.ts", "build/bench-noop.wasm"],
   ["bench/filters/uncached.ts", "build/bench-uncached.wasm"],

@@ -1,7 +1,6 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import * as path from 'node:path';
+import { spawnAgent } from '../../agent/src/spawn';
 import { startAgent, type AgentHandle } from '../../agent/src/agent';
 import { decodeSnapshot, CONTENT_TYPE } from '../../agent/src/snapshot/codec';
 import { startCloudService, type CloudService } from '../../sim/cloud-service';
@@ -164,41 +163,28 @@ test('stop() answers held long polls and closes the server', async () => {
   await assert.rejects(request(`${a.url}/healthz`));
 });
 
-test('CLI: serves, and SIGTERM answers waiters and exits 0', async () => {
-  const ROOT = path.resolve(__dirname, '../..');
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, 'agent/src/main.ts'), '--config', '/dev/null'], {
-    cwd: ROOT,
-    env: { ...process.env, SWITCHYARD_LISTEN_PORT: '0', SWITCHYARD_LOG_LEVEL: 'info', SWITCHYARD_PUBLISH_INTERVAL_MS: '60000', SWITCHYARD_CONFIG: '' },
-    stdio: ['ignore', 'pipe', 'pipe'],
+test('CLI (via spawnAgent): serves, and SIGTERM answers waiters and exits 0', async () => {
+  const a = await spawnAgent({
+    configPath: '/dev/null',
+    env: { SWITCHYARD_LISTEN_PORT: '0', SWITCHYARD_LOG_LEVEL: 'info', SWITCHYARD_PUBLISH_INTERVAL_MS: '60000', SWITCHYARD_CONFIG: '' },
   });
-  const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
   try {
-    const url = await new Promise<string>((resolve, reject) => {
-      let buf = '';
-      const t = setTimeout(() => reject(new Error(`no listening line: ${buf}`)), 15000);
-      child.stdout!.on('data', (c: Buffer) => {
-        buf += c.toString();
-        for (const line of buf.split('\n')) {
-          if (!line.startsWith('{')) continue;
-          try {
-            const j = JSON.parse(line);
-            if (j.msg === 'switchyard agent listening') {
-              clearTimeout(t);
-              resolve(j.url);
-            }
-          } catch {}
-        }
-      });
-    });
-    assert.equal((await request(`${url}/healthz`)).status, 200);
-    const seq = seqOf(await request(`${url}/v1/snapshot`));
-    const pending = request(`${url}/v1/snapshot?after=${seq}&waitMs=30000`);
+    assert.equal((await request(`${a.url}/healthz`)).status, 200);
+    const seq = seqOf(await request(`${a.url}/v1/snapshot`));
+    const pending = request(`${a.url}/v1/snapshot?after=${seq}&waitMs=30000`);
     await sleep(100);
-    child.kill('SIGTERM');
+    const code = a.stop();
     const r = await pending;
     assert.equal(r.status, 200);
-    assert.equal(await exited, 0);
+    assert.equal(await code, 0);
   } finally {
-    child.kill('SIGKILL');
+    a.child.kill('SIGKILL');
   }
+});
+
+test('CLI (via spawnAgent): port in use exits 1', async () => {
+  await assert.rejects(
+    spawnAgent({ configPath: '/dev/null', env: { SWITCHYARD_LISTEN_PORT: String(agent.port), SWITCHYARD_CONFIG: '' } }),
+    (e: any) => e.exitCode === 1,
+  );
 });

@@ -85,8 +85,10 @@ test('leased line 5 -> 200 -> 5 ms: degrades within threshold + interval, recove
     assert.ok(late.length >= 3, `late completions: ${late.length}`);
     for (const e of late) {
       assert.equal(e.result.outcome, 'ok');
-      assert.ok(e.result.rttMs >= 195, `late rtt ${e.result.rttMs}`);
+      // a probe in flight at the change may only see the delay in one direction (~100 ms)
+      assert.ok(e.result.rttMs >= DEGRADE, `late rtt ${e.result.rttMs}`);
     }
+    assert.ok(late.filter((e) => e.result.rttMs >= 195).length >= 2, 'late completions carry the real ~200 ms RTT');
     const ids = samples.map((s) => s.probeId);
     assert.equal(new Set(ids).size, ids.length, 'one sample per probe');
     const mon = agent.peers.get('cloud-b')!;

@@ -1,0 +1,81 @@
+// Shared setup for integration tests: the real compiled filter in the embedded Proxy-Wasm host,
+// the real agent (in-process, loopback), the leased-line delay injector and a cloud-B service.
+import * as path from 'node:path';
+import pino from 'pino';
+import { ProxyWasmHost, type ClusterSpec, type Pair } from '../../host/src';
+import { startAgent, type AgentHandle } from '../../agent/src';
+import { startLeasedLine, type LeasedLine } from '../../sim/leased-line';
+import { startCloudService, type CloudService } from '../../sim/cloud-service';
+
+export const ROOT = path.resolve(__dirname, '../..');
+export const WASM = path.join(ROOT, 'build/switchyard.wasm');
+export const PAYMENT = 'payment-service.prod.svc.cluster.local';
+
+export function pluginConfig(over: Record<string, unknown> = {}, link: Record<string, unknown> = {}): string {
+  return JSON.stringify({
+    agent: { cluster: 'switchyard_agent', pollMs: 20, longPollMs: 500, timeoutMs: 1500 },
+    refreshMs: 10,
+    leaseMs: 500,
+    link: { stalenessMs: 1000, failMode: 'degraded', services: [{ authorities: [PAYMENT, '*.payments.example'], peer: 'cloud-b' }], ...link },
+    ...over,
+  });
+}
+
+export interface LinkBed {
+  line: LeasedLine;
+  cloudB: CloudService;
+  agent: AgentHandle;
+  stop(): Promise<void>;
+}
+
+/** cloud-B behind a leased line, probed by a real agent every 100 ms (degrade >= 50, recover < 40 ×10). */
+export async function startLinkBed(rttMs = 5): Promise<LinkBed> {
+  const cloudB = await startCloudService({ cloud: 'cloud-b', port: 0 });
+  const line = await startLeasedLine({ targetPort: cloudB.port, rttMs });
+  const agent = await startAgent({
+    listen: { host: '127.0.0.1', port: 0 },
+    publishIntervalMs: 100,
+    link: { peers: [{ name: 'cloud-b', probe: { kind: 'http', url: `http://127.0.0.1:${line.port}/healthz` }, intervalMs: 100, timeoutMs: 1000,
+      degradeThresholdMs: 50, degradeAfter: 1, recoverThresholdMs: 40, recoverAfter: 10, initialState: 'normal' }] },
+  } as any, { logger: pino({ level: 'silent' }), defaultMetrics: false });
+  return {
+    line, cloudB, agent,
+    stop: async () => { await agent.stop(); await line.close(); await cloudB.close(); },
+  };
+}
+
+export async function startHost(config: string, agentPort: number | undefined, opts: { workers?: number; clusters?: Record<string, ClusterSpec> } = {}): Promise<ProxyWasmHost> {
+  const clusters: Record<string, ClusterSpec> = { ...(opts.clusters ?? {}) };
+  if (agentPort !== undefined) clusters.switchyard_agent = { address: '127.0.0.1', port: agentPort };
+  return ProxyWasmHost.create({ wasm: WASM, pluginConfig: config, workers: opts.workers ?? 2, clusters, logLevel: 'info' });
+}
+
+export function header(pairs: Pair[] | undefined, name: string): string[] {
+  return (pairs ?? []).filter(([k]) => k === name).map(([, v]) => v);
+}
+
+/** The link status the filter gives a request for `authority` (all values of the header). */
+export async function statusFor(host: ProxyWasmHost, authority = PAYMENT, extra: Record<string, string> = {}, worker?: number): Promise<string[]> {
+  const r = await host.request({ ':method': 'GET', ':path': '/', ':authority': authority, ':scheme': 'http', ...extra }, { worker });
+  if (r.localReply) throw new Error(`unexpected local reply ${r.localReply.status} ${r.localReply.details}`);
+  return header(r.upstreamHeaders, 'x-cross-cloud-status');
+}
+
+/** The status every worker VM gives (a single value when they agree, e.g. "normal"). */
+export async function statusAll(host: ProxyWasmHost, authority = PAYMENT): Promise<string> {
+  const all = new Set<string>();
+  for (let w = 0; w < host.workers.length; w++) all.add((await statusFor(host, authority, {}, w)).join('|'));
+  return [...all].sort().join(' / ');
+}
+
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Polls until `pred` holds; returns the elapsed ms. */
+export async function until(pred: () => Promise<boolean> | boolean, timeoutMs: number, what: string, stepMs = 5): Promise<number> {
+  const t0 = performance.now();
+  for (;;) {
+    if (await pred()) return performance.now() - t0;
+    if (performance.now() - t0 > timeoutMs) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await sleep(stepMs);
+  }
+}

@@ -1,0 +1,318 @@
+// Istio packaging: every kustomization renders (with the in-test renderer, and
+// identically with `kubectl kustomize` when kubectl exists), every object is
+// valid for the Istio/Kubernetes schemas and has no unknown fields, and the
+// manifests agree with the filter schema, the agent schema, envoy/envoy.yaml
+// and docs/contracts.md.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import {
+  KUSTOMIZATIONS,
+  type Obj,
+  checkAgentConfig,
+  checkPluginConfig,
+  contractFacts,
+  kubectlKustomize,
+  parseYamlDocs,
+  readJson,
+  readYaml,
+  renderKustomization,
+  resKey,
+  sortKeys,
+  unknownFieldProblems,
+  validateWithModel,
+} from './helpers';
+
+const C = contractFacts();
+const rendered = new Map<string, Obj[]>(KUSTOMIZATIONS.map((k) => [k, renderKustomization(k)]));
+const find = (objs: Obj[], kind: string, name?: string, ns?: string): Obj[] =>
+  objs.filter((o) => o.kind === kind && (name === undefined || o.metadata?.name === name) && (ns === undefined || o.metadata?.namespace === ns));
+const one = (objs: Obj[], kind: string, name?: string, ns?: string): Obj => {
+  const hits = find(objs, kind, name, ns);
+  assert.equal(hits.length, 1, `expected exactly one ${kind}${name ? ' ' + name : ''}${ns ? ' in ' + ns : ''}, got ${hits.length}`);
+  return hits[0];
+};
+const clusterPatches = (objs: Obj[]): Obj[] =>
+  find(objs, 'EnvoyFilter').flatMap((ef) => ef.spec.configPatches.filter((cp: Obj) => cp.applyTo === 'CLUSTER').map((cp: Obj) => cp.patch.value));
+
+test('renderer output equals kubectl kustomize', () => {
+  for (const k of KUSTOMIZATIONS) {
+    const ours = rendered.get(k)!;
+    const theirs = kubectlKustomize(k);
+    const norm = (objs: Obj[]): Map<string, string> => new Map(objs.map((o) => [resKey(o), JSON.stringify(sortKeys(o))]));
+    const a = norm(ours);
+    const b = norm(theirs);
+    assert.deepEqual([...a.keys()].sort(), [...b.keys()].sort(), `${k}: resource sets differ`);
+    for (const [key, v] of a) assert.equal(v, b.get(key), `${k}: ${key} differs from kubectl kustomize`);
+  }
+});
+
+test('every rendered object validates against the Istio/Kubernetes models', async () => {
+  for (const [k, objs] of rendered) {
+    assert.ok(objs.length > 0, `${k} renders nothing`);
+    for (const o of objs) {
+      await assert.doesNotReject(validateWithModel(o), `${k}: ${resKey(o)}`);
+    }
+  }
+});
+
+test('no unknown fields anywhere (type-checked against the model interfaces)', () => {
+  const all = new Map<string, Obj>();
+  for (const objs of rendered.values()) for (const o of objs) all.set(JSON.stringify(sortKeys(o)), o);
+  const problems = unknownFieldProblems([...all.values()]);
+  assert.deepEqual(problems, []);
+});
+
+test('the unknown-field check really catches typos (self-test)', async () => {
+  const wp = structuredClone(one(rendered.get('istio/base')!, 'WasmPlugin'));
+  wp.spec.failStratgy = 'FAIL_OPEN';
+  const problems = unknownFieldProblems([wp]);
+  assert.ok(problems.some((m) => /failStratgy/.test(m)), problems.join('\n'));
+  // ...which the model validator alone would not:
+  await validateWithModel(wp);
+});
+
+test('WasmPlugin: pinned OCI image, explicit fail strategy, outbound HTTP, plugin config valid', () => {
+  for (const [k, objs] of rendered) {
+    for (const wp of find(objs, 'WasmPlugin')) {
+      const s = wp.spec;
+      assert.match(s.url, /^oci:\/\/[^@]+:[A-Za-z0-9_][A-Za-z0-9._-]*$/, `${k}: url must be an oci:// reference with a tag`);
+      assert.match(s.sha256, /^[a-f0-9]{64}$/, `${k}: sha256`);
+      assert.ok(new Set(s.sha256).size > 4, `${k}: sha256 looks like a placeholder`);
+      assert.match(wp.metadata.annotations['switchyard.io/wasm-sha256'], /^[a-f0-9]{64}$/);
+      assert.ok(['IfNotPresent', 'Always'].includes(s.imagePullPolicy), `${k}: imagePullPolicy`);
+      assert.equal(s.failStrategy, 'FAIL_CLOSE', `${k}: failStrategy`);
+      assert.equal(s.type, 'HTTP');
+      assert.deepEqual(s.match, [{ mode: 'CLIENT' }]);
+      assert.equal(s.pluginName, C.rootId);
+      assert.ok(['AUTHN', 'AUTHZ', 'STATS', 'UNSPECIFIED_PHASE'].includes(s.phase) && Number.isInteger(s.priority));
+      assert.equal(s.selector.matchLabels['switchyard.io/enabled'], 'true');
+      assert.deepEqual(checkPluginConfig(s.pluginConfig), [], `${k}: pluginConfig`);
+      assert.equal(s.pluginConfig.agent.cluster, C.agentCluster);
+      assert.equal(s.pluginConfig.link.header ?? 'x-cross-cloud-status', C.statusHeader);
+    }
+  }
+});
+
+test('all overlays pin the same image digest as the base (only the registry differs)', () => {
+  const base = one(rendered.get('istio/base')!, 'WasmPlugin');
+  for (const k of ['istio/overlays/cloud-a', 'istio/overlays/cloud-b']) {
+    const wp = one(rendered.get(k)!, 'WasmPlugin');
+    assert.equal(wp.spec.sha256, base.spec.sha256, k);
+    assert.equal(wp.spec.url.split('/').slice(3).join('/'), base.spec.url.split('/').slice(3).join('/'), `${k}: repository path/tag`);
+  }
+});
+
+test('the plugin config of the base equals the rig config (envoy/plugin-config.json)', () => {
+  const wp = one(rendered.get('istio/base')!, 'WasmPlugin');
+  assert.deepEqual(sortKeys(wp.spec.pluginConfig), sortKeys(readJson('envoy/plugin-config.json')));
+});
+
+test('EnvoyFilters add the agent and ORIGINAL_DST clusters under the contract names', () => {
+  const rig = readYaml('envoy/envoy.yaml');
+  const rigCluster = (name: string): Obj => rig.static_resources.clusters.find((c: Obj) => c.name === name);
+  for (const [k, objs] of rendered) {
+    if (!find(objs, 'EnvoyFilter').length) continue;
+    for (const ef of find(objs, 'EnvoyFilter')) {
+      assert.equal(ef.spec.workloadSelector.labels['switchyard.io/enabled'], 'true', `${k}: ${ef.metadata.name} selector`);
+      for (const cp of ef.spec.configPatches) {
+        assert.equal(cp.match.context, 'SIDECAR_OUTBOUND', `${k}: ${ef.metadata.name} context`);
+        if (cp.applyTo === 'CLUSTER') assert.equal(cp.patch.operation, 'ADD');
+      }
+    }
+    const clusters = clusterPatches(objs);
+    const agent = clusters.find((c) => c.name === C.agentCluster);
+    assert.ok(agent, `${k}: no ${C.agentCluster} cluster`);
+    const addr = agent.load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address;
+    assert.equal(addr.port_value, C.ports.agent, `${k}: agent port`);
+    assert.equal(agent.load_assignment.cluster_name, C.agentCluster);
+    if (k === 'istio/options/agent-daemonset') {
+      assert.equal(agent.type, 'STRICT_DNS');
+      const svc = one(objs, 'Service', 'switchyard-agent');
+      assert.equal(addr.address, `${svc.metadata.name}.${svc.metadata.namespace}.svc.cluster.local`);
+      assert.equal(svc.spec.internalTrafficPolicy, 'Local');
+      assert.equal(svc.spec.ports[0].port, C.ports.agent);
+    } else {
+      // Sidecar mode: identical to the rig's cluster.
+      assert.deepEqual(sortKeys(agent), sortKeys(rigCluster(C.agentCluster)), `${k}: agent cluster differs from envoy/envoy.yaml`);
+    }
+    const od = clusters.find((c) => c.name === C.originalDstCluster);
+    assert.ok(od, `${k}: no ${C.originalDstCluster}`);
+    // The filter strips client-sent endpoint headers only with loadAware configured.
+    for (const wp of find(objs, 'WasmPlugin')) {
+      assert.ok(wp.spec.pluginConfig.loadAware, `${k}: the ORIGINAL_DST route needs loadAware in the plugin config`);
+      assert.equal(wp.spec.pluginConfig.loadAware.endpointHeader ?? 'x-switchyard-endpoint', od.original_dst_lb_config.http_header_name);
+    }
+    assert.deepEqual(sortKeys(od), sortKeys(rigCluster(C.originalDstCluster)), `${k}: ORIGINAL_DST cluster differs from envoy/envoy.yaml`);
+    assert.equal(od.original_dst_lb_config.http_header_name, C.endpointHeader);
+    // The instance-choice route uses that cluster only when the header is present.
+    const routes = find(objs, 'EnvoyFilter').flatMap((ef) => ef.spec.configPatches.filter((cp: Obj) => cp.applyTo === 'HTTP_ROUTE'));
+    assert.equal(routes.length, 1, `${k}: one HTTP_ROUTE patch`);
+    const r = routes[0];
+    assert.equal(r.patch.operation, 'INSERT_FIRST');
+    assert.equal(r.match.routeConfiguration.vhost.name, `inference.prod.svc.cluster.local:${r.match.routeConfiguration.portNumber}`);
+    assert.equal(r.patch.value.route.cluster, C.originalDstCluster);
+    assert.deepEqual(r.patch.value.match.headers, [{ name: C.endpointHeader, present_match: true }]);
+  }
+});
+
+test('VirtualService mirrors the seed and envoy.yaml: degraded -> local 100, else 50/50', () => {
+  const rig = readYaml('envoy/envoy.yaml');
+  const vh = rig.static_resources.listeners[0].filter_chains[0].filters[0].typed_config.route_config.virtual_hosts.find((v: Obj) =>
+    v.domains.includes(C.demoAuthority),
+  );
+  const rigDegraded = vh.routes[0];
+  const rigSplit = vh.routes[1];
+  for (const k of ['istio/base', 'istio/overlays/cloud-a', 'istio/overlays/cloud-b']) {
+    const objs = rendered.get(k)!;
+    const vs = one(objs, 'VirtualService');
+    const dr = one(objs, 'DestinationRule');
+    assert.deepEqual(vs.spec.hosts, [C.demoAuthority]);
+    assert.equal(dr.spec.host, C.demoAuthority);
+    const [degraded, split] = vs.spec.http;
+    // Same header and value as the rig's first route.
+    const hdr = rigDegraded.match.headers[0];
+    assert.equal(hdr.name, C.statusHeader);
+    assert.deepEqual(degraded.match, [{ headers: { [hdr.name]: { exact: hdr.string_match.exact } } }]);
+    assert.equal(hdr.string_match.exact, 'degraded');
+    assert.deepEqual(degraded.route.map((r: Obj) => [r.destination.subset, r.weight]), [['local-cloud', 100]]);
+    assert.equal(split.match, undefined, 'the split route is the default route');
+    const rigWeights = rigSplit.route.weighted_clusters.clusters.map((c: Obj) => c.weight);
+    assert.deepEqual(split.route.map((r: Obj) => [r.destination.subset, r.weight]), [
+      ['local-cloud', rigWeights[0]],
+      ['remote-cloud', rigWeights[1]],
+    ]);
+    assert.equal(rigSplit.route.weighted_clusters.clusters[0].name, rigDegraded.route.cluster, 'rig: first split cluster is the local one');
+    for (const r of [...degraded.route, ...split.route]) assert.equal(r.destination.host, C.demoAuthority);
+    // Every subset used exists, keyed on the network label, local != remote.
+    const subsets = new Map(dr.spec.subsets.map((s: Obj) => [s.name, s.labels]));
+    for (const r of [...degraded.route, ...split.route]) assert.ok(subsets.has(r.destination.subset), `${k}: subset ${r.destination.subset}`);
+    const net = (n: string): string => (subsets.get(n) as Obj)['topology.istio.io/network'];
+    assert.match(net('local-cloud'), /^network-cloud-[ab]$/);
+    assert.match(net('remote-cloud'), /^network-cloud-[ab]$/);
+    assert.notEqual(net('local-cloud'), net('remote-cloud'));
+  }
+});
+
+test('per cloud: local subset, watched peer and probed peer agree', () => {
+  for (const [k, local, peer] of [
+    ['istio/overlays/cloud-a', 'network-cloud-a', 'cloud-b'],
+    ['istio/overlays/cloud-b', 'network-cloud-b', 'cloud-a'],
+    ['istio/base', 'network-cloud-a', 'cloud-b'],
+  ] as const) {
+    const objs = rendered.get(k)!;
+    const dr = one(objs, 'DestinationRule');
+    assert.equal(dr.spec.subsets.find((s: Obj) => s.name === 'local-cloud').labels['topology.istio.io/network'], local, k);
+    const wp = one(objs, 'WasmPlugin');
+    const peers = wp.spec.pluginConfig.link.services.map((s: Obj) => s.peer);
+    assert.deepEqual([...new Set(peers)], [peer], `${k}: filter peer`);
+    const cm = one(objs, 'ConfigMap', 'switchyard-agent');
+    const agentCfg = parseYamlDocs(cm.data['agent.yaml'], `${k} ConfigMap`)[0];
+    assert.deepEqual(checkAgentConfig(agentCfg), [], `${k}: agent config`);
+    assert.deepEqual(agentCfg.link.peers.map((x: Obj) => x.name), [peer], `${k}: agent peers`);
+    assert.ok(!agentCfg.link.peers[0].probe.url.includes(local.replace('network-', '')), `${k}: the agent must probe the other cloud`);
+    assert.equal(agentCfg.listen.port, C.ports.agent);
+    assert.equal(agentCfg.listen.host, '127.0.0.1', `${k}: sidecar agent must stay on loopback`);
+  }
+  const ds = rendered.get('istio/options/agent-daemonset')!;
+  const cm = one(ds, 'ConfigMap', 'switchyard-agent', 'switchyard-system');
+  const nodeCfg = parseYamlDocs(cm.data['agent.yaml'], 'daemonset ConfigMap')[0];
+  assert.deepEqual(checkAgentConfig(nodeCfg), []);
+  assert.equal(nodeCfg.listen.port, C.ports.agent);
+});
+
+test('DaemonSet option: non-root, probes on /healthz, config mounted, no API token', () => {
+  const objs = rendered.get('istio/options/agent-daemonset')!;
+  const d = one(objs, 'DaemonSet');
+  const pod = d.spec.template.spec;
+  assert.equal(pod.hostNetwork ?? false, false);
+  assert.equal(pod.automountServiceAccountToken, false);
+  assert.equal(pod.securityContext.runAsNonRoot, true);
+  const c = pod.containers[0];
+  assert.equal(c.livenessProbe.httpGet.path, '/healthz');
+  assert.equal(c.readinessProbe.httpGet.path, '/healthz');
+  assert.deepEqual(c.args, ['build/agent.js', '--config', '/etc/switchyard/agent.yaml']);
+  assert.equal(c.volumeMounts[0].mountPath, '/etc/switchyard');
+  assert.equal(find(objs, 'Role').length + find(objs, 'ClusterRole').length, 0, 'the agent needs no RBAC');
+  const sa = one(objs, 'ServiceAccount', pod.serviceAccountName, d.metadata.namespace);
+  assert.equal(sa.automountServiceAccountToken, false);
+  const np = one(objs, 'NetworkPolicy');
+  assert.equal(np.spec.ingress[0].ports[0].port, C.ports.agent);
+});
+
+test('sidecar snippet: merged into a Deployment it is valid and wired to the base', async () => {
+  const patch = readYaml('istio/snippets/agent-sidecar.patch.yaml');
+  // A minimal client Deployment, then the strategic merge for the fields the
+  // snippet sets (maps merge; containers/volumes merge by name).
+  const dep: Obj = {
+    apiVersion: 'apps/v1',
+    kind: 'Deployment',
+    metadata: { name: 'payment-client', namespace: 'prod' },
+    spec: {
+      selector: { matchLabels: { app: 'payment-client' } },
+      template: {
+        metadata: { labels: { app: 'payment-client' } },
+        spec: { containers: [{ name: 'app', image: 'registry.switchyard.invalid/payment-client:1' }] },
+      },
+    },
+  };
+  const pt = patch.spec.template;
+  const t = dep.spec.template;
+  t.metadata.labels = { ...t.metadata.labels, ...pt.metadata.labels };
+  t.metadata.annotations = { ...(t.metadata.annotations ?? {}), ...pt.metadata.annotations };
+  const byName = (a: Obj[] = [], b: Obj[] = []): Obj[] => [...a.filter((x) => !b.some((y) => y.name === x.name)), ...b];
+  t.spec.volumes = byName(t.spec.volumes, pt.spec.volumes);
+  t.spec.containers = byName(t.spec.containers, pt.spec.containers);
+  const allowedTop = ['metadata', 'spec'];
+  assert.deepEqual(Object.keys(patch.spec), ['template']);
+  assert.deepEqual(Object.keys(pt).sort(), allowedTop);
+  assert.deepEqual(Object.keys(pt.spec).sort(), ['containers', 'volumes'], 'the test merge handles only these fields');
+
+  await validateWithModel(dep);
+  assert.deepEqual(unknownFieldProblems([dep]), []);
+
+  const agent = t.spec.containers.find((c: Obj) => c.name === 'switchyard-agent');
+  const base = rendered.get('istio/base')!;
+  const cm = one(base, 'ConfigMap', 'switchyard-agent');
+  const vol = t.spec.volumes.find((v: Obj) => v.name === agent.volumeMounts[0].name);
+  assert.equal(vol.configMap.name, cm.metadata.name);
+  const configPath = agent.args[agent.args.indexOf('--config') + 1];
+  assert.equal(configPath, `${agent.volumeMounts[0].mountPath}/${Object.keys(cm.data)[0]}`);
+  // Selected by the WasmPlugin and the EnvoyFilters.
+  const wp = one(base, 'WasmPlugin');
+  for (const [key, v] of Object.entries(wp.spec.selector.matchLabels)) assert.equal(t.metadata.labels[key], v);
+  // Non-root, locked down, probes hit /healthz on the agent port.
+  const sc = agent.securityContext;
+  assert.equal(sc.runAsNonRoot, true);
+  assert.ok(sc.runAsUser > 0);
+  assert.equal(sc.allowPrivilegeEscalation, false);
+  assert.equal(sc.readOnlyRootFilesystem, true);
+  assert.deepEqual(sc.capabilities.drop, ['ALL']);
+  for (const probe of [agent.livenessProbe, agent.startupProbe]) {
+    assert.ok(probe.exec.command.join(' ').includes(`http://127.0.0.1:${C.ports.agent}/healthz`));
+  }
+  assert.ok(agent.resources.requests.cpu && agent.resources.requests.memory && agent.resources.limits.memory);
+  // Stats: the annotation keeps the filter's wasmcustom metrics.
+  const pc = parseYamlDocs(t.metadata.annotations['proxy.istio.io/config'], 'proxy.istio.io/config')[0];
+  assert.ok(pc.proxyStatsMatcher.inclusionPrefixes.some((x: string) => 'wasmcustom.switchyard.link.decision.normal'.startsWith(x)));
+  // The probe port bypasses the sidecar, and it is the port the agent probes.
+  const agentCfg = parseYamlDocs(cm.data['agent.yaml'], 'cm')[0];
+  const probePort = new URL(agentCfg.link.peers[0].probe.url).port;
+  assert.ok(t.metadata.annotations['traffic.sidecar.istio.io/excludeOutboundPorts'].split(',').includes(probePort));
+});
+
+test('mesh-wide stats option keeps wasmcustom.switchyard metrics', () => {
+  const io = one(rendered.get('istio/options/mesh-stats')!, 'IstioOperator');
+  // The IstioOperator model has no typed spec (the operator CRD preserves unknown
+  // fields), so check the shape here: field names of istio.mesh.v1alpha1.ProxyConfig
+  // proxy_stats_matcher (inclusion_prefixes / _suffixes / _regexps) in JSON form.
+  assert.deepEqual(Object.keys(io.spec), ['meshConfig']);
+  assert.deepEqual(Object.keys(io.spec.meshConfig), ['defaultConfig']);
+  assert.deepEqual(Object.keys(io.spec.meshConfig.defaultConfig), ['proxyStatsMatcher']);
+  for (const key of Object.keys(io.spec.meshConfig.defaultConfig.proxyStatsMatcher)) {
+    assert.ok(['inclusionPrefixes', 'inclusionSuffixes', 'inclusionRegexps'].includes(key), key);
+  }
+  const prefixes: string[] = io.spec.meshConfig.defaultConfig.proxyStatsMatcher.inclusionPrefixes;
+  for (const stat of ['wasmcustom.switchyard.link.decision.degraded', 'wasmcustom.switchyard.writer.active']) {
+    assert.ok(prefixes.some((x) => stat.startsWith(x)), stat);
+  }
+});

@@ -1,0 +1,334 @@
+// The local rig: envoy/envoy.yaml, envoy/plugin-config.json, envoy/agent.yaml,
+// envoy/docker-compose.yml and agent/Dockerfile agree with each other, with
+// docs/contracts.md, and with the filter / agent / compose schemas.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
+import {
+  type Obj,
+  checkAgentConfig,
+  checkPluginConfig,
+  composeSchemaValidator,
+  contractFacts,
+  p,
+  readJson,
+  readText,
+  readYaml,
+  sortKeys,
+} from './helpers';
+
+const C = contractFacts();
+const envoy = readYaml('envoy/envoy.yaml');
+const pluginConfig = readJson('envoy/plugin-config.json');
+const agentYaml = readYaml('envoy/agent.yaml');
+const compose = readYaml('envoy/docker-compose.yml');
+
+const listener = envoy.static_resources.listeners[0];
+const hcm = listener.filter_chains[0].filters[0];
+const httpFilters: Obj[] = hcm.typed_config.http_filters;
+const wasm = httpFilters.find((f) => f.name === 'envoy.filters.http.wasm')!;
+const clusters: Obj[] = envoy.static_resources.clusters;
+const cluster = (name: string): Obj => {
+  const c = clusters.find((x) => x.name === name);
+  assert.ok(c, `envoy.yaml: cluster ${name} missing`);
+  return c;
+};
+const endpointOf = (c: Obj): Obj => c.load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address;
+const vhosts: Obj[] = hcm.typed_config.route_config.virtual_hosts;
+
+// ------------------------------------------------------------------ Envoy
+
+test('envoy.yaml: admin and listener on the contract ports', () => {
+  assert.deepEqual(envoy.admin.address.socket_address, { address: '127.0.0.1', port_value: C.ports.admin });
+  assert.equal(envoy.static_resources.listeners.length, 1);
+  assert.deepEqual(listener.address.socket_address, { address: '0.0.0.0', port_value: C.ports.listener });
+  assert.equal(hcm.name, 'envoy.filters.network.http_connection_manager');
+  assert.equal(hcm.typed_config['@type'], 'type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager');
+});
+
+test('envoy.yaml: the Wasm filter runs right before the router, configured per contract', () => {
+  assert.deepEqual(
+    httpFilters.map((f) => f.name),
+    ['envoy.filters.http.wasm', 'envoy.filters.http.router'],
+  );
+  assert.equal(httpFilters[1].typed_config['@type'], 'type.googleapis.com/envoy.extensions.filters.http.router.v3.Router');
+  const tc = wasm.typed_config;
+  assert.equal(tc['@type'], 'type.googleapis.com/envoy.extensions.filters.http.wasm.v3.Wasm');
+  const cfg = tc.config;
+  assert.equal(cfg.name, C.rootId);
+  assert.equal(cfg.root_id, C.rootId);
+  assert.equal(cfg.vm_config.vm_id, C.rootId);
+  assert.equal(cfg.vm_config.runtime, 'envoy.wasm.runtime.v8');
+  assert.deepEqual(cfg.vm_config.code, { local: { filename: '/etc/switchyard/switchyard.wasm' } });
+  assert.equal(cfg.fail_open, false);
+  assert.equal(cfg.configuration['@type'], 'type.googleapis.com/google.protobuf.StringValue');
+});
+
+test('envoy.yaml plugin configuration == envoy/plugin-config.json, and it is valid', () => {
+  const embedded = JSON.parse(wasm.typed_config.config.configuration.value);
+  assert.deepEqual(sortKeys(embedded), sortKeys(pluginConfig));
+  assert.deepEqual(checkPluginConfig(pluginConfig), []);
+});
+
+test('ORIGINAL_DST is only reachable through a filter that strips client-sent endpoint headers', () => {
+  // The filter removes a client-sent endpoint header only when loadAware is configured;
+  // Envoy does not sanitize it. So any route to the ORIGINAL_DST cluster requires loadAware,
+  // with the same header name as the cluster's http_header_name.
+  const usesOd = vhosts.some((v) => v.routes.some((r: Obj) => r.route.cluster === C.originalDstCluster));
+  if (!usesOd) return;
+  assert.ok(pluginConfig.loadAware, 'plugin config needs a loadAware section (services may be empty)');
+  assert.equal(pluginConfig.loadAware.endpointHeader ?? 'x-switchyard-endpoint', cluster(C.originalDstCluster).original_dst_lb_config.http_header_name);
+  for (const s of pluginConfig.loadAware.services) {
+    for (const a of s.authorities) {
+      if (!a.startsWith('*.')) assert.ok(vhosts.some((v) => v.domains.includes(a)), `no virtual host for load-aware authority ${a}`);
+    }
+  }
+});
+
+test('envoy.yaml clusters: names, types and loopback ports from the contract', () => {
+  assert.deepEqual(clusters.map((c) => c.name).sort(), ['cloud_a', 'cloud_b', C.agentCluster, C.originalDstCluster].sort());
+  const agent = cluster(pluginConfig.agent.cluster);
+  assert.equal(agent.name, C.agentCluster);
+  assert.equal(agent.type, 'STATIC');
+  assert.deepEqual(endpointOf(agent), { address: '127.0.0.1', port_value: C.ports.agent });
+  assert.ok(parseFloat(agent.connect_timeout) <= 1, 'agent connect_timeout should be short');
+  assert.deepEqual(endpointOf(cluster('cloud_a')), { address: '127.0.0.1', port_value: C.ports.cloudA });
+  assert.deepEqual(endpointOf(cluster('cloud_b')), { address: '127.0.0.1', port_value: C.ports.injector }, 'cloud_b goes through the leased-line injector');
+  const od = cluster(C.originalDstCluster);
+  assert.equal(od.type, 'ORIGINAL_DST');
+  assert.equal(od.lb_policy, 'CLUSTER_PROVIDED');
+  assert.equal(od.load_assignment, undefined);
+  assert.deepEqual(od.original_dst_lb_config, { use_http_header: true, http_header_name: C.endpointHeader });
+  for (const c of clusters) {
+    assert.match(c.connect_timeout, /^\d+(\.\d+)?s$/, `${c.name}: connect_timeout is a proto Duration`);
+    if (c.load_assignment) {
+      assert.equal(c.load_assignment.cluster_name, c.name);
+      assert.equal(endpointOf(c).address, '127.0.0.1', `${c.name}: rig runs on host networking`);
+    }
+  }
+});
+
+test('envoy.yaml routes mirror the seed VirtualService and reference existing clusters', () => {
+  const pay = vhosts.find((v) => v.domains.includes(C.demoAuthority));
+  assert.ok(pay, 'a virtual host for the demo authority');
+  const [degraded, split] = pay.routes;
+  assert.deepEqual(degraded.match, { prefix: '/', headers: [{ name: pluginConfig.link.header, string_match: { exact: 'degraded' } }] });
+  assert.equal(pluginConfig.link.header, C.statusHeader);
+  assert.deepEqual(degraded.route, { cluster: 'cloud_a' });
+  assert.deepEqual(split.match, { prefix: '/' });
+  assert.deepEqual(split.route, { weighted_clusters: { clusters: [{ name: 'cloud_a', weight: 50 }, { name: 'cloud_b', weight: 50 }] } });
+  // Every authority the filter manages has a virtual host.
+  for (const svc of pluginConfig.link.services) {
+    for (const a of svc.authorities) {
+      if (a.startsWith('*.')) continue;
+      assert.ok(vhosts.some((v) => v.domains.includes(a)), `no virtual host for ${a}`);
+    }
+  }
+  const inf = vhosts.find((v) => v.domains.includes('inference.prod.svc.cluster.local'));
+  assert.ok(inf);
+  assert.deepEqual(inf.routes.map((r: Obj) => r.match), [{ prefix: '/', headers: [{ name: C.endpointHeader, present_match: true }] }]);
+  assert.deepEqual(inf.routes[0].route, { cluster: C.originalDstCluster });
+  const names = new Set(clusters.map((c) => c.name));
+  for (const v of vhosts) {
+    for (const r of v.routes) {
+      const targets = r.route.cluster ? [r.route.cluster] : r.route.weighted_clusters.clusters.map((c: Obj) => c.name);
+      for (const t of targets) assert.ok(names.has(t), `route ${r.name} -> unknown cluster ${t}`);
+    }
+  }
+});
+
+test('envoy.yaml stays in the embedded host subset and uses no deprecated fields', () => {
+  const MATCH_KEYS = new Set(['prefix', 'path', 'headers']);
+  const HDR_KEYS = new Set(['name', 'string_match', 'present_match']);
+  const ROUTE_KEYS = new Set(['cluster', 'weighted_clusters']);
+  for (const v of vhosts) {
+    for (const r of v.routes) {
+      for (const k of Object.keys(r.match)) assert.ok(MATCH_KEYS.has(k), `${r.name}: match.${k}`);
+      for (const h of r.match.headers ?? []) {
+        for (const k of Object.keys(h)) assert.ok(HDR_KEYS.has(k), `${r.name}: header matcher ${k}`);
+        if (h.string_match) assert.deepEqual(Object.keys(h.string_match), ['exact']);
+        if ('present_match' in h) assert.equal(h.present_match, true);
+        assert.equal(h.name, h.name.toLowerCase());
+      }
+      for (const k of Object.keys(r.route)) assert.ok(ROUTE_KEYS.has(k), `${r.name}: route.${k}`);
+      if (r.route.weighted_clusters) assert.deepEqual(Object.keys(r.route.weighted_clusters), ['clusters']);
+    }
+  }
+  for (const c of clusters) assert.ok(['STATIC', 'STRICT_DNS', 'LOGICAL_DNS', 'ORIGINAL_DST'].includes(c.type), `${c.name}: type ${c.type}`);
+  // Deprecated v3 fields (the docs' replacements in parentheses) must not appear.
+  const deprecated = new Map([
+    ['exact_match', 'string_match.exact'],
+    ['prefix_match', 'string_match.prefix'],
+    ['suffix_match', 'string_match.suffix'],
+    ['contains_match', 'string_match.contains'],
+    ['safe_regex_match', 'string_match.safe_regex'],
+    ['hosts', 'load_assignment'],
+    ['access_log_path', 'admin.access_log'],
+    ['total_weight', 'sum of weights'],
+    ['tls_context', 'transport_socket'],
+  ]);
+  const walk = (v: unknown, path: string): void => {
+    if (Array.isArray(v)) v.forEach((x, i) => walk(x, `${path}[${i}]`));
+    else if (v && typeof v === 'object') {
+      for (const [k, x] of Object.entries(v)) {
+        assert.ok(!deprecated.has(k), `${path}.${k} is deprecated (use ${deprecated.get(k)})`);
+        walk(x, `${path}.${k}`);
+      }
+    }
+  };
+  walk(envoy, 'envoy');
+});
+
+test('envoy.yaml uses only field names that exist in the Envoy v3 messages it configures', () => {
+  // Field names per message, from the v3 API reference pages for exactly the
+  // messages used here; a typo (e.g. `conect_timeout`) fails.
+  const FIELDS: Record<string, string[]> = {
+    bootstrap: ['admin', 'static_resources'],
+    admin: ['address'],
+    static_resources: ['listeners', 'clusters'],
+    listener: ['name', 'address', 'filter_chains'],
+    hcm: ['@type', 'stat_prefix', 'codec_type', 'route_config', 'http_filters'],
+    route_config: ['name', 'virtual_hosts'],
+    virtual_host: ['name', 'domains', 'routes'],
+    route: ['name', 'match', 'route'],
+    wasm_plugin: ['name', 'root_id', 'vm_config', 'configuration', 'fail_open'],
+    vm_config: ['vm_id', 'runtime', 'code'],
+    cluster: ['name', 'type', 'connect_timeout', 'lb_policy', 'load_assignment', 'original_dst_lb_config'],
+  };
+  const only = (o: Obj, kind: string, where: string): void => {
+    for (const k of Object.keys(o)) assert.ok(FIELDS[kind].includes(k), `${where}: unknown field ${k}`);
+  };
+  only(envoy, 'bootstrap', 'bootstrap');
+  only(envoy.admin, 'admin', 'admin');
+  only(envoy.static_resources, 'static_resources', 'static_resources');
+  only(listener, 'listener', 'listener');
+  only(hcm.typed_config, 'hcm', 'http_connection_manager');
+  only(hcm.typed_config.route_config, 'route_config', 'route_config');
+  for (const v of vhosts) {
+    only(v, 'virtual_host', v.name);
+    for (const r of v.routes) only(r, 'route', r.name);
+  }
+  only(wasm.typed_config.config, 'wasm_plugin', 'wasm PluginConfig');
+  only(wasm.typed_config.config.vm_config, 'vm_config', 'wasm VmConfig');
+  for (const c of clusters) only(c, 'cluster', c.name);
+});
+
+// ------------------------------------------------------------------ agent
+
+test('envoy/agent.yaml: valid for agent/config.schema.json and wired to the rig', () => {
+  assert.deepEqual(checkAgentConfig(agentYaml), []);
+  assert.deepEqual(agentYaml.listen, { host: '127.0.0.1', port: C.ports.agent });
+  assert.equal(agentYaml.link.peers.length, 1);
+  const peer = agentYaml.link.peers[0];
+  assert.equal(peer.name, C.peer);
+  assert.deepEqual([...new Set(pluginConfig.link.services.map((s: Obj) => s.peer))], [peer.name], 'the filter watches the peer the agent probes');
+  assert.equal(peer.probe.kind, 'http');
+  assert.equal(peer.probe.url, `http://127.0.0.1:${C.ports.injector}/healthz`, 'probe goes through the leased-line injector');
+  assert.equal(peer.intervalMs, 100);
+  assert.equal(peer.degradeThresholdMs, 50);
+  assert.equal(peer.degradeAfter, 1);
+  assert.equal(peer.recoverThresholdMs, 40);
+  assert.equal(peer.recoverAfter, 10);
+  assert.ok(peer.recoverThresholdMs <= peer.degradeThresholdMs);
+});
+
+// ------------------------------------------------------------------ compose
+
+const svc = (name: string): Obj => {
+  const s = compose.services[name];
+  assert.ok(s, `docker-compose.yml: service ${name} missing`);
+  return s;
+};
+const flag = (cmd: string[], f: string): string => {
+  const i = cmd.indexOf(f);
+  assert.ok(i >= 0 && i + 1 < cmd.length, `command lacks ${f}: ${cmd.join(' ')}`);
+  return cmd[i + 1];
+};
+
+test('docker-compose.yml is valid for the compose-spec schema', () => {
+  const v = composeSchemaValidator();
+  assert.ok(v(compose), JSON.stringify(v.errors, null, 2));
+  // Self-test: the schema does reject a misspelt key.
+  const bad = structuredClone(compose);
+  bad.services.envoy.healtcheck = bad.services.envoy.healthcheck;
+  assert.equal(v(bad), false, 'compose schema should reject unknown service keys');
+});
+
+test('compose: host networking and a healthcheck everywhere; Envoy pinned', () => {
+  assert.deepEqual(Object.keys(compose.services).sort(), ['agent', 'cloud-a', 'cloud-b', 'envoy', 'leased-line']);
+  for (const [name, s] of Object.entries<Obj>(compose.services)) {
+    assert.equal(s.network_mode, 'host', `${name}: network_mode`);
+    assert.ok(Array.isArray(s.healthcheck?.test) && s.healthcheck.test[0] === 'CMD', `${name}: healthcheck`);
+    for (const d of Object.keys(s.depends_on ?? {})) assert.ok(compose.services[d], `${name} depends on unknown ${d}`);
+  }
+  const m = /^envoyproxy\/envoy:v1\.(\d+)\.(\d+)$/.exec(svc('envoy').image);
+  assert.ok(m, `envoy image must be a pinned official release tag, got ${svc('envoy').image}`);
+  assert.ok(Number(m[1]) >= 28, 'Envoy >= 1.28');
+});
+
+test('compose: Envoy mounts the config and the wasm where envoy.yaml expects them', () => {
+  const e = svc('envoy');
+  const cfgPath = flag(e.command, '-c');
+  assert.ok(e.volumes.includes(`./envoy.yaml:${cfgPath}:ro`));
+  const wasmPath = wasm.typed_config.config.vm_config.code.local.filename;
+  assert.ok(e.volumes.includes(`../build/switchyard.wasm:${wasmPath}:ro`), 'wasm mounted read-only at the filter path');
+  assert.ok(e.healthcheck.test.join(' ').includes(`/dev/tcp/127.0.0.1/${C.ports.admin}`));
+});
+
+test('compose: simulators and agent use the contract ports and the rig configs', (t) => {
+  const a = svc('cloud-a').command;
+  const b = svc('cloud-b').command;
+  const ll = svc('leased-line').command;
+  assert.deepEqual(a.slice(0, 2), ['node_modules/.bin/tsx', 'sim/cloud-service.ts']);
+  assert.equal(flag(a, '--name'), 'cloud-a');
+  assert.equal(Number(flag(a, '--port')), C.ports.cloudA);
+  assert.equal(Number(flag(a, '--port')), endpointOf(cluster('cloud_a')).port_value);
+  assert.equal(flag(b, '--name'), 'cloud-b');
+  assert.equal(Number(flag(b, '--port')), C.ports.cloudB);
+  assert.deepEqual(ll.slice(0, 2), ['node_modules/.bin/tsx', 'sim/leased-line.ts']);
+  assert.equal(Number(flag(ll, '--listen')), C.ports.injector);
+  assert.equal(Number(flag(ll, '--listen')), endpointOf(cluster('cloud_b')).port_value);
+  assert.equal(flag(ll, '--target'), `127.0.0.1:${C.ports.injectorTarget}`);
+  assert.equal(C.ports.injectorTarget, C.ports.cloudB);
+  assert.equal(Number(flag(ll, '--control')), C.ports.control);
+  for (const [name, port] of [['cloud-a', C.ports.cloudA], ['cloud-b', C.ports.cloudB], ['leased-line', C.ports.control], ['agent', C.ports.agent]] as const) {
+    assert.ok(svc(name).healthcheck.test.join(' ').includes(String(port)), `${name}: healthcheck port`);
+  }
+  for (const f of ['sim/cloud-service.ts', 'sim/leased-line.ts']) {
+    if (!existsSync(p(f))) t.diagnostic(`${f} does not exist yet (owned by sim/); compose references it`);
+  }
+  const ag = svc('agent');
+  assert.deepEqual(ag.build, { context: '..', dockerfile: 'agent/Dockerfile' });
+  assert.ok(existsSync(p('agent/Dockerfile')));
+  assert.equal(ag.command[0], 'build/agent.js');
+  assert.equal(flag(ag.command, '--config'), 'envoy/agent.yaml');
+  assert.ok(ag.volumes.includes('./agent.yaml:/app/envoy/agent.yaml:ro'));
+  assert.ok(ag.healthcheck.test.join(' ').includes(`http://127.0.0.1:${agentYaml.listen.port}/healthz`));
+});
+
+// ------------------------------------------------------------------ Dockerfile
+
+test('agent/Dockerfile: multi-stage esbuild bundle, non-root runtime, /healthz check', () => {
+  const df = readText('agent/Dockerfile');
+  const froms = [...df.matchAll(/^FROM\s+(\S+)(?:\s+AS\s+(\S+))?/gim)];
+  assert.ok(froms.length >= 2, 'multi-stage');
+  const finalStage = df.slice(df.lastIndexOf('\nFROM '));
+  const user = /^USER\s+(\S+)/m.exec(finalStage);
+  assert.ok(user && !['root', '0', '0:0'].includes(user[1]), 'runtime stage runs as a non-root user');
+  assert.match(finalStage, /HEALTHCHECK[\s\S]*\/healthz/);
+  // The bundle comes from the project's build:agent script, which must write build/agent.js.
+  assert.match(df, /^RUN npm run build:agent\b/m);
+  const pkg = JSON.parse(readText('package.json'));
+  const script: string = pkg.scripts?.['build:agent'] ?? '';
+  assert.ok(script, 'package.json has a build:agent script');
+  const m = /(?:tsx|node)\s+(\S+\.[jt]s)/.exec(script);
+  assert.ok(m && existsSync(p(m[1])), `build:agent entry ${m?.[1]} exists`);
+  const buildSrc = readText(m[1]);
+  assert.match(buildSrc, /build\/agent\.js/, 'build:agent writes build/agent.js');
+  assert.match(buildSrc, /bundle:\s*true/);
+  for (const m of df.matchAll(/^COPY\s+(?!--from)(.+)\s+\S+$/gm)) {
+    for (const src of m[1].trim().split(/\s+/)) assert.ok(existsSync(p(src)), `COPY source ${src} exists in the repository`);
+  }
+  const args = JSON.parse(/^CMD\s+(\[.*\])$/m.exec(finalStage)![1]);
+  assert.equal(args[0], 'build/agent.js');
+});
