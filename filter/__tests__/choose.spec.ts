@@ -1,5 +1,5 @@
 import {
-  mg1WaitMs, healthScore, weightFor, candidateFrom, costMs, pick, Candidate,
+  mg1WaitMs, healthScore, weightFor, candidateFrom, costMs, pick, Candidate, Plan,
   SKIP_NONE, SKIP_UNHEALTHY, SKIP_SATURATED, SKIP_SLOW, SKIP_STALE, SKIP_LINK, SKIP_REASONS,
 } from "../assembly/lib/choose";
 import { InstanceState } from "../assembly/lib/snapshot";
@@ -70,9 +70,7 @@ describe("candidateFrom", () => {
 });
 
 function run(cands: Array<Candidate>, inflight: Array<i32>, now: f64, band: f64, rand: f64): i32 {
-  const skips = new StaticArray<i32>(SKIP_REASONS);
-  const costs = new StaticArray<f64>(cands.length);
-  return pick(cands, inflight, now, band, rand, skips, costs).index;
+  return pick(new Plan(cands), inflight, now, band, rand).index;
 }
 
 describe("pick", () => {
@@ -86,13 +84,12 @@ describe("pick", () => {
     const a = cand(inst("a:1", 0.97, 10, 200, 0, 1));
     const b = candidateFrom(inst("b:1", 0.1, 10, 200, 0, 1), 0.95, 1000, 0, false); // stale after t=1000
     b.slot = 1;
-    const skips = new StaticArray<i32>(SKIP_REASONS);
-    const costs = new StaticArray<f64>(2);
-    const p = pick([a, b], [0, 0], 1000, 0.1, 0.5, skips, costs);
+    const plan = new Plan([a, b]);
+    const p = pick(plan, [0, 0], 1000, 0.1, 0.5);
     expect(p.index).toBe(-1);
     expect(p.eligible).toBe(0);
-    expect(skips[SKIP_SATURATED]).toBe(1);
-    expect(skips[SKIP_STALE]).toBe(1);
+    expect(plan.skipped[SKIP_SATURATED]).toBe(1);
+    expect(plan.skipped[SKIP_STALE]).toBe(1);
   });
 
   it("spreads a burst instead of herding onto the best instance", () => {
@@ -105,6 +102,14 @@ describe("pick", () => {
       inflight[k]++;
     }
     for (let i = 0; i < 4; i++) expect(inflight[i]).toBe(10);
+  });
+
+  it("computes the same wait in the flat plan as per candidate", () => {
+    const c = cand(inst("a:1", 0.5, 100, 20000, 3, 2));
+    c.inflightAtSnapshot = 1;
+    const plan = new Plan([c]);
+    expect(plan.waitMs(0, 4)).toBeCloseTo(costMs(c, 4));
+    expect(plan.waitMs(0, 4)).toBeCloseTo(10100 + (3 + 4 - 1) * 50);
   });
 
   it("picks uniformly within the near-best band", () => {

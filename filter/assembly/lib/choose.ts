@@ -68,8 +68,6 @@ export class Candidate {
   /** In-flight slot (see Inflight) and our in-flight count when the snapshot was adopted. */
   slot: i32 = 0;
   inflightAtSnapshot: i32 = 0;
-  /** Last computed values, for the debug header. */
-  lastWaitMs: f64 = 0;
   /** Metric id of this instance's choice counter (set by the glue). */
   metricId: u32 = 0;
 }
@@ -99,9 +97,7 @@ export function candidateFrom(s: InstanceState, maxUtilization: f64, stalenessMs
 export function costMs(c: Candidate, inflightNow: i32): f64 {
   let backlog = c.queue + <f64>(inflightNow - c.inflightAtSnapshot);
   if (backlog < 0) backlog = 0;
-  const w = c.baseWaitMs + backlog * c.perItemMs;
-  c.lastWaitMs = w;
-  return w / c.weight;
+  return (c.baseWaitMs + backlog * c.perItemMs) / c.weight;
 }
 
 export class Pick {
@@ -113,35 +109,123 @@ export class Pick {
 }
 
 /**
- * Picks among candidates whose cost is within (1 + band) of the best, uniformly at random
- * (rand in [0, 1)). skipCounts (length SKIP_REASONS) accumulates why others were left out.
+ * One service's candidates laid out as flat arrays (struct of arrays): the per-request scan reads
+ * contiguous memory instead of chasing one object per instance. Built once per snapshot version,
+ * with the per-snapshot parts of the cost folded in:
+ *   cost_i = W_i / weight_i = bw_i + max(0, qAdj_i + n_i) · pw_i
+ * with bw = baseWait/weight, pw = (E[S]/c)/weight, qAdj = q − n_snap, n_i our in-flight count now.
  */
-export function pick(cands: Array<Candidate>, inflight: Array<i32>, nowMs: f64, band: f64, rand: f64,
-  skipCounts: StaticArray<i32>, costs: StaticArray<f64>): Pick {
+export class Plan {
+  n: i32;
+  addr: Array<string>;
+  addrBytes: Array<ArrayBuffer>;
+  metricId: StaticArray<u32>;
+  /** Static skip reason (SKIP_NONE if eligible apart from staleness). */
+  skip: StaticArray<i32>;
+  slot: StaticArray<i32>;
+  staleAtMs: StaticArray<f64>;
+  bw: StaticArray<f64>;
+  pw: StaticArray<f64>;
+  qAdj: StaticArray<f64>;
+  // kept for the debug header
+  baseWaitMs: StaticArray<f64>;
+  perItemMs: StaticArray<f64>;
+  rho: StaticArray<f64>;
+  /** Scratch: cost of each candidate for the current pick. */
+  cost: StaticArray<f64>;
+  /** Choices and skips made since the last flush to host metrics (one host call per tick, not per request). */
+  chosen: StaticArray<i64>;
+  skipped: StaticArray<i64>;
+
+  constructor(cands: Array<Candidate>) {
+    const n = cands.length;
+    this.n = n;
+    this.addr = new Array<string>(n);
+    this.addrBytes = new Array<ArrayBuffer>(n);
+    this.metricId = new StaticArray<u32>(n);
+    this.skip = new StaticArray<i32>(n);
+    this.slot = new StaticArray<i32>(n);
+    this.staleAtMs = new StaticArray<f64>(n);
+    this.bw = new StaticArray<f64>(n);
+    this.pw = new StaticArray<f64>(n);
+    this.qAdj = new StaticArray<f64>(n);
+    this.baseWaitMs = new StaticArray<f64>(n);
+    this.perItemMs = new StaticArray<f64>(n);
+    this.rho = new StaticArray<f64>(n);
+    this.cost = new StaticArray<f64>(n);
+    this.chosen = new StaticArray<i64>(n);
+    this.skipped = new StaticArray<i64>(SKIP_REASONS);
+    for (let i = 0; i < n; i++) {
+      const c = cands[i];
+      this.addr[i] = c.addr;
+      this.addrBytes[i] = c.addrBytes;
+      this.metricId[i] = c.metricId;
+      this.skip[i] = c.skip;
+      this.slot[i] = c.slot;
+      this.staleAtMs[i] = c.staleAtMs;
+      const inv = c.weight > 0 ? 1.0 / c.weight : Infinity;
+      this.bw[i] = c.baseWaitMs * inv;
+      this.pw[i] = c.perItemMs * inv;
+      this.qAdj[i] = c.queue - <f64>c.inflightAtSnapshot;
+      this.baseWaitMs[i] = c.baseWaitMs;
+      this.perItemMs[i] = c.perItemMs;
+      this.rho[i] = c.rho;
+    }
+  }
+
+  /** Expected wait (ms, before de-weighting) of candidate i given our in-flight count now. */
+  waitMs(i: i32, inflightNow: i32): f64 {
+    let backlog = this.qAdj[i] + <f64>inflightNow;
+    if (backlog < 0) backlog = 0;
+    return this.baseWaitMs[i] + backlog * this.perItemMs[i];
+  }
+}
+
+/**
+ * Picks among candidates whose cost is within (1 + band) of the best, uniformly at random
+ * (rand in [0, 1)). Skips are counted in plan.skipped. `inflight` is indexed by plan.slot.
+ */
+export function pick(plan: Plan, inflight: Array<i32>, nowMs: f64, band: f64, rand: f64): Pick {
   const p = new Pick();
+  const n = plan.n;
+  // Raw pointers into the flat arrays: this loop runs once per request over every instance.
+  const skipP = changetype<usize>(plan.skip);
+  const slotP = changetype<usize>(plan.slot);
+  const staleP = changetype<usize>(plan.staleAtMs);
+  const bwP = changetype<usize>(plan.bw);
+  const pwP = changetype<usize>(plan.pw);
+  const qP = changetype<usize>(plan.qAdj);
+  const costP = changetype<usize>(plan.cost);
+  const inflightP = inflight.dataStart;
   let best = Infinity;
-  const n = cands.length;
+  let eligible = 0;
   for (let i = 0; i < n; i++) {
-    const c = unchecked(cands[i]);
-    let skip = c.skip;
-    if (skip == SKIP_NONE && nowMs >= c.staleAtMs) skip = SKIP_STALE;
+    const o4 = <usize>i << 2;
+    const o8 = <usize>i << 3;
+    let skip = load<i32>(skipP + o4);
+    if (skip == SKIP_NONE && nowMs >= load<f64>(staleP + o8)) skip = SKIP_STALE;
     if (skip != SKIP_NONE) {
-      unchecked(skipCounts[skip]++);
-      unchecked(costs[i] = Infinity);
+      unchecked(plan.skipped[skip]++);
+      store<f64>(costP + o8, Infinity);
       continue;
     }
-    const cost = costMs(c, unchecked(inflight[c.slot]));
-    unchecked(costs[i] = cost);
-    p.eligible++;
-    if (cost < best) best = cost;
+    let backlog = load<f64>(qP + o8) + <f64>load<i32>(inflightP + (<usize>load<i32>(slotP + o4) << 2));
+    if (backlog < 0) backlog = 0;
+    const c = load<f64>(bwP + o8) + backlog * load<f64>(pwP + o8);
+    store<f64>(costP + o8, c);
+    eligible++;
+    if (c < best) best = c;
   }
-  if (p.eligible == 0 || best == Infinity) return p;
+  p.eligible = eligible;
+  if (eligible == 0 || best == Infinity) return p;
   const limit = best * (1 + band);
-  for (let i = 0; i < n; i++) if (unchecked(costs[i]) <= limit) p.band++;
-  let k = <i32>Math.floor(rand * <f64>p.band);
-  if (k >= p.band) k = p.band - 1;
+  let inBand = 0;
+  for (let i = 0; i < n; i++) if (load<f64>(costP + (<usize>i << 3)) <= limit) inBand++;
+  p.band = inBand;
+  let k = <i32>(rand * <f64>inBand);
+  if (k >= inBand) k = inBand - 1;
   for (let i = 0; i < n; i++) {
-    if (unchecked(costs[i]) <= limit) {
+    if (load<f64>(costP + (<usize>i << 3)) <= limit) {
       if (k == 0) { p.index = i; return p; }
       k--;
     }

@@ -2,13 +2,12 @@
 // metrics. Decisions themselves live in lib/choose.ts.
 import { LoadAwareService, PluginConfig, STATUS_DEGRADED } from "../lib/config";
 import { Snapshot } from "../lib/snapshot";
-import { Candidate, candidateFrom, SKIP_REASONS, skipName } from "../lib/choose";
+import { Candidate, candidateFrom, Plan, SKIP_REASONS, skipName } from "../lib/choose";
 import { Inflight, Rng } from "../lib/inflight";
-import { defineMetric, METRIC_COUNTER } from "../abi/host";
+import { defineMetric, incrementMetric, METRIC_COUNTER } from "../abi/host";
 
 export class ServicePlan {
-  cands: Array<Candidate> = [];
-  costs: StaticArray<f64> = new StaticArray<f64>(0);
+  plan: Plan = new Plan([]);
   constructor(public cfg: LoadAwareService) {}
 }
 
@@ -26,7 +25,7 @@ export class LoadAware {
   plans: Array<ServicePlan> = [];
   inflight: Inflight = new Inflight();
   rng: Rng = new Rng(1);
-  skipCounts: StaticArray<i32> = new StaticArray<i32>(SKIP_REASONS);
+  allIneligiblePending: i64 = 0;
   endpointHeader: ArrayBuffer = String.UTF8.encode("x-switchyard-endpoint");
   degradedHeader: ArrayBuffer = new ArrayBuffer(0);
   debugHeader: ArrayBuffer = new ArrayBuffer(0);
@@ -55,23 +54,40 @@ export class LoadAware {
     return id;
   }
 
+  /** Hands the counts gathered on the request path to the host (on tick). */
+  flush(): void {
+    for (let i = 0; i < this.plans.length; i++) {
+      const p = this.plans[i].plan;
+      for (let j = 0; j < p.n; j++) {
+        const n = p.chosen[j];
+        if (n != 0) { incrementMetric(p.metricId[j], n); p.chosen[j] = 0; }
+      }
+      for (let r = 1; r < SKIP_REASONS; r++) {
+        const n = p.skipped[r];
+        if (n != 0) { incrementMetric(this.skipMetrics[r], n); p.skipped[r] = 0; }
+      }
+    }
+    if (this.allIneligiblePending != 0) { incrementMetric(this.allIneligibleMetric, this.allIneligiblePending); this.allIneligiblePending = 0; }
+  }
+
   /** Rebuilds every plan from a snapshot (null: no data, every service all-ineligible). */
   rebuild(cfg: PluginConfig, snap: Snapshot | null, stale: bool): void {
+    this.flush();
     for (let i = 0; i < this.plans.length; i++) {
-      const plan = this.plans[i];
-      plan.cands = [];
-      if (snap == null) { plan.costs = new StaticArray<f64>(0); continue; }
+      const sp = this.plans[i];
+      const cands = new Array<Candidate>();
+      if (snap == null) { sp.plan = new Plan(cands); continue; }
       for (let j = 0; j < snap.instances.length; j++) {
         const inst = snap.instances[j];
-        if (inst.service != plan.cfg.service) continue;
-        const c = candidateFrom(inst, plan.cfg.maxUtilization, <f64>plan.cfg.stalenessMs, <f64>snap.generatedAtMs,
+        if (inst.service != sp.cfg.service) continue;
+        const c = candidateFrom(inst, sp.cfg.maxUtilization, <f64>sp.cfg.stalenessMs, <f64>snap.generatedAtMs,
           linkDegraded(cfg, snap, stale, inst.peer));
         c.slot = this.inflight.slotFor(inst.addr);
         c.inflightAtSnapshot = this.inflight.total[c.slot];
-        c.metricId = this.choiceMetric(plan.cfg.service, inst.addr);
-        plan.cands.push(c);
+        c.metricId = this.choiceMetric(sp.cfg.service, inst.addr);
+        cands.push(c);
       }
-      plan.costs = new StaticArray<f64>(plan.cands.length);
+      sp.plan = new Plan(cands);
     }
   }
 }

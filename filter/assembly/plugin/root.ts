@@ -33,7 +33,7 @@ export class SwitchyardRoot extends RootContext {
   loadAware: LoadAware = new LoadAware();
   /** Time of the last tick (ms): the request path's clock, so it makes no host call for time. */
   tickNowMs: f64 = 0;
-  metrics: Metrics = new Metrics();
+  metrics: Metrics | null = null;
 
   // Pre-encoded header name and values: the request path allocates nothing for them.
   linkHeader: ArrayBuffer = new ArrayBuffer(0);
@@ -69,7 +69,7 @@ export class SwitchyardRoot extends RootContext {
     this.config = cfg;
     this.matcher = cfg.linkMatcher();
     this.linkHeader = String.UTF8.encode(cfg.link.header);
-    this.metrics.define();
+    if (this.metrics == null) this.metrics = new Metrics(); // defined once per VM; survives reconfiguration
     this.vmToken = this.allocateVmToken();
     this.loadAwareMatcher = cfg.loadAwareMatcher();
     this.loadAware.configure(cfg, this.vmToken ^ <u32>(nowMs() & 0xffffffff));
@@ -108,6 +108,8 @@ export class SwitchyardRoot extends RootContext {
     this.elect(now, cfg);
     if (this.isWriter && !this.pollInFlight && now >= this.nextPollAtMs) this.poll(cfg);
     if (cfg.loadAware.enabled) this.shareInflight(now, cfg);
+    this.metrics!.flush();
+    this.loadAware.flush();
   }
 
   /** Publishes this VM's in-flight counts and reads the other workers' (see lib/inflight.ts). */
@@ -147,7 +149,7 @@ export class SwitchyardRoot extends RootContext {
     }
     if (decision.mine != this.isWriter) {
       this.isWriter = decision.mine;
-      incrementMetric(this.metrics.writerActive, decision.mine ? 1 : -1);
+      incrementMetric(this.metrics!.writerActive, decision.mine ? 1 : -1);
       log(LOG_INFO, "switchyard: vm " + this.vmToken.toString() + (decision.mine ? " is now the snapshot writer" : " is no longer the snapshot writer"));
     }
   }
@@ -168,7 +170,7 @@ export class SwitchyardRoot extends RootContext {
   }
 
   private pollFailed(why: string, cfg: PluginConfig): void {
-    incrementMetric(this.metrics.pollErrors, 1);
+    incrementMetric(this.metrics!.pollErrors, 1);
     if (!this.pollFailing) log(LOG_WARN, "switchyard: agent poll failed: " + why);
     this.pollFailing = true;
     this.nextPollAtMs = nowMs() + <u64>cfg.agent.pollMs;
@@ -202,7 +204,7 @@ export class SwitchyardRoot extends RootContext {
 
   private rejectSnapshot(why: string, cfg: PluginConfig): void {
     // Keep the last good snapshot; count and report (once per failure streak).
-    incrementMetric(this.metrics.decodeErrors, 1);
+    incrementMetric(this.metrics!.decodeErrors, 1);
     if (!this.decodeFailing) log(LOG_ERROR, "switchyard: rejected agent snapshot, keeping seq " + this.snapshotSeq.toString() + ": " + why);
     this.decodeFailing = true;
     this.nextPollAtMs = nowMs() + <u64>cfg.agent.pollMs;
@@ -230,7 +232,7 @@ export class SwitchyardRoot extends RootContext {
     const cfg = this.config!;
     const res = decodeSnapshot(cur.value);
     if (res.snapshot == null) {
-      incrementMetric(this.metrics.decodeErrors, 1);
+      incrementMetric(this.metrics!.decodeErrors, 1);
       log(LOG_ERROR, "switchyard: shared snapshot rejected: " + res.error);
       return;
     }
@@ -244,6 +246,6 @@ export class SwitchyardRoot extends RootContext {
     this.snapshotSeq = snap.seq;
     this.stale = isStale(nowMs(), snap.generatedAtMs, cfg.link.stalenessMs);
     this.recompute(cfg);
-    incrementMetric(this.metrics.snapshotUpdates, 1);
+    incrementMetric(this.metrics!.snapshotUpdates, 1);
   }
 }

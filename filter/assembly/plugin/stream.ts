@@ -8,10 +8,10 @@ import {
   Context, RootContext, FilterHeadersStatusValues, send_local_response, HeaderPair, GrpcStatusValues,
 } from "@solo-io/proxy-runtime/assembly";
 import {
-  getHeader, replaceHeader, removeHeader, incrementMetric, MAP_REQUEST_HEADERS, MAP_RESPONSE_HEADERS,
+  getHeader, replaceHeader, removeHeader, MAP_REQUEST_HEADERS, MAP_RESPONSE_HEADERS,
 } from "../abi/host";
 import { STATUS_DEGRADED, ALL_INELIGIBLE_REJECT } from "../lib/config";
-import { pick, SKIP_REASONS } from "../lib/choose";
+import { pick } from "../lib/choose";
 import { SwitchyardRoot } from "./root";
 
 const AUTHORITY_KEY = String.UTF8.encode(":authority");
@@ -36,13 +36,13 @@ export class SwitchyardStream extends Context {
       const status = unchecked(root.view.status[idx]);
       // replace, never add: whatever the client sent is overwritten.
       replaceHeader(MAP_REQUEST_HEADERS, root.linkHeader, unchecked(root.statusValues[status]));
-      const m = root.metrics;
-      incrementMetric(status == STATUS_DEGRADED ? m.decisionDegraded : m.decisionNormal, 1);
-      if (root.view.isFailMode(idx)) incrementMetric(m.failMode, 1);
+      const m = root.metrics!;
+      if (status == STATUS_DEGRADED) m.decisionDegraded.add(1); else m.decisionNormal.add(1);
+      if (root.view.isFailMode(idx)) m.failMode.add(1);
     } else if (cfg.link.stripUnmatched) {
       if (getHeader(MAP_REQUEST_HEADERS, root.linkHeader) != null) {
         removeHeader(MAP_REQUEST_HEADERS, root.linkHeader);
-        incrementMetric(root.metrics.headerStripped, 1);
+        root.metrics!.headerStripped.add(1);
       }
     }
 
@@ -64,22 +64,17 @@ export class SwitchyardStream extends Context {
       removeHeader(MAP_REQUEST_HEADERS, la.endpointHeader);
       return FilterHeadersStatusValues.Continue;
     }
-    const plan = unchecked(la.plans[idx]);
-    const skips = la.skipCounts;
-    for (let r = 0; r < SKIP_REASONS; r++) unchecked(skips[r] = 0);
-    const p = pick(plan.cands, la.inflight.total, root.tickNowMs, plan.cfg.band, la.rng.next(), skips, plan.costs);
-    for (let r = 1; r < SKIP_REASONS; r++) {
-      const n = unchecked(skips[r]);
-      if (n > 0) incrementMetric(unchecked(la.skipMetrics[r]), n);
-    }
+    const sp = unchecked(la.plans[idx]);
+    const plan = sp.plan;
+    const p = pick(plan, la.inflight.total, root.tickNowMs, sp.cfg.band, la.rng.next());
     if (p.index < 0) {
       removeHeader(MAP_REQUEST_HEADERS, la.endpointHeader);
-      incrementMetric(la.allIneligibleMetric, 1);
-      if (plan.cfg.debug) this.debug = "none eligible: " + plan.cands.length.toString() + " instances";
-      if (plan.cfg.allIneligible == ALL_INELIGIBLE_REJECT) {
-        const headers: Array<HeaderPair> = [new HeaderPair(String.UTF8.encode("retry-after"), String.UTF8.encode(plan.cfg.retryAfterS.toString()))];
+      la.allIneligiblePending++;
+      if (sp.cfg.debug) this.debug = "none eligible: " + plan.n.toString() + " instances";
+      if (sp.cfg.allIneligible == ALL_INELIGIBLE_REJECT) {
+        const headers: Array<HeaderPair> = [new HeaderPair(String.UTF8.encode("retry-after"), String.UTF8.encode(sp.cfg.retryAfterS.toString()))];
         if (this.debug != null) headers.push(new HeaderPair(la.debugHeader, String.UTF8.encode(this.debug!)));
-        send_local_response(503, "switchyard_all_instances_ineligible", String.UTF8.encode("no eligible instance for " + plan.cfg.service + "\n"),
+        send_local_response(503, "switchyard_all_instances_ineligible", String.UTF8.encode("no eligible instance for " + sp.cfg.service + "\n"),
           headers, GrpcStatusValues.Unavailable);
         return FilterHeadersStatusValues.StopIteration;
       }
@@ -87,15 +82,16 @@ export class SwitchyardStream extends Context {
       replaceHeader(MAP_REQUEST_HEADERS, la.degradedHeader, la.trueValue);
       return FilterHeadersStatusValues.Continue;
     }
-    const c = unchecked(plan.cands[p.index]);
-    replaceHeader(MAP_REQUEST_HEADERS, la.endpointHeader, c.addrBytes);
-    la.inflight.inc(c.slot);
-    this.slot = c.slot;
-    incrementMetric(c.metricId, 1);
-    if (plan.cfg.debug) {
-      this.debug = "instance=" + c.addr + " w_ms=" + c.lastWaitMs.toString() + " rho=" + c.rho.toString() +
-        " eligible=" + p.eligible.toString() + " band=" + p.band.toString();
+    const i = p.index;
+    const slot = unchecked(plan.slot[i]);
+    if (sp.cfg.debug) {
+      this.debug = "instance=" + unchecked(plan.addr[i]) + " w_ms=" + plan.waitMs(i, unchecked(la.inflight.total[slot])).toString() +
+        " rho=" + unchecked(plan.rho[i]).toString() + " eligible=" + p.eligible.toString() + " band=" + p.band.toString();
     }
+    replaceHeader(MAP_REQUEST_HEADERS, la.endpointHeader, unchecked(plan.addrBytes[i]));
+    la.inflight.inc(slot);
+    this.slot = slot;
+    unchecked(plan.chosen[i]++);
     return FilterHeadersStatusValues.Continue;
   }
 

@@ -1,0 +1,140 @@
+// Per-request cost of the filter in the embedded Proxy-Wasm host, measured side by side with a
+// no-op Proxy-Wasm filter (same SDK, same runtime) in one run; rounds are interleaved and the
+// added cost is the median of per-round paired differences, so machine noise hits both sides.
+//
+//   tsx bench/request-cost.ts [--rounds 30] [--batch 2000]
+//
+// Variants: no-op; Switchyard link status (matched authority / unmatched authority);
+// Switchyard load-aware choice with 16, 64 and 256 instances; and the seed's uncached design
+// (one proxy_http_call to the agent per request) against a real agent on loopback.
+import * as path from 'node:path';
+import pino from 'pino';
+import { ProxyWasmHost } from '../host/src';
+import { encodeSnapshot, type InstanceRecord } from '../agent/src/snapshot/codec';
+import { startAgent } from '../agent/src';
+
+const ROOT = path.resolve(__dirname, '..');
+const arg = (name: string, def: number): number => {
+  const i = process.argv.indexOf(name);
+  return i >= 0 ? Number(process.argv[i + 1]) : def;
+};
+const ROUNDS = arg('--rounds', 30);
+const BATCH = arg('--batch', 2000);
+
+function instances(n: number): InstanceRecord[] {
+  const out: InstanceRecord[] = [];
+  for (let i = 0; i < n; i++) {
+    const rho = 0.2 + 0.6 * ((i * 37) % 100) / 100;
+    out.push({ service: 'llm', addr: `10.0.${i >> 8}.${i & 255}:8000`, peer: i % 8 === 7 ? 'cloud-b' : '', healthy: true, reason: 'ok',
+      rho, esMs: 80, es2Ms2: 80 * 80 * 2.7, lambdaPerS: 10, queueDepth: i % 5, p50Ms: 60, p99Ms: 300, baselineP99Ms: 250,
+      gpuUtil: rho, dataAgeMs: 100, slots: 4 });
+  }
+  return out;
+}
+
+function snapshotBody(n: number): Buffer {
+  return encodeSnapshot({ seq: 1, generatedAtMs: 1_000_000, peers: [{ name: 'cloud-b', state: 'normal', lastRttMs: 10, avgRttMs: 10, recoverStreak: 10, lastSampleAtMs: 1_000_000 }],
+    instances: n > 0 ? instances(n) : undefined });
+}
+
+function config(loadAware: boolean): string {
+  return JSON.stringify({
+    agent: { cluster: 'switchyard_agent', longPollMs: 0, pollMs: 10 },
+    link: { services: [{ authorities: ['payment.example'], peer: 'cloud-b' }] },
+    ...(loadAware ? { loadAware: { services: [{ authorities: ['inference.example'], service: 'llm', stalenessMs: 600000 }] } } : {}),
+  });
+}
+
+async function switchyardHost(n: number | null): Promise<ProxyWasmHost> {
+  const body = snapshotBody(n ?? 0);
+  const host = await ProxyWasmHost.create({
+    wasm: path.join(ROOT, 'build/switchyard.wasm'), pluginConfig: config(n !== null), workers: 1, mainThread: false, canary: false,
+    clock: 'manual', startTimeMs: 1_000_000, clusters: { switchyard_agent: { handler: () => ({ status: 200, body }) } },
+  });
+  for (let i = 0; i < 10; i++) await host.advance(20); // poll, adopt, publish
+  if ((host.metric('switchyard.snapshot.updates') ?? 0) < 1) throw new Error('snapshot not adopted');
+  return host;
+}
+
+interface Variant { name: string; host: ProxyWasmHost; headers: Record<string, string>; check?: (h: ProxyWasmHost) => void; samples: number[] }
+
+function timeBatch(v: Variant): number {
+  const t0 = process.hrtime.bigint();
+  for (let i = 0; i < BATCH; i++) v.host.requestSync(v.headers);
+  return Number(process.hrtime.bigint() - t0) / 1000 / BATCH; // µs per request
+}
+
+const median = (xs: number[]): number => { const s = [...xs].sort((a, b) => a - b); return s[Math.floor(s.length / 2)]; };
+const q = (xs: number[], p: number): number => { const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor(p * s.length))]; };
+
+async function main(): Promise<void> {
+  const rq = (authority: string) => ({ ':method': 'GET', ':path': '/v1/x', ':authority': authority, ':scheme': 'http', 'user-agent': 'bench', 'x-cross-cloud-status': 'normal' });
+  const noop = await ProxyWasmHost.create({ wasm: path.join(ROOT, 'build/bench-noop.wasm'), rootId: 'switchyard', workers: 1, mainThread: false, canary: false, clock: 'manual' });
+  const link = await switchyardHost(null);
+  const variants: Variant[] = [
+    { name: 'no-op filter', host: noop, headers: rq('payment.example'), samples: [] },
+    { name: 'switchyard link (matched authority)', host: link, headers: rq('payment.example'), samples: [] },
+    { name: 'switchyard link (other authority)', host: link, headers: rq('other.example'), samples: [] },
+  ];
+  for (const n of [16, 64, 256]) {
+    variants.push({ name: `switchyard load-aware, ${n} instances`, host: await switchyardHost(n), headers: rq('inference.example'), samples: [] });
+  }
+  // sanity: the variants do what they claim
+  const hdr = (v: Variant, name: string) => v.host.requestSync(v.headers).upstreamHeaders!.filter(([k]) => k === name).map(([, x]) => x).join();
+  if (hdr(variants[1], 'x-cross-cloud-status') !== 'normal') throw new Error('link variant did not set the status');
+  if (!/^10\.0\./.test(hdr(variants[3], 'x-switchyard-endpoint'))) throw new Error('load-aware variant did not choose');
+
+  for (const v of variants) timeBatch(v); // warm-up (JIT, GC steady state)
+  for (let r = 0; r < ROUNDS; r++) for (const v of variants) v.samples.push(timeBatch(v));
+
+  const base = variants[0].samples;
+  console.log(`\nPer-request cost in the embedded host (full stream lifecycle, ${ROUNDS} interleaved rounds × ${BATCH} requests, one worker VM)`);
+  console.log('variant'.padEnd(42) + 'median µs'.padStart(11) + '  added vs no-op: median (p10..p90) µs');
+  for (const v of variants) {
+    const diffs = v.samples.map((s, i) => s - base[i]);
+    console.log(v.name.padEnd(42) + median(v.samples).toFixed(2).padStart(11) +
+      (v === variants[0] ? '' : `  ${median(diffs).toFixed(2).padStart(6)} (${q(diffs, 0.1).toFixed(2)}..${q(diffs, 0.9).toFixed(2)})`));
+  }
+  const linkAdded = median(variants[1].samples.map((s, i) => s - base[i]));
+  const la256 = median(variants[5].samples.map((s, i) => s - base[i]));
+  console.log(`targets: link status <= 1 µs added at the median: ${linkAdded.toFixed(2)} µs -> ${linkAdded <= 1 ? 'MET' : 'NOT MET'}; ` +
+    `load-aware at 256 instances <= 3 µs added: ${la256.toFixed(2)} µs -> ${la256 <= 3 ? 'MET' : 'NOT MET'}`);
+
+  // The seed's design without its cache: one http call to the agent per request, asynchronous,
+  // against a real agent on loopback. Compared with the same asynchronous path for the others.
+  const agent = await startAgent({ listen: { host: '127.0.0.1', port: 0 }, link: { peers: [{ name: 'cloud-b', probe: { kind: 'tcp', address: '127.0.0.1:9' },
+    intervalMs: 1000, timeoutMs: 500, degradeThresholdMs: 50, degradeAfter: 1, recoverThresholdMs: 40, recoverAfter: 10 }] } } as any,
+  { logger: pino({ level: 'silent' }), defaultMetrics: false });
+  const uncached = await ProxyWasmHost.create({ wasm: path.join(ROOT, 'build/bench-uncached.wasm'), rootId: 'switchyard', workers: 1, mainThread: false, canary: false,
+    clusters: { switchyard_agent: { address: '127.0.0.1', port: agent.port } } });
+  const asyncVariants: [string, ProxyWasmHost, Record<string, string>][] = [
+    ['no-op filter', noop, rq('payment.example')],
+    ['switchyard link (matched authority)', link, rq('payment.example')],
+    ['seed design, uncached (http call per request)', uncached, rq('payment.example')],
+  ];
+  const first = await uncached.request(rq('payment.example'));
+  if (first.upstreamHeaders?.find(([k]) => k === 'x-cross-cloud-status') === undefined) throw new Error('uncached filter did not set the status');
+  const asyncSamples = asyncVariants.map(() => [] as number[]);
+  const N = 200;
+  for (let r = 0; r < 10; r++) {
+    for (let k = 0; k < asyncVariants.length; k++) {
+      const [, h, headers] = asyncVariants[k];
+      const t0 = process.hrtime.bigint();
+      for (let i = 0; i < N; i++) await h.request(headers);
+      asyncSamples[k].push(Number(process.hrtime.bigint() - t0) / 1000 / N);
+    }
+  }
+  console.log(`\nSame, through the asynchronous request path (10 rounds × ${N} sequential requests); the uncached design waits for the agent`);
+  for (let k = 0; k < asyncVariants.length; k++) {
+    const diffs = asyncSamples[k].map((s, i) => s - asyncSamples[0][i]);
+    console.log(asyncVariants[k][0].padEnd(48) + `${median(asyncSamples[k]).toFixed(1).padStart(8)} µs` + (k === 0 ? '' : `   added ${median(diffs).toFixed(1).padStart(7)} µs`));
+  }
+  const ratio = median(asyncSamples[2].map((s, i) => s - asyncSamples[0][i])) / Math.max(0.01, median(asyncSamples[1].map((s, i) => s - asyncSamples[0][i])));
+  console.log(`uncached / switchyard added cost: ${ratio.toFixed(0)}x`);
+
+  await uncached.close();
+  await agent.stop();
+  for (const v of new Set(variants.map((x) => x.host))) await v.close();
+}
+
+main().catch((e) => { console.error(e); process.exit(1); });
