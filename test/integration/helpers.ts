@@ -68,6 +68,12 @@ export async function statusAll(host: ProxyWasmHost, authority = PAYMENT): Promi
   return [...all].sort().join(' / ');
 }
 
+/** A metric after the filter's next tick: request-path counters reach the host on the tick. */
+export async function metricAfterTick(host: ProxyWasmHost, name: string): Promise<number> {
+  await sleep(50);
+  return host.metric(name) ?? 0;
+}
+
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Polls until `pred` holds; returns the elapsed ms. */

@@ -2,7 +2,7 @@
 // long poll) → real filter in the embedded host (writer election, shared data, decisions).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { PAYMENT, pluginConfig, startHost, startLinkBed, statusFor, statusAll, until, sleep, header } from './helpers';
+import { PAYMENT, pluginConfig, startHost, startLinkBed, statusFor, statusAll, until, sleep, header, metricAfterTick } from './helpers';
 
 test('the line slows: degraded within the bound; recovery only after the hysteresis', async () => {
   const bed = await startLinkBed(5);
@@ -26,7 +26,7 @@ test('the line slows: degraded within the bound; recovery only after the hystere
     console.log(`recovery ${recovery.toFixed(0)} ms`);
     assert.ok(recovery >= 900, `recovered after ${recovery.toFixed(0)} ms; the hysteresis needs 10 samples`);
 
-    assert.ok((host.metric('switchyard.link.decision.degraded') ?? 0) > 0);
+    assert.ok((await metricAfterTick(host, 'switchyard.link.decision.degraded')) > 0);
     assert.ok((host.metric('switchyard.snapshot.updates') ?? 0) > 0);
   } finally {
     await host.close();
@@ -50,7 +50,7 @@ test('agent killed: the last snapshot holds until it is stale, then the fail mod
       await until(async () => (await statusAll(host)) === failMode, 3000, `fail mode ${failMode}`);
       const t = performance.now() - stoppedAt;
       assert.ok(t >= 500 && t < 2000, `fail mode after ${t.toFixed(0)} ms (bound 800 ms after the last snapshot)`);
-      assert.ok((host.metric('switchyard.link.failmode') ?? 0) > before, 'fail-mode decisions are counted');
+      assert.ok((await metricAfterTick(host, 'switchyard.link.failmode')) > before, 'fail-mode decisions are counted');
       assert.ok((host.metric('switchyard.agent.poll_errors') ?? 0) > 0, 'failed polls are counted');
     } finally {
       await host.close();
@@ -63,7 +63,7 @@ test('no agent at all: the default fail mode (degraded) from the first request',
   const host = await startHost(pluginConfig(), 1); // port 1: nothing listens
   try {
     assert.deepEqual(await statusFor(host), ['degraded']);
-    assert.ok((host.metric('switchyard.link.failmode') ?? 0) >= 1);
+    assert.ok((await metricAfterTick(host, 'switchyard.link.failmode')) >= 1);
   } finally {
     await host.close();
   }
@@ -85,7 +85,7 @@ test('a spoofed client header is overwritten, and stripped on other authorities'
     const r = await host.request({ ':method': 'GET', ':path': '/', ':authority': 'other.example', 'x-cross-cloud-status': 'normal', 'x-switchyard-endpoint': '10.9.9.9:22' });
     assert.deepEqual(header(r.upstreamHeaders, 'x-cross-cloud-status'), []);
     assert.deepEqual(header(r.upstreamHeaders, 'x-switchyard-endpoint'), []);
-    assert.ok((host.metric('switchyard.header.stripped') ?? 0) >= 1);
+    assert.ok((await metricAfterTick(host, 'switchyard.header.stripped')) >= 1);
   } finally {
     await host.close();
     await bed.stop();
