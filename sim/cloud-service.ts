@@ -8,6 +8,8 @@
 //   GET /__sim/stats                 {requests, healthz}
 //
 // CLI:  tsx sim/cloud-service.ts --cloud cloud-a --listen 127.0.0.1:9001 [--health-status 200] [--delay-ms 0]
+//       aliases: --name = --cloud; --port N [--host H] = --listen H:N (host default 127.0.0.1);
+//       --listen may be a bare port. Default: cloud-a on 127.0.0.1:9001.
 // Programmatic: const svc = await startCloudService({ cloud: 'cloud-b', port: 0 }); svc.url; await svc.close();
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -157,14 +159,15 @@ async function cli(argv: string[]): Promise<void> {
     if (!m) throw new Error(`unknown argument ${argv[i]}`);
     a[m[1]] = m[2] ?? argv[++i] ?? '';
   }
-  const allowed = ['cloud', 'listen', 'health-status', 'delay-ms'];
+  const allowed = ['cloud', 'name', 'listen', 'host', 'port', 'health-status', 'delay-ms'];
   for (const k of Object.keys(a)) if (!allowed.includes(k)) throw new Error(`unknown option --${k} (allowed: ${allowed.map((x) => '--' + x).join(' ')})`);
-  const listen = a.listen ?? '127.0.0.1:9001';
+  let listen = a.listen ?? `${a.host ?? '127.0.0.1'}:${a.port ?? '9001'}`;
+  if (/^\d+$/.test(listen)) listen = `127.0.0.1:${listen}`;
   const i = listen.lastIndexOf(':');
   const port = Number(listen.slice(i + 1));
   if (i <= 0 || !Number.isInteger(port)) throw new Error(`--listen: expected host:port, got ${listen}`);
   const svc = await startCloudService({
-    cloud: a.cloud ?? 'cloud-a',
+    cloud: a.cloud ?? a.name ?? 'cloud-a',
     host: listen.slice(0, i).replace(/^\[(.*)\]$/, '$1'),
     port,
     healthStatus: a['health-status'] !== undefined ? Number(a['health-status']) : undefined,

@@ -16,6 +16,8 @@
 //
 // CLI:  tsx sim/leased-line.ts --listen 127.0.0.1:9102 --target 127.0.0.1:9002 \
 //                              --control 127.0.0.1:9103 --rtt-ms 5 [--jitter-ms 0] [--blackhole off]
+//       Addresses may be bare ports (host 127.0.0.1); `--control none` disables the control API.
+//       Defaults are the rig's: listen 9102, target 127.0.0.1:9002, control 9103, rtt 0 ms.
 // Control API (HTTP on --control):
 //   GET  /delay                      -> {"rttMs":5,"jitterMs":0,"blackhole":"off"}
 //   PUT  /delay?rttMs=200[&jitterMs=10]   or JSON body {"rttMs":200,"jitterMs":10}  (POST too)
@@ -332,7 +334,13 @@ function controlHandler(
 
 // ---------------------------------------------------------------- CLI
 
+/** "host:port", "[v6]:port" or a bare "port" (host 127.0.0.1) */
 function hostPort(v: string, flag: string): { host: string; port: number } {
+  if (/^\d+$/.test(v)) {
+    const port = Number(v);
+    if (port > 65535) throw new Error(`${flag}: port out of range: ${v}`);
+    return { host: '127.0.0.1', port };
+  }
   const i = v.lastIndexOf(':');
   const port = Number(v.slice(i + 1));
   if (i <= 0 || !Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`${flag}: expected host:port, got ${v}`);

@@ -54,6 +54,12 @@ describe("candidateFrom", () => {
     expect(candidateFrom(inst("a:1", 0.1, 10, 200, 0, 1), 0.95, 5000, 0, true).skip).toBe(SKIP_LINK);
   });
 
+  it("adds the link round trip for instances in another cloud", () => {
+    const local = cand(inst("a:1", 0.5, 100, 20000, 0, 1));
+    const remote = candidateFrom(inst("b:1", 0.5, 100, 20000, 0, 1), 0.95, 5000, 0, false, 35);
+    expect(remote.baseWaitMs - local.baseWaitMs).toBeCloseTo(35);
+  });
+
   it("adds the backlog term and divides by the weight", () => {
     const c = cand(inst("a:1", 0.5, 100, 20000, 3, 2));
     // 10100 + 3·100/2

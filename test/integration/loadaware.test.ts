@@ -18,13 +18,13 @@ function inst(addr: string, over: Partial<InstanceRecord> = {}): InstanceRecord 
 interface Bed {
   host: ProxyWasmHost;
   /** Serve this snapshot from now on (new seq) and let every VM adopt it. */
-  serve(instances: InstanceRecord[], link?: 'normal' | 'degraded'): Promise<void>;
+  serve(instances: InstanceRecord[], link?: 'normal' | 'degraded', rttMs?: number): Promise<void>;
   request(extra?: Record<string, string>, worker?: number): Promise<RequestResult>;
 }
 
 let seq = 1;
 async function bed(loadAware: Record<string, unknown> = {}, workers = 1): Promise<Bed> {
-  let body = Buffer.alloc(0);
+  let body: Buffer = Buffer.alloc(0);
   const host = await ProxyWasmHost.create({
     wasm: WASM, workers, mainThread: false, canary: false, clock: 'manual', startTimeMs: T0,
     pluginConfig: JSON.stringify({
@@ -36,10 +36,10 @@ async function bed(loadAware: Record<string, unknown> = {}, workers = 1): Promis
   });
   return {
     host,
-    serve: async (instances, link = 'normal') => {
+    serve: async (instances, link = 'normal', rttMs = 10) => {
       const now = T0;
       body = encodeSnapshot({ seq: ++seq, generatedAtMs: now,
-        peers: [{ name: 'cloud-b', state: link, lastRttMs: 10, avgRttMs: 10, recoverStreak: 10, lastSampleAtMs: now }], instances });
+        peers: [{ name: 'cloud-b', state: link, lastRttMs: rttMs, avgRttMs: rttMs, recoverStreak: 10, lastSampleAtMs: now }], instances });
       for (let i = 0; i < 8; i++) await host.advance(10);
     },
     request: (extra = {}, worker) => host.request({ ':method': 'POST', ':path': '/v1/completions', ':authority': AUTH, ...extra }, { worker }),
@@ -108,6 +108,20 @@ test('a degraded cross-cloud link excludes remote instances', async () => {
     for (let i = 0; i < 5; i++) assert.deepEqual(endpoint(await b.request()), ['10.0.0.1:80']);
     await b.host.advance(20);
     assert.ok((b.host.metric('switchyard.lb.skip.link_degraded') ?? 0) >= 5);
+  } finally {
+    await b.host.close();
+  }
+});
+
+test('a remote instance pays the measured link round trip', async () => {
+  const b = await bed();
+  try {
+    // local: 0.3·200/1.4 + 10 = 52.9 ms; remote: 0.1·200/1.8 + 10 = 21.1 ms + RTT
+    const fleet = [inst('10.0.0.1:80', { rho: 0.3 }), inst('10.1.0.1:80', { peer: 'cloud-b', rho: 0.1 })];
+    await b.serve(fleet, 'normal', 10);
+    assert.deepEqual(endpoint(await b.request()), ['10.1.0.1:80'], '21 + 10 < 53');
+    await b.serve(fleet, 'normal', 45); // inside the hysteresis band: still normal, but slow
+    assert.deepEqual(endpoint(await b.request()), ['10.0.0.1:80'], '21 + 45 > 53');
   } finally {
     await b.host.close();
   }

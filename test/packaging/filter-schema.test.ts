@@ -4,7 +4,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import Ajv from 'ajv';
 import addFormats from 'ajv-formats';
-import { type Obj, checkPluginConfig, readJson, readText } from './helpers';
+import { existsSync, readFileSync } from 'node:fs';
+import { type Obj, checkPluginConfig, p, readJson, readText } from './helpers';
 
 const schema = readJson('filter/config.schema.json');
 
@@ -129,10 +130,20 @@ for (const [name, mutate] of invalid) {
 }
 
 test('authority patterns: exact hosts and *.suffix wildcards are accepted', () => {
-  for (const a of ['payment-service.prod.svc.cluster.local', 'Payment.Example', '*.payments.example', '*.a.b.c', 'localhost', '10.0.0.1']) {
+  for (const a of ['payment-service.prod.svc.cluster.local', '*.payments.example', '*.a.b.c', 'localhost', '10.0.0.1', 'under_score.example']) {
     const c = contractExample();
     c.link.services = [{ authorities: [a], peer: 'cloud-b' }];
     assert.deepEqual(checkPluginConfig(c), [], a);
+  }
+});
+
+test('authority patterns: uppercase is rejected (the filter refuses it; requests still match case-insensitively)', () => {
+  // filter/assembly/lib/authority.ts checkPattern: "use lowercase host names". A schema that
+  // accepted 'Payment.Example' let CI pass a config the filter refuses at load (fail closed).
+  for (const a of ['Payment.Example', '*.Payments.example']) {
+    const c = contractExample();
+    c.link.services = [{ authorities: [a], peer: 'cloud-b' }];
+    assert.notDeepEqual(checkPluginConfig(c), [], a);
   }
 });
 
@@ -154,4 +165,132 @@ test('schema property sets equal the key lists the filter parser accepts (filter
     ['loadAware.services[]', list(/new ObjectReader\(sv, at, r\.problems,\s*(\["authorities", "service"[^\]]*\])\)/, 'loadAware.services[]'), keys(la.properties.services.items)],
   ];
   for (const [what, parser, sch] of pairs) assert.deepEqual(sch, [...parser].sort(), `${what}: schema and filter parser disagree`);
+});
+
+test('loadAware ranges and defaults in the schema are the parser\'s (filter/assembly/lib/config.ts)', () => {
+  const src = readText('filter/assembly/lib/config.ts');
+  const items = schema.properties.loadAware.properties.services.items.properties;
+  // sr.num("maxUtilization", svc.maxUtilization, 0.01, 1.0) / sr.int("stalenessMs", ..., 1, 3600000)
+  const calls = [...src.matchAll(/sr\.(num|int)\("(\w+)", svc\.\w+, ([\d.]+), ([\d.]+)\)/g)];
+  assert.deepEqual(calls.map((m) => m[2]).sort(), ['band', 'maxUtilization', 'retryAfterS', 'stalenessMs']);
+  for (const [, kind, key, min, max] of calls) {
+    assert.equal(items[key].type, kind === 'int' ? 'integer' : 'number', `${key}: type`);
+    assert.equal(items[key].minimum, Number(min), `${key}: minimum`);
+    assert.equal(items[key].maximum, Number(max), `${key}: maximum`);
+    assert.equal(items[key].exclusiveMinimum, undefined);
+    assert.equal(items[key].exclusiveMaximum, undefined);
+  }
+  // Defaults: the field initialisers of LoadAwareService / LoadAwareConfig.
+  const classBody = (name: string): string => {
+    const m = new RegExp(`export class ${name} \\{([\\s\\S]*?)\\n\\}`).exec(src);
+    assert.ok(m, `class ${name}`);
+    return m[1];
+  };
+  const init = (body: string, field: string): string => {
+    const m = new RegExp(`\\b${field}: [\\w<>]+ = ([^;]+);`).exec(body);
+    assert.ok(m, `initialiser of ${field}`);
+    return m[1].trim();
+  };
+  const svc = classBody('LoadAwareService');
+  for (const key of ['maxUtilization', 'stalenessMs', 'band', 'retryAfterS']) assert.equal(items[key].default, Number(init(svc, key)), `${key}: default`);
+  assert.equal(items.debug.default, init(svc, 'debug') === 'true');
+  assert.equal(init(svc, 'allIneligible'), 'ALL_INELIGIBLE_FORWARD');
+  assert.equal(items.allIneligible.default, 'forward-degraded');
+  assert.deepEqual(items.allIneligible.enum, JSON.parse(/sr\.oneOf\("allIneligible", "[^"]+", (\[[^\]]*\])\)/.exec(src)![1]));
+  const la = classBody('LoadAwareConfig');
+  for (const key of ['endpointHeader', 'degradedHeader', 'debugHeader']) {
+    assert.equal(schema.properties.loadAware.properties[key].default, JSON.parse(init(la, key)), `${key}: default`);
+  }
+  assert.deepEqual(schema.properties.loadAware.required, ['services']);
+  assert.deepEqual(schema.properties.loadAware.properties.services.items.required, ['authorities', 'service']);
+});
+
+/**
+ * The real filter (build/switchyard.wasm) configured through the embedded host: accepts
+ * the config (onConfigure true) or refuses it. Fast (~1 ms per config).
+ */
+async function filterAccepts(cfg: unknown): Promise<{ ok: boolean; why: string }> {
+  const { ProxyWasmHost } = (await import(p('host/src/index.ts'))) as {
+    ProxyWasmHost: { create(o: Record<string, unknown>): Promise<{ close(): Promise<void> }> };
+  };
+  try {
+    const host = await ProxyWasmHost.create({
+      wasm: wasmBytes(), pluginConfig: JSON.stringify(cfg), clock: 'manual', workers: 1, mainThread: false, canary: false, logLevel: 'critical',
+    });
+    await host.close();
+    return { ok: true, why: '' };
+  } catch (e) {
+    const m = /invalid plugin configuration: (.*)/.exec((e as Error).message);
+    return { ok: false, why: m ? m[1] : (e as Error).message.split('\n')[0] };
+  }
+}
+let wasmCache: Buffer | undefined;
+const wasmBytes = (): Buffer => {
+  const f = p('build/switchyard.wasm');
+  assert.ok(existsSync(f), 'build/switchyard.wasm missing: run npm run build:filter first');
+  return (wasmCache ??= readFileSync(f));
+};
+
+test('schema + packaging cross-field checks and the real filter agree on what is valid', async () => {
+  const base = (): Obj => readJson('envoy/plugin-config.json');
+  const la = (c: Obj): Obj => c.loadAware;
+  const svc0 = (c: Obj): Obj => c.loadAware.services[0];
+  const cases: [string, (c: Obj) => void][] = [
+    ['the rig config', () => {}],
+    ['contract example (no loadAware)', (c) => { delete c.loadAware; }],
+    ['loadAware with no services', (c) => { c.loadAware = { services: [] }; }],
+    ['loadAware minimal service', (c) => { c.loadAware.services = [{ authorities: ['a.example'], service: 's' }]; }],
+    ['loadAware without services', (c) => { c.loadAware = {}; }],
+    ['loadAware unknown key', (c) => { la(c).extra = 1; }],
+    ['service unknown key', (c) => { svc0(c).weight = 1; }],
+    ['service per-service endpointHeader', (c) => { svc0(c).endpointHeader = 'x-e'; }],
+    ['service missing', (c) => { delete svc0(c).service; }],
+    ['service empty', (c) => { svc0(c).service = ''; }],
+    ['service with odd characters (filter accepts any string)', (c) => { svc0(c).service = 'llm v2/é'; }],
+    ['service long', (c) => { svc0(c).service = 'x'.repeat(300); }],
+    ['authorities missing', (c) => { delete svc0(c).authorities; }],
+    ['authorities empty', (c) => { svc0(c).authorities = []; }],
+    ['services not an array', (c) => { la(c).services = {}; }],
+    ['service not an object', (c) => { la(c).services = ['llm']; }],
+    ...([0.01, 0.5, 1, 0.009, 0, 1.01, -1] as number[]).map((v): [string, (c: Obj) => void] => [`maxUtilization ${v}`, (c) => { svc0(c).maxUtilization = v; }]),
+    ...([0, 10, 0.1, 10.5, -0.1] as number[]).map((v): [string, (c: Obj) => void] => [`band ${v}`, (c) => { svc0(c).band = v; }]),
+    ...([1, 3600000, 0, 3600001, 1.5] as number[]).map((v): [string, (c: Obj) => void] => [`stalenessMs ${v}`, (c) => { svc0(c).stalenessMs = v; }]),
+    ...([0, 3600, 3601, -1, 0.5] as number[]).map((v): [string, (c: Obj) => void] => [`retryAfterS ${v}`, (c) => { svc0(c).retryAfterS = v; }]),
+    ['maxUtilization as string', (c) => { svc0(c).maxUtilization = '0.9'; }],
+    ['allIneligible reject-503', (c) => { svc0(c).allIneligible = 'reject-503'; }],
+    ['allIneligible drop', (c) => { svc0(c).allIneligible = 'drop'; }],
+    ['debug as string', (c) => { svc0(c).debug = 'yes'; }],
+    ...(['x_a.b-c', 'X-Upper', 'x!bang', ':authority', 'x a', '', 'h'.repeat(128), 'h'.repeat(129)]).flatMap((h): [string, (c: Obj) => void][] => [
+      [`endpointHeader "${h.length > 20 ? h.length + ' chars' : h}"`, (c) => { la(c).endpointHeader = h; }],
+      [`degradedHeader "${h.length > 20 ? h.length + ' chars' : h}"`, (c) => { la(c).degradedHeader = h; }],
+      [`link.header "${h.length > 20 ? h.length + ' chars' : h}"`, (c) => { c.link.header = h; }],
+    ]),
+    ['degradedHeader == link.header', (c) => { la(c).degradedHeader = c.link.header; }],
+    ['debugHeader == endpointHeader', (c) => { la(c).debugHeader = la(c).endpointHeader; }],
+    ['endpointHeader == link.header (defaults)', (c) => { la(c).endpointHeader = 'x-cross-cloud-status'; delete c.link.header; }],
+    ['same header names without loadAware are fine', (c) => { delete c.loadAware; c.link.header = 'x-degraded'; }],
+    ...([
+      'inference.prod.svc.cluster.local', '*.inference.example', 'localhost', '10.0.0.1', 'under_score.example', '-lead.example',
+      'Upper.Example', '*.Upper.example', 'a..b', '.a', 'a.', '*', '*.', 'a.*.b', 'a.b:80', 'http://a.b', 'a b', 'é.example',
+      'a'.repeat(253), 'a'.repeat(254), '*.' + 'a'.repeat(251), '*.' + 'a'.repeat(252),
+    ]).flatMap((a): [string, (c: Obj) => void][] => [
+      [`loadAware authority "${a.length > 40 ? a.length + ' chars' : a}"`, (c) => { svc0(c).authorities = [a]; }],
+      [`link authority "${a.length > 40 ? a.length + ' chars' : a}"`, (c) => { c.link.services[0].authorities = [a]; }],
+    ]),
+  ];
+  const disagreements: string[] = [];
+  const verdicts = { accepted: 0, rejected: 0 };
+  for (const [name, mutate] of cases) {
+    const c = base();
+    mutate(c);
+    const schemaOk = checkPluginConfig(c).length === 0;
+    const filter = await filterAccepts(c);
+    verdicts[filter.ok ? 'accepted' : 'rejected']++;
+    if (schemaOk !== filter.ok) {
+      disagreements.push(`${name}: schema ${schemaOk ? 'accepts' : 'rejects'}, filter ${filter.ok ? 'accepts' : 'rejects (' + filter.why + ')'}`);
+    }
+  }
+  assert.deepEqual(disagreements, []);
+  // Not vacuous: the filter both accepted and refused a good share of the cases.
+  assert.ok(verdicts.accepted >= 20 && verdicts.rejected >= 40, JSON.stringify(verdicts));
 });

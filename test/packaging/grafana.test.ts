@@ -26,7 +26,8 @@ function filterMetrics(): { exact: Set<string>; prefixes: string[] } {
   const exact = new Set<string>();
   const prefixes: string[] = [];
   for (const src of sources('filter/assembly', '.ts')) {
-    for (const m of src.matchAll(/defineMetric\(\s*METRIC_[A-Z]+\s*,\s*"(switchyard\.[a-z0-9_.]+)"\s*(\+)?/g)) {
+    // defineMetric(METRIC_X, "name") and the flushed request-path counters, new Counter("name").
+    for (const m of src.matchAll(/(?:defineMetric\(\s*METRIC_[A-Z]+\s*,|new Counter\()\s*"(switchyard\.[a-z0-9_.]+)"\s*(\+)?/g)) {
       const prom = m[1].replace(/\./g, '_');
       if (m[2]) prefixes.push(prom);
       else exact.add(prom);
@@ -82,7 +83,10 @@ test('every metric in the dashboard is defined by the filter or the agent', () =
     assert.ok(!/envoy_wasmcustom|wasmcustom_/.test(e), `Envoy strips the wasmcustom namespace in /stats/prometheus: ${e}`);
     for (const m of e.matchAll(/\b(switchyard_[a-z0-9_]+)/g)) {
       const name = m[1];
-      const ok = f.exact.has(name) || a.has(name) || f.prefixes.some((pre) => name.startsWith(pre) && name.length > pre.length);
+      // A name built at run time (switchyard_lb_choice_<service>_<addr>) may appear as its
+      // prefix only inside a regex (e.g. __name__=~"switchyard_lb_choice_.+").
+      const asPattern = f.prefixes.includes(name) && /^[.(]/.test(e.slice(m.index! + name.length));
+      const ok = f.exact.has(name) || a.has(name) || asPattern || f.prefixes.some((pre) => name.startsWith(pre) && name.length > pre.length);
       assert.ok(ok, `unknown metric ${name} in: ${e}`);
     }
   }
@@ -91,4 +95,21 @@ test('every metric in the dashboard is defined by the filter or the agent', () =
 test('the core filter metrics all have a panel', () => {
   const all = exprs.join('\n');
   for (const name of filterMetrics().exact) assert.ok(all.includes(name), `no panel uses ${name}`);
+});
+
+test('the load-aware metrics (filter and agent) all have a panel', () => {
+  const all = exprs.join('\n');
+  const f = filterMetrics();
+  assert.ok(f.prefixes.includes('switchyard_lb_choice_'), 'the filter defines per-instance choice counters');
+  for (const pre of f.prefixes) assert.ok(all.includes(pre), `no panel uses ${pre}<...>`);
+  // filter/assembly/lib/choose.ts skipName: every reason has a query.
+  const choose = readFileSync(p('filter/assembly/lib/choose.ts'), 'utf8');
+  const reasons = [...choose.matchAll(/case SKIP_\w+: return "(\w+)";/g)].map((m) => m[1]);
+  assert.deepEqual(reasons.sort(), ['link_degraded', 'saturated', 'slow', 'stale', 'unhealthy']);
+  for (const r of reasons) assert.ok(all.includes(`switchyard_lb_skip_${r}`), `no panel for skip reason ${r}`);
+  for (const name of agentMetrics()) {
+    if (!name.startsWith('switchyard_inference_')) continue;
+    const base = name.replace(/_(bucket|sum|count)$/, '');
+    assert.ok(all.includes(base), `no panel uses ${base}`);
+  }
 });

@@ -53,11 +53,27 @@ export function readYaml(rel: string): Obj {
 /** Values from docs/contracts.md, so the packaging cannot drift from the contract. */
 export function contractFacts(): {
   ports: { listener: number; admin: number; agent: number; cloudA: number; cloudB: number; injector: number; injectorTarget: number; control: number };
+  /** The load-aware inference fleet of the rig. */
+  fleet: {
+    local: number[];
+    speeds: number[];
+    remote: number;
+    remoteInjector: number;
+    remoteInjectorTarget: number;
+    remoteControl: number;
+    /** Snapshot view: service name and (addr, peer) per instance. */
+    service: string;
+    instances: { addr: string; peer: string }[];
+  };
   statusHeader: string;
   endpointHeader: string;
+  degradedHeader: string;
+  debugHeader: string;
   agentCluster: string;
   originalDstCluster: string;
+  inferenceDefaultCluster: string;
   demoAuthority: string;
+  inferenceAuthority: string;
   peer: string;
   rootId: string;
 } {
@@ -75,6 +91,21 @@ export function contractFacts(): {
   const code = (text: string): string[] => [...text.matchAll(/`([^`]+)`/g)].map((m) => m[1]);
   const ports = row('rig ports');
   const clusters = row('Envoy clusters, rig');
+  const fleet = row('inference fleet, rig (load-aware)');
+  const snapshot = row('inference instances in the rig snapshot');
+  const localPart = /local instances ([\d, ]+)/.exec(fleet);
+  if (!localPart) throw new Error(`docs/contracts.md: local inference instances not found in "${fleet}"`);
+  const speeds = /`--speed` ([\d., ]+)\)/.exec(fleet);
+  if (!speeds) throw new Error(`docs/contracts.md: inference speeds not found in "${fleet}"`);
+  const range = /`(\d+\.\d+\.\d+\.\d+):(\d+)`\.\.`\1:(\d+)` with peer `""`/.exec(snapshot);
+  if (!range) throw new Error(`docs/contracts.md: local snapshot addresses not found in "${snapshot}"`);
+  const remoteSnap = /`(\d+\.\d+\.\d+\.\d+:\d+)` with peer `([A-Za-z0-9][^`]*)`/.exec(snapshot);
+  if (!remoteSnap) throw new Error(`docs/contracts.md: remote snapshot address not found in "${snapshot}"`);
+  const localInstances: { addr: string; peer: string }[] = [];
+  for (let port = Number(range[2]); port <= Number(range[3]); port++) localInstances.push({ addr: `${range[1]}:${port}`, peer: '' });
+  const inferenceAuthorityRow = row('load-aware demo authority');
+  const serviceName = /snapshot service `([^`]+)`/.exec(inferenceAuthorityRow);
+  if (!serviceName) throw new Error('docs/contracts.md: snapshot service of the load-aware demo authority not found');
   return {
     ports: {
       listener: num(ports, /proxy listener (\d+)/, 'proxy listener'),
@@ -86,11 +117,25 @@ export function contractFacts(): {
       injectorTarget: num(ports, /leased-line injector \d+ \(->\s*(\d+)\)/, 'injector target'),
       control: num(ports, /injector control (\d+)/, 'control'),
     },
+    fleet: {
+      local: localPart[1].split(',').map((x) => Number(x.trim())),
+      speeds: speeds[1].split(',').map((x) => Number(x.trim())),
+      remote: num(fleet, /remote instance (\d+)/, 'remote inference instance'),
+      remoteInjector: num(fleet, /leased-line injector (\d+)/, 'inference injector'),
+      remoteInjectorTarget: num(fleet, /leased-line injector \d+ \(->\s*(\d+)\)/, 'inference injector target'),
+      remoteControl: num(fleet, /injector control (\d+)/, 'inference injector control'),
+      service: serviceName[1],
+      instances: [...localInstances, { addr: remoteSnap[1], peer: remoteSnap[2] }],
+    },
     statusHeader: code(row('link status header'))[0],
     endpointHeader: code(row('endpoint-pick header (load-aware, ORIGINAL_DST)'))[0],
+    degradedHeader: /`([^`:]+): true`/.exec(row('degraded-forward marker'))![1],
+    debugHeader: code(row('debug header'))[0],
     agentCluster: code(row('Envoy cluster for the agent'))[0],
     originalDstCluster: code(clusters).find((c) => c.startsWith('switchyard_original_dst'))!,
+    inferenceDefaultCluster: code(clusters).find((c) => c.startsWith('inference_default'))!,
     demoAuthority: code(row('demo authority'))[0],
+    inferenceAuthority: code(inferenceAuthorityRow)[0],
     peer: code(row('peer name for the other cloud'))[0],
     rootId: code(row('root id / plugin name'))[0],
   };
@@ -122,7 +167,62 @@ export function checkPluginConfig(cfg: unknown): string[] {
     const lease = c.leaseMs ?? 1000;
     if (!(lease > refresh)) problems.push(`leaseMs (${lease}) must be > refreshMs (${refresh})`);
   }
+  if (c && typeof c === 'object' && c.loadAware && typeof c.loadAware === 'object') {
+    // filter/assembly/lib/config.ts: with loadAware present the four header names must differ.
+    const names: [string, string][] = [
+      ['link.header', c.link?.header ?? 'x-cross-cloud-status'],
+      ['loadAware.endpointHeader', c.loadAware.endpointHeader ?? 'x-switchyard-endpoint'],
+      ['loadAware.degradedHeader', c.loadAware.degradedHeader ?? 'x-degraded'],
+      ['loadAware.debugHeader', c.loadAware.debugHeader ?? 'x-switchyard-debug'],
+    ];
+    for (let i = 0; i < names.length; i++) {
+      for (let j = i + 1; j < names.length; j++) {
+        if (names[i][1] === names[j][1]) problems.push(`${names[j][0]} must differ from ${names[i][0]} (${names[i][1]})`);
+      }
+    }
+  }
   return problems;
+}
+
+/** Paths (a.b[0].c) at which two JSON values differ; missing on one side counts. */
+export function jsonDiffPaths(a: unknown, b: unknown, path = ''): string[] {
+  if (Array.isArray(a) && Array.isArray(b)) {
+    const out: string[] = [];
+    for (let i = 0; i < Math.max(a.length, b.length); i++) out.push(...jsonDiffPaths(a[i], b[i], `${path}[${i}]`));
+    return out;
+  }
+  const isObj = (v: unknown): v is Obj => !!v && typeof v === 'object' && !Array.isArray(v);
+  if (isObj(a) && isObj(b)) {
+    const out: string[] = [];
+    for (const k of [...new Set([...Object.keys(a), ...Object.keys(b)])].sort()) {
+      out.push(...jsonDiffPaths(a[k], b[k], path ? `${path}.${k}` : k));
+    }
+    return out;
+  }
+  return deepEqual(a, b) ? [] : [path];
+}
+
+/**
+ * The documented differences between the rig's plugin config (envoy/plugin-config.json)
+ * and the Istio WasmPlugin's: path pattern -> why, and the value Istio must have there
+ * (undefined = absent). Anything else must be identical.
+ */
+export const ISTIO_PLUGIN_CONFIG_DIFFERENCES: { path: RegExp; why: string; istio: (v: unknown) => boolean }[] = [
+  {
+    path: /^loadAware\.services\[\d+\]\.debug$/,
+    why: 'the rig shows x-switchyard-debug; in production it would expose instance addresses and load to every caller',
+    istio: (v) => v === undefined || v === false,
+  },
+];
+
+/** Value at a path produced by jsonDiffPaths. */
+export function valueAt(v: unknown, path: string): unknown {
+  let cur: any = v; // eslint-disable-line @typescript-eslint/no-explicit-any
+  for (const m of path.matchAll(/([^.[\]]+)|\[(\d+)\]/g)) {
+    if (cur === undefined || cur === null) return undefined;
+    cur = m[1] !== undefined ? cur[m[1]] : cur[Number(m[2])];
+  }
+  return cur;
 }
 
 let agentValidator: ValidateFunction | undefined;
@@ -139,9 +239,24 @@ export function agentSchemaValidator(): ValidateFunction {
   return agentValidator;
 }
 
+/**
+ * agent/config.schema.json, then the agent's own loader (agent/src/config.ts resolveConfig):
+ * the schema file keeps `inference` as a permissive placeholder; the loader plugs in the real
+ * inference schema (agent/src/inference/schema.ts) and runs the semantic checks (duplicate
+ * (peer, name) services, address ranges, thresholds).
+ */
 export function checkAgentConfig(cfg: unknown): string[] {
   const v = agentSchemaValidator();
-  return v(cfg) ? [] : (v.errors ?? []).map((e) => `${e.instancePath || '/'} ${e.message} ${JSON.stringify(e.params)}`);
+  if (!v(cfg)) return (v.errors ?? []).map((e) => `${e.instancePath || '/'} ${e.message} ${JSON.stringify(e.params)}`);
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const loader = require('../../agent/src/config') as { resolveConfig(input: unknown): unknown };
+  try {
+    loader.resolveConfig(structuredClone(cfg));
+    return [];
+  } catch (e) {
+    const problems = (e as { problems?: string[] }).problems;
+    return problems ?? [String((e as Error).message)];
+  }
 }
 
 let composeValidator: ValidateFunction | undefined;
@@ -410,3 +525,39 @@ export function unknownFieldProblems(objs: Obj[]): string[] {
 }
 
 export const dirOf = dirname;
+
+// ------------------------------------------------------------ EnvoyFilter route patches
+
+/**
+ * The routes of one outbound virtual host after the EnvoyFilters' HTTP_ROUTE patches, as
+ * istiod applies them (pilot/pkg/networking/core/envoyfilter/rc_patch.go patchHTTPRoutes):
+ * patches in list order; ADD appends; INSERT_FIRST, and INSERT_BEFORE without a
+ * vhost.route match, prepend; INSERT_AFTER without a route match appends. Patches with a
+ * vhost.route match or other operations are not used by istio/ and make this throw.
+ * `generated` stands for the routes Istio generated for the host (its default route).
+ */
+export function patchedVhostRoutes(envoyFilters: Obj[], vhostName: string, generated: Obj[]): Obj[] {
+  let routes = [...generated];
+  for (const ef of envoyFilters) {
+    for (const cp of ef.spec.configPatches ?? []) {
+      if (cp.applyTo !== 'HTTP_ROUTE') continue;
+      const rc = cp.match?.routeConfiguration;
+      if (rc?.vhost?.name !== undefined && rc.vhost.name !== vhostName) continue;
+      if (rc?.vhost?.route !== undefined) throw new Error(`${ef.metadata.name}: vhost.route matches are not simulated`);
+      const value = structuredClone(cp.patch.value);
+      switch (cp.patch.operation) {
+        case 'ADD':
+        case 'INSERT_AFTER':
+          routes = [...routes, value];
+          break;
+        case 'INSERT_FIRST':
+        case 'INSERT_BEFORE':
+          routes = [value, ...routes];
+          break;
+        default:
+          throw new Error(`${ef.metadata.name}: HTTP_ROUTE ${cp.patch.operation} is not simulated`);
+      }
+    }
+  }
+  return routes;
+}

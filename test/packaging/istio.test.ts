@@ -6,13 +6,16 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
+  ISTIO_PLUGIN_CONFIG_DIFFERENCES,
   KUSTOMIZATIONS,
   type Obj,
   checkAgentConfig,
   checkPluginConfig,
   contractFacts,
+  jsonDiffPaths,
   kubectlKustomize,
   parseYamlDocs,
+  patchedVhostRoutes,
   readJson,
   readYaml,
   renderKustomization,
@@ -20,6 +23,7 @@ import {
   sortKeys,
   unknownFieldProblems,
   validateWithModel,
+  valueAt,
 } from './helpers';
 
 const C = contractFacts();
@@ -102,9 +106,23 @@ test('all overlays pin the same image digest as the base (only the registry diff
   }
 });
 
-test('the plugin config of the base equals the rig config (envoy/plugin-config.json)', () => {
+test('the plugin config of the base equals the rig config, except the documented differences', () => {
   const wp = one(rendered.get('istio/base')!, 'WasmPlugin');
-  assert.deepEqual(sortKeys(wp.spec.pluginConfig), sortKeys(readJson('envoy/plugin-config.json')));
+  const rig = readJson('envoy/plugin-config.json');
+  const istio = wp.spec.pluginConfig;
+  const diffs = jsonDiffPaths(rig, istio);
+  for (const path of diffs) {
+    const allowed = ISTIO_PLUGIN_CONFIG_DIFFERENCES.find((d) => d.path.test(path));
+    assert.ok(allowed, `pluginConfig differs from envoy/plugin-config.json at ${path} (not an allowed difference)`);
+    assert.ok(allowed.istio(valueAt(istio, path)), `${path}: Istio value ${JSON.stringify(valueAt(istio, path))} is not the allowed one (${allowed.why})`);
+  }
+  // The allow-list is not dead weight: the rig does use the debug header, Istio does not.
+  assert.ok(diffs.some((d) => /\.debug$/.test(d)), 'expected the debug difference');
+  for (const [k, objs] of rendered) {
+    for (const w of find(objs, 'WasmPlugin')) {
+      for (const svc of w.spec.pluginConfig.loadAware?.services ?? []) assert.notEqual(svc.debug, true, `${k}: debug header in production`);
+    }
+  }
 });
 
 test('EnvoyFilters add the agent and ORIGINAL_DST clusters under the contract names', () => {
@@ -144,14 +162,98 @@ test('EnvoyFilters add the agent and ORIGINAL_DST clusters under the contract na
     }
     assert.deepEqual(sortKeys(od), sortKeys(rigCluster(C.originalDstCluster)), `${k}: ORIGINAL_DST cluster differs from envoy/envoy.yaml`);
     assert.equal(od.original_dst_lb_config.http_header_name, C.endpointHeader);
-    // The instance-choice route uses that cluster only when the header is present.
-    const routes = find(objs, 'EnvoyFilter').flatMap((ef) => ef.spec.configPatches.filter((cp: Obj) => cp.applyTo === 'HTTP_ROUTE'));
-    assert.equal(routes.length, 1, `${k}: one HTTP_ROUTE patch`);
-    const r = routes[0];
-    assert.equal(r.patch.operation, 'INSERT_FIRST');
-    assert.equal(r.match.routeConfiguration.vhost.name, `inference.prod.svc.cluster.local:${r.match.routeConfiguration.portNumber}`);
-    assert.equal(r.patch.value.route.cluster, C.originalDstCluster);
-    assert.deepEqual(r.patch.value.match.headers, [{ name: C.endpointHeader, present_match: true }]);
+  }
+});
+
+/** Port of the inference service, from the x-degraded route's outbound|PORT||host cluster. */
+const inferencePort = (objs: Obj[]): number => {
+  const clusters = find(objs, 'EnvoyFilter').flatMap((ef) => ef.spec.configPatches)
+    .filter((cp: Obj) => cp.applyTo === 'HTTP_ROUTE').map((cp: Obj) => cp.patch.value.route.cluster as string);
+  const m = clusters.map((c) => /^outbound\|(\d+)\|\|(.+)$/.exec(c)).find((x) => x && x[2] === C.inferenceAuthority);
+  assert.ok(m, 'a route to the Kubernetes service cluster outbound|PORT||inference host');
+  return Number(m[1]);
+};
+
+test('EnvoyFilter routes for the inference host: degraded -> service cluster, endpoint -> ORIGINAL_DST, as in the rig', () => {
+  const rig = readYaml('envoy/envoy.yaml');
+  const rigVh = rig.static_resources.listeners[0].filter_chains[0].filters[0].typed_config.route_config.virtual_hosts
+    .find((v: Obj) => v.domains.includes(C.inferenceAuthority));
+  for (const [k, objs] of rendered) {
+    const efs = find(objs, 'EnvoyFilter');
+    if (!efs.length) continue;
+    const port = inferencePort(objs);
+    const vhost = `${C.inferenceAuthority}:${port}`;
+    const serviceCluster = `outbound|${port}||${C.inferenceAuthority}`;
+    const patches = efs.flatMap((ef) => ef.spec.configPatches).filter((cp: Obj) => cp.applyTo === 'HTTP_ROUTE');
+    assert.equal(patches.length, 2, `${k}: two HTTP_ROUTE patches`);
+    for (const cp of patches) {
+      assert.equal(cp.match.context, 'SIDECAR_OUTBOUND');
+      assert.equal(cp.patch.operation, 'INSERT_FIRST');
+      // Istio names the outbound virtual host "<host>:<port>".
+      assert.equal(cp.match.routeConfiguration.vhost.name, vhost);
+      // No portNumber: with protocol sniffing the route configuration is named
+      // "<host>:<port>", not "<port>", and a portNumber match would never apply.
+      assert.equal(cp.match.routeConfiguration.portNumber, undefined, `${k}: no portNumber in the route match`);
+      assert.equal(cp.match.routeConfiguration.vhost.route, undefined);
+    }
+    // Effective order after istiod applies the patches on top of its generated default route.
+    const istioDefault = { name: 'default', match: { prefix: '/' }, route: { cluster: serviceCluster } };
+    const routes = patchedVhostRoutes(efs, vhost, [istioDefault]);
+    assert.deepEqual(routes.map((r) => r.name), ['switchyard-degraded-default', 'switchyard-picked-endpoint', 'default'], `${k}: route order`);
+    assert.deepEqual(routes.map((r) => r.route.cluster), [serviceCluster, C.originalDstCluster, serviceCluster]);
+    // Same matches and timeouts as envoy/envoy.yaml, with the rig's clusters mapped to Istio's.
+    const toIstio = (c: string): string => (c === C.inferenceDefaultCluster ? serviceCluster : c);
+    assert.deepEqual(
+      routes.map((r) => [r.match, r.route.cluster, r.route.timeout]).slice(0, 2),
+      rigVh.routes.slice(0, 2).map((r: Obj) => [r.match, toIstio(r.route.cluster), r.route.timeout]),
+      `${k}: inference routes differ from envoy/envoy.yaml`,
+    );
+    assert.equal(toIstio(rigVh.routes[2].route.cluster), istioDefault.route.cluster, 'rig catch-all = Istio default route');
+    // Header names = the filter's (WasmPlugin) = the contract's.
+    for (const wp of find(objs, 'WasmPlugin')) {
+      const la = wp.spec.pluginConfig.loadAware;
+      assert.equal(routes[0].match.headers[0].name, la.degradedHeader ?? 'x-degraded');
+      assert.equal(routes[1].match.headers[0].name, la.endpointHeader ?? 'x-switchyard-endpoint');
+    }
+    assert.equal(routes[0].match.headers[0].name, C.degradedHeader);
+    assert.equal(routes[1].match.headers[0].name, C.endpointHeader);
+  }
+});
+
+test('wherever allIneligible is forward-degraded (Istio), the degraded marker reaches the service cluster first', () => {
+  for (const [k, objs] of rendered) {
+    for (const wp of find(objs, 'WasmPlugin')) {
+      const la = wp.spec.pluginConfig.loadAware;
+      const forwarding = (la?.services ?? []).filter((s: Obj) => (s.allIneligible ?? 'forward-degraded') === 'forward-degraded');
+      for (const svc of forwarding) {
+        for (const a of svc.authorities.filter((x: string) => !x.startsWith('*.'))) {
+          const efs = find(objs, 'EnvoyFilter');
+          const vhNames = efs.flatMap((ef) => ef.spec.configPatches).map((cp: Obj) => cp.match?.routeConfiguration?.vhost?.name)
+            .filter((n: string | undefined) => n?.startsWith(`${a}:`));
+          assert.ok(vhNames.length > 0, `${k}: no route patches for ${a}`);
+          const port = Number(vhNames[0].slice(a.length + 1));
+          const routes = patchedVhostRoutes(efs, `${a}:${port}`, [{ name: 'default', match: { prefix: '/' }, route: { cluster: `outbound|${port}||${a}` } }]);
+          const iDeg = routes.findIndex((r) => (r.match.headers ?? []).some((h: Obj) => h.name === (la.degradedHeader ?? 'x-degraded') && h.string_match?.exact === 'true'));
+          const iOd = routes.findIndex((r) => r.route.cluster === C.originalDstCluster);
+          assert.ok(iDeg >= 0 && iDeg < iOd, `${k}: ${a}: degraded route before the ORIGINAL_DST route`);
+          assert.equal(routes[iDeg].route.cluster, `outbound|${port}||${a}`, `${k}: ${a}: degraded requests go to the Kubernetes service`);
+        }
+      }
+    }
+  }
+});
+
+test('inference DestinationRule: Switchyard clients only, LEAST_REQUEST like the rig', () => {
+  const rig = readYaml('envoy/envoy.yaml');
+  const rigInf = rig.static_resources.clusters.find((c: Obj) => c.name === C.inferenceDefaultCluster);
+  for (const k of ['istio/base', 'istio/overlays/cloud-a', 'istio/overlays/cloud-b']) {
+    const objs = rendered.get(k)!;
+    const dr = one(objs, 'DestinationRule', 'inference-switchyard-clients');
+    assert.equal(dr.spec.host, C.inferenceAuthority);
+    const wp = one(objs, 'WasmPlugin');
+    assert.deepEqual(dr.spec.workloadSelector.matchLabels, wp.spec.selector.matchLabels, 'same pods as the filter');
+    assert.equal(dr.spec.trafficPolicy.loadBalancer.simple, rigInf.lb_policy);
+    assert.equal(dr.spec.subsets, undefined);
   }
 });
 
@@ -165,7 +267,7 @@ test('VirtualService mirrors the seed and envoy.yaml: degraded -> local 100, els
   for (const k of ['istio/base', 'istio/overlays/cloud-a', 'istio/overlays/cloud-b']) {
     const objs = rendered.get(k)!;
     const vs = one(objs, 'VirtualService');
-    const dr = one(objs, 'DestinationRule');
+    const dr = one(objs, 'DestinationRule', 'payment-service-subsets');
     assert.deepEqual(vs.spec.hosts, [C.demoAuthority]);
     assert.equal(dr.spec.host, C.demoAuthority);
     const [degraded, split] = vs.spec.http;
@@ -200,7 +302,7 @@ test('per cloud: local subset, watched peer and probed peer agree', () => {
     ['istio/base', 'network-cloud-a', 'cloud-b'],
   ] as const) {
     const objs = rendered.get(k)!;
-    const dr = one(objs, 'DestinationRule');
+    const dr = one(objs, 'DestinationRule', 'payment-service-subsets');
     assert.equal(dr.spec.subsets.find((s: Obj) => s.name === 'local-cloud').labels['topology.istio.io/network'], local, k);
     const wp = one(objs, 'WasmPlugin');
     const peers = wp.spec.pluginConfig.link.services.map((s: Obj) => s.peer);
@@ -212,13 +314,33 @@ test('per cloud: local subset, watched peer and probed peer agree', () => {
     assert.ok(!agentCfg.link.peers[0].probe.url.includes(local.replace('network-', '')), `${k}: the agent must probe the other cloud`);
     assert.equal(agentCfg.listen.port, C.ports.agent);
     assert.equal(agentCfg.listen.host, '127.0.0.1', `${k}: sidecar agent must stay on loopback`);
+    checkInferenceWiring(k, wp, agentCfg, objs);
   }
   const ds = rendered.get('istio/options/agent-daemonset')!;
   const cm = one(ds, 'ConfigMap', 'switchyard-agent', 'switchyard-system');
   const nodeCfg = parseYamlDocs(cm.data['agent.yaml'], 'daemonset ConfigMap')[0];
   assert.deepEqual(checkAgentConfig(nodeCfg), []);
   assert.equal(nodeCfg.listen.port, C.ports.agent);
+  checkInferenceWiring('istio/options/agent-daemonset', one(ds, 'WasmPlugin'), nodeCfg, ds);
 });
+
+/**
+ * The agent scrapes the service the WasmPlugin chooses among (same name), only local
+ * instances (pod IPs of the other network are not routable for ORIGINAL_DST), on the port
+ * of the inference Service that the routes use.
+ */
+function checkInferenceWiring(k: string, wp: Obj, agentCfg: Obj, objs: Obj[]): void {
+  const la = wp.spec.pluginConfig.loadAware;
+  assert.deepEqual(la.services.map((s: Obj) => [s.authorities, s.service]), [[[C.inferenceAuthority], C.fleet.service]], `${k}: load-aware service`);
+  const services: Obj[] = agentCfg.inference?.services ?? [];
+  for (const s of la.services) assert.ok(services.some((x) => x.name === s.service), `${k}: the agent scrapes no "${s.service}"`);
+  for (const s of services) {
+    assert.equal(s.peer ?? '', '', `${k}: ${s.name}: only local instances on Istio`);
+    assert.equal(s.kind, 'vllm');
+    assert.equal(s.instances.dns?.port, inferencePort(objs), `${k}: ${s.name}: scraped port = the port ORIGINAL_DST connects to = the service port of the routes`);
+    assert.match(s.instances.dns?.name ?? '', new RegExp(`\\.${C.inferenceAuthority.split('.')[1]}\\.svc\\.cluster\\.local$`), `${k}: a Service in the inference namespace`);
+  }
+}
 
 test('DaemonSet option: non-root, probes on /healthz, config mounted, no API token', () => {
   const objs = rendered.get('istio/options/agent-daemonset')!;

@@ -34,6 +34,8 @@ const cluster = (name: string): Obj => {
   return c;
 };
 const endpointOf = (c: Obj): Obj => c.load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address;
+const allEndpoints = (c: Obj): Obj[] =>
+  c.load_assignment.endpoints.flatMap((e: Obj) => e.lb_endpoints.map((le: Obj) => le.endpoint.address.socket_address));
 const vhosts: Obj[] = hcm.typed_config.route_config.virtual_hosts;
 
 // ------------------------------------------------------------------ Envoy
@@ -78,6 +80,13 @@ test('ORIGINAL_DST is only reachable through a filter that strips client-sent en
   if (!usesOd) return;
   assert.ok(pluginConfig.loadAware, 'plugin config needs a loadAware section (services may be empty)');
   assert.equal(pluginConfig.loadAware.endpointHeader ?? 'x-switchyard-endpoint', cluster(C.originalDstCluster).original_dst_lb_config.http_header_name);
+  // Every route to ORIGINAL_DST requires the endpoint header (else Envoy would connect to the
+  // downstream connection's local address, i.e. loop into this listener).
+  for (const v of vhosts) {
+    for (const r of v.routes.filter((x: Obj) => x.route.cluster === C.originalDstCluster)) {
+      assert.ok((r.match.headers ?? []).some((h: Obj) => h.name === C.endpointHeader && h.present_match === true), `${r.name}: requires ${C.endpointHeader}`);
+    }
+  }
   for (const s of pluginConfig.loadAware.services) {
     for (const a of s.authorities) {
       if (!a.startsWith('*.')) assert.ok(vhosts.some((v) => v.domains.includes(a)), `no virtual host for load-aware authority ${a}`);
@@ -86,7 +95,7 @@ test('ORIGINAL_DST is only reachable through a filter that strips client-sent en
 });
 
 test('envoy.yaml clusters: names, types and loopback ports from the contract', () => {
-  assert.deepEqual(clusters.map((c) => c.name).sort(), ['cloud_a', 'cloud_b', C.agentCluster, C.originalDstCluster].sort());
+  assert.deepEqual(clusters.map((c) => c.name).sort(), ['cloud_a', 'cloud_b', C.agentCluster, C.originalDstCluster, C.inferenceDefaultCluster].sort());
   const agent = cluster(pluginConfig.agent.cluster);
   assert.equal(agent.name, C.agentCluster);
   assert.equal(agent.type, 'STATIC');
@@ -99,11 +108,16 @@ test('envoy.yaml clusters: names, types and loopback ports from the contract', (
   assert.equal(od.lb_policy, 'CLUSTER_PROVIDED');
   assert.equal(od.load_assignment, undefined);
   assert.deepEqual(od.original_dst_lb_config, { use_http_header: true, http_header_name: C.endpointHeader });
+  // The regular cluster of the inference authority: the local instances of the contract.
+  const inf = cluster(C.inferenceDefaultCluster);
+  assert.equal(inf.type, 'STATIC');
+  assert.equal(inf.lb_policy, 'LEAST_REQUEST');
+  assert.deepEqual(allEndpoints(inf), C.fleet.local.map((port) => ({ address: '127.0.0.1', port_value: port })));
   for (const c of clusters) {
     assert.match(c.connect_timeout, /^\d+(\.\d+)?s$/, `${c.name}: connect_timeout is a proto Duration`);
     if (c.load_assignment) {
       assert.equal(c.load_assignment.cluster_name, c.name);
-      assert.equal(endpointOf(c).address, '127.0.0.1', `${c.name}: rig runs on host networking`);
+      for (const ep of allEndpoints(c)) assert.equal(ep.address, '127.0.0.1', `${c.name}: rig runs on host networking`);
     }
   }
 });
@@ -124,10 +138,21 @@ test('envoy.yaml routes mirror the seed VirtualService and reference existing cl
       assert.ok(vhosts.some((v) => v.domains.includes(a)), `no virtual host for ${a}`);
     }
   }
-  const inf = vhosts.find((v) => v.domains.includes('inference.prod.svc.cluster.local'));
-  assert.ok(inf);
-  assert.deepEqual(inf.routes.map((r: Obj) => r.match), [{ prefix: '/', headers: [{ name: C.endpointHeader, present_match: true }] }]);
-  assert.deepEqual(inf.routes[0].route, { cluster: C.originalDstCluster });
+  // The load-aware authority: degraded marker -> regular cluster, endpoint -> ORIGINAL_DST,
+  // anything else -> regular cluster (docs/contracts.md names; header names from the plugin config).
+  const inf = vhosts.find((v) => v.domains.includes(C.inferenceAuthority));
+  assert.ok(inf, `a virtual host for ${C.inferenceAuthority}`);
+  assert.ok(inf.domains.includes(`${C.inferenceAuthority}:*`), 'with any port');
+  const la = pluginConfig.loadAware;
+  assert.equal(la.degradedHeader, C.degradedHeader);
+  assert.equal(la.endpointHeader, C.endpointHeader);
+  assert.deepEqual(inf.routes.map((r: Obj) => r.match), [
+    { prefix: '/', headers: [{ name: C.degradedHeader, string_match: { exact: 'true' } }] },
+    { prefix: '/', headers: [{ name: C.endpointHeader, present_match: true }] },
+    { prefix: '/' },
+  ]);
+  assert.deepEqual(inf.routes.map((r: Obj) => r.route.cluster), [C.inferenceDefaultCluster, C.originalDstCluster, C.inferenceDefaultCluster]);
+  for (const r of inf.routes) assert.match(r.route.timeout, /^\d+s$/, `${r.name}: explicit timeout (Envoy's route default is 15 s)`);
   const names = new Set(clusters.map((c) => c.name));
   for (const v of vhosts) {
     for (const r of v.routes) {
@@ -137,10 +162,34 @@ test('envoy.yaml routes mirror the seed VirtualService and reference existing cl
   }
 });
 
+test('wherever allIneligible is forward-degraded, the degraded marker routes to a regular cluster first', () => {
+  // forward-degraded (the default) sends requests with no endpoint header and degradedHeader:
+  // true; the route table must catch that marker before any ORIGINAL_DST route, and send it to a
+  // cluster with real endpoints. reject-503 never forwards, so it needs no such route.
+  const la = pluginConfig.loadAware;
+  const degraded = la.degradedHeader ?? 'x-degraded';
+  const forwarding = la.services.filter((s: Obj) => (s.allIneligible ?? 'forward-degraded') === 'forward-degraded');
+  assert.ok(forwarding.length > 0, 'the rig exercises forward-degraded');
+  for (const svc of forwarding) {
+    for (const a of svc.authorities.filter((x: string) => !x.startsWith('*.'))) {
+      const vh = vhosts.find((v) => v.domains.includes(a));
+      assert.ok(vh, `no virtual host for ${a}`);
+      const iDeg = vh.routes.findIndex((r: Obj) =>
+        (r.match.headers ?? []).some((h: Obj) => h.name === degraded && h.string_match?.exact === 'true'));
+      const iOd = vh.routes.findIndex((r: Obj) => r.route.cluster === C.originalDstCluster);
+      assert.ok(iDeg >= 0, `${a}: no route for ${degraded}: true`);
+      assert.ok(iOd < 0 || iDeg < iOd, `${a}: the ${degraded} route must come before the ORIGINAL_DST route`);
+      const target = cluster(vh.routes[iDeg].route.cluster);
+      assert.notEqual(target.type, 'ORIGINAL_DST', `${a}: degraded requests carry no endpoint`);
+      assert.ok(allEndpoints(target).length > 0, `${a}: the degraded route's cluster has endpoints`);
+    }
+  }
+});
+
 test('envoy.yaml stays in the embedded host subset and uses no deprecated fields', () => {
   const MATCH_KEYS = new Set(['prefix', 'path', 'headers']);
   const HDR_KEYS = new Set(['name', 'string_match', 'present_match']);
-  const ROUTE_KEYS = new Set(['cluster', 'weighted_clusters']);
+  const ROUTE_KEYS = new Set(['cluster', 'weighted_clusters', 'timeout']);
   for (const v of vhosts) {
     for (const r of v.routes) {
       for (const k of Object.keys(r.match)) assert.ok(MATCH_KEYS.has(k), `${r.name}: match.${k}`);
@@ -151,10 +200,14 @@ test('envoy.yaml stays in the embedded host subset and uses no deprecated fields
         assert.equal(h.name, h.name.toLowerCase());
       }
       for (const k of Object.keys(r.route)) assert.ok(ROUTE_KEYS.has(k), `${r.name}: route.${k}`);
+      if (r.route.timeout !== undefined) assert.match(r.route.timeout, /^\d+(\.\d+)?s$/, `${r.name}: timeout is a proto Duration`);
       if (r.route.weighted_clusters) assert.deepEqual(Object.keys(r.route.weighted_clusters), ['clusters']);
     }
   }
-  for (const c of clusters) assert.ok(['STATIC', 'STRICT_DNS', 'LOGICAL_DNS', 'ORIGINAL_DST'].includes(c.type), `${c.name}: type ${c.type}`);
+  for (const c of clusters) {
+    assert.ok(['STATIC', 'STRICT_DNS', 'LOGICAL_DNS', 'ORIGINAL_DST'].includes(c.type), `${c.name}: type ${c.type}`);
+    assert.ok(['ROUND_ROBIN', 'RANDOM', 'LEAST_REQUEST', 'CLUSTER_PROVIDED'].includes(c.lb_policy), `${c.name}: lb_policy ${c.lb_policy}`);
+  }
   // Deprecated v3 fields (the docs' replacements in parentheses) must not appear.
   const deprecated = new Map([
     ['exact_match', 'string_match.exact'],
@@ -191,6 +244,7 @@ test('envoy.yaml uses only field names that exist in the Envoy v3 messages it co
     route_config: ['name', 'virtual_hosts'],
     virtual_host: ['name', 'domains', 'routes'],
     route: ['name', 'match', 'route'],
+    route_action: ['cluster', 'weighted_clusters', 'timeout'],
     wasm_plugin: ['name', 'root_id', 'vm_config', 'configuration', 'fail_open'],
     vm_config: ['vm_id', 'runtime', 'code'],
     cluster: ['name', 'type', 'connect_timeout', 'lb_policy', 'load_assignment', 'original_dst_lb_config'],
@@ -206,7 +260,10 @@ test('envoy.yaml uses only field names that exist in the Envoy v3 messages it co
   only(hcm.typed_config.route_config, 'route_config', 'route_config');
   for (const v of vhosts) {
     only(v, 'virtual_host', v.name);
-    for (const r of v.routes) only(r, 'route', r.name);
+    for (const r of v.routes) {
+      only(r, 'route', r.name);
+      only(r.route, 'route_action', `${r.name}.route`);
+    }
   }
   only(wasm.typed_config.config, 'wasm_plugin', 'wasm PluginConfig');
   only(wasm.typed_config.config.vm_config, 'vm_config', 'wasm VmConfig');
@@ -232,6 +289,43 @@ test('envoy/agent.yaml: valid for agent/config.schema.json and wired to the rig'
   assert.ok(peer.recoverThresholdMs <= peer.degradeThresholdMs);
 });
 
+test('envoy/agent.yaml inference: the contract fleet, under the service the filter chooses among', () => {
+  const inf = agentYaml.inference;
+  assert.ok(inf, 'agent.yaml has an inference section');
+  assert.equal(inf.scrapeIntervalMs, 500);
+  const services: Obj[] = inf.services;
+  // (service, addr, peer) as the agent will publish them = the contract's snapshot view.
+  const published = services.flatMap((s) => s.instances.static.map((addr: string) => ({ service: s.name, addr, peer: s.peer ?? '' })));
+  assert.deepEqual(published, C.fleet.instances.map((i) => ({ service: C.fleet.service, ...i })));
+  for (const s of services) {
+    assert.equal(s.kind, 'vllm');
+    assert.equal(s.concurrency, 4);
+  }
+  // Remote instances: the address is the second injector, which forwards to the remote instance.
+  const remote = published.filter((i) => i.peer !== '');
+  assert.deepEqual(remote.map((i) => i.addr), [`127.0.0.1:${C.fleet.remoteInjector}`]);
+  assert.equal(C.fleet.remoteInjectorTarget, C.fleet.remote);
+  // The filter skips a remote instance unless the snapshot says the link to its peer is normal;
+  // a peer the agent does not probe is never in the snapshot (-> link.failMode, always skipped).
+  const probed = agentYaml.link.peers.map((x: Obj) => x.name);
+  for (const i of remote) assert.ok(probed.includes(i.peer), `inference peer ${i.peer} is probed by the agent`);
+  // Every service the filter chooses for exists in the agent's inference config.
+  const names = new Set(services.map((x) => x.name));
+  for (const s of pluginConfig.loadAware.services) assert.ok(names.has(s.service), `agent scrapes no service "${s.service}"`);
+  assert.deepEqual(pluginConfig.loadAware.services.map((s: Obj) => [s.authorities, s.service]), [[[C.inferenceAuthority], C.fleet.service]]);
+  // The regular cluster holds exactly the local instances.
+  const local = published.filter((i) => i.peer === '').map((i) => i.addr);
+  assert.deepEqual(allEndpoints(cluster(C.inferenceDefaultCluster)).map((e) => `${e.address}:${e.port_value}`), local);
+  // Staleness: the filter's per-service limit is not below the agent's own (both 5 s here), and
+  // both leave room for several scrape intervals.
+  const staleAfter = inf.staleAfterMs ?? 5000;
+  for (const s of pluginConfig.loadAware.services) {
+    const filterStale = s.stalenessMs ?? 5000;
+    assert.ok(filterStale >= staleAfter, `${s.service}: filter stalenessMs ${filterStale} < agent staleAfterMs ${staleAfter}`);
+    assert.ok(filterStale >= 4 * inf.scrapeIntervalMs, `${s.service}: stalenessMs leaves room for several scrapes`);
+  }
+});
+
 // ------------------------------------------------------------------ compose
 
 const svc = (name: string): Obj => {
@@ -255,7 +349,11 @@ test('docker-compose.yml is valid for the compose-spec schema', () => {
 });
 
 test('compose: host networking and a healthcheck everywhere; Envoy pinned', () => {
-  assert.deepEqual(Object.keys(compose.services).sort(), ['agent', 'cloud-a', 'cloud-b', 'envoy', 'leased-line']);
+  assert.deepEqual(Object.keys(compose.services).sort(), [
+    'agent', 'cloud-a', 'cloud-b', 'envoy',
+    'inference-a1', 'inference-a2', 'inference-a3', 'inference-a4', 'inference-b1',
+    'leased-line', 'leased-line-inference',
+  ]);
   for (const [name, s] of Object.entries<Obj>(compose.services)) {
     assert.equal(s.network_mode, 'host', `${name}: network_mode`);
     assert.ok(Array.isArray(s.healthcheck?.test) && s.healthcheck.test[0] === 'CMD', `${name}: healthcheck`);
@@ -304,6 +402,59 @@ test('compose: simulators and agent use the contract ports and the rig configs',
   assert.equal(flag(ag.command, '--config'), 'envoy/agent.yaml');
   assert.ok(ag.volumes.includes('./agent.yaml:/app/envoy/agent.yaml:ro'));
   assert.ok(ag.healthcheck.test.join(' ').includes(`http://127.0.0.1:${agentYaml.listen.port}/healthz`));
+});
+
+test('compose: the inference fleet and its injector use the contract ports, the agent\'s kind and slots', () => {
+  const simSrc = readText('sim/inference-server.ts');
+  const known = new Set(JSON.parse(/const known = new Set\((\[[^\]]*\])\)/.exec(simSrc)![1].replace(/'/g, '"')));
+  const inferenceSvc = (name: string): Obj => {
+    const s = svc(name);
+    assert.deepEqual(s.command.slice(0, 2), ['node_modules/.bin/tsx', 'sim/inference-server.ts'], `${name}: runs the simulator`);
+    for (const f of s.command.slice(2).filter((x: string) => x.startsWith('--'))) assert.ok(known.has(f.slice(2)), `${name}: the simulator has no option ${f}`);
+    return s;
+  };
+  const agentSvc = (peer: string): Obj => agentYaml.inference.services.find((x: Obj) => (x.peer ?? '') === peer);
+  const local = ['inference-a1', 'inference-a2', 'inference-a3', 'inference-a4'].map(inferenceSvc);
+  assert.deepEqual(local.map((s) => Number(flag(s.command, '--port'))), C.fleet.local);
+  assert.deepEqual(local.map((s) => Number(flag(s.command, '--speed'))), C.fleet.speeds, 'heterogeneous speeds from the contract');
+  const remote = inferenceSvc('inference-b1');
+  assert.equal(Number(flag(remote.command, '--port')), C.fleet.remote);
+  const all = [...local, remote];
+  for (const [s, peer] of all.map((x, i) => [x, i < local.length ? '' : C.peer] as const)) {
+    assert.equal(flag(s.command, '--kind'), agentSvc(peer).kind, 'metrics style the agent parses');
+    assert.equal(Number(flag(s.command, '--concurrency')), agentSvc(peer).concurrency, 'slots the agent assumes');
+    assert.ok(s.healthcheck.test.join(' ').includes(`http://127.0.0.1:${flag(s.command, '--port')}/healthz`));
+  }
+  assert.equal(new Set(all.map((s) => flag(s.command, '--seed'))).size, all.length, 'distinct seeds');
+  const ll = svc('leased-line-inference');
+  assert.deepEqual(ll.command.slice(0, 2), ['node_modules/.bin/tsx', 'sim/leased-line.ts']);
+  assert.equal(Number(flag(ll.command, '--listen')), C.fleet.remoteInjector);
+  assert.equal(flag(ll.command, '--target'), `127.0.0.1:${C.fleet.remoteInjectorTarget}`);
+  assert.equal(Number(flag(ll.command, '--control')), C.fleet.remoteControl);
+  assert.ok(ll.healthcheck.test.join(' ').includes(String(C.fleet.remoteControl)));
+  assert.equal(ll.depends_on['inference-b1'].condition, 'service_healthy');
+});
+
+test('rig ports: one owner per port across contracts.md, compose, envoy.yaml and agent.yaml', () => {
+  const owners = new Map<number, string[]>();
+  const own = (port: number, who: string): void => {
+    owners.set(port, [...(owners.get(port) ?? []), who]);
+  };
+  for (const [name, s] of Object.entries<Obj>(compose.services)) {
+    const cmd: string[] = s.command ?? [];
+    for (const f of ['--port', '--listen', '--control']) if (cmd.includes(f)) own(Number(flag(cmd, f)), `${name} ${f}`);
+  }
+  own(agentYaml.listen.port, 'agent');
+  own(listener.address.socket_address.port_value, 'envoy listener');
+  own(envoy.admin.address.socket_address.port_value, 'envoy admin');
+  for (const [port, who] of owners) assert.equal(who.length, 1, `port ${port} used by ${who.join(', ')}`);
+  // Every contract port has its owner in compose.
+  const contractPorts = [
+    ...Object.entries(C.ports).filter(([k]) => k !== 'injectorTarget').map(([, v]) => v),
+    ...C.fleet.local, C.fleet.remote, C.fleet.remoteInjector, C.fleet.remoteControl,
+  ];
+  for (const port of contractPorts) assert.ok(owners.has(port), `contract port ${port} has no service in compose`);
+  assert.equal(owners.size, contractPorts.length, `compose uses ports the contract does not list: ${[...owners.keys()].filter((x) => !contractPorts.includes(x))}`);
 });
 
 // ------------------------------------------------------------------ Dockerfile

@@ -8,6 +8,7 @@
 //   - no good scrape with load signals yet, or fewer than two (no interval delta yet), or the
 //     last good exposition carried none of the mapped metrics -> no_data
 //   - last good scrape older than staleAfterMs -> stale
+//   - no utilisation estimate possible from the exported metrics (rho NaN) -> no_data
 //   - else healthy, reason ok.
 // Health SCORE (not on the wire; the filter recomputes it from p99Ms/baselineP99Ms):
 //   healthScore(p99, baseline, slowFactor) -- see estimator.ts.
@@ -83,7 +84,7 @@ function getOrCreate<T extends promClient.Metric<string>>(reg: promClient.Regist
 /** Record equality ignoring dataAgeMs (which changes continuously). */
 function sameRecord(a: InstanceRecord | undefined, b: InstanceRecord): boolean {
   if (!a) return false;
-  const keys: Array<keyof InstanceRecord> = ['healthy', 'reason', 'rho', 'esMs', 'es2Ms2', 'lambdaPerS', 'queueDepth', 'p50Ms', 'p99Ms', 'baselineP99Ms', 'gpuUtil'];
+  const keys: Array<keyof InstanceRecord> = ['healthy', 'reason', 'rho', 'esMs', 'es2Ms2', 'lambdaPerS', 'queueDepth', 'p50Ms', 'p99Ms', 'baselineP99Ms', 'gpuUtil', 'slots'];
   return keys.every((k) => Object.is(a[k], b[k]) || (typeof a[k] === 'number' && Math.fround(a[k] as number) === Math.fround(b[k] as number)));
 }
 
@@ -96,9 +97,11 @@ function median(xs: number[]): number {
 
 /**
  * Events:
- *  - 'change' (records: InstanceRecord[]) after a scrape or discovery update that changed any
- *    record (dataAgeMs excluded) -- the agent publishes a new snapshot on it;
- *  - 'health' ({service, addr, healthy, reason}) when an instance's healthy/reason flips;
+ *  - 'change' (records: InstanceRecord[]) after scrapes or a discovery update that changed any
+ *    record (dataAgeMs excluded); coalesced per event-loop turn. Values move at every scrape,
+ *    so the periodic publication carries them; publish at once on 'health' instead;
+ *  - 'health' ({service, addr, healthy, reason}) when an instance's healthy/reason flips
+ *    (also once per new instance);
  *  - 'scrapeError' ({service, addr, reason, message});
  *  - 'instances' ({service, added, removed, current}).
  */
@@ -213,7 +216,7 @@ export class InferenceCollector extends EventEmitter {
     }
     this.m.instances.set({ service: svc.cfg.name }, svc.instances.size);
     this.emit('instances', { service: svc.cfg.name, ...ch });
-    if (ch.added.length || ch.removed.length) this.emit('change', this.snapshot());
+    if (ch.added.length || ch.removed.length) this.changed();
   }
 
   private schedule(inst: InstanceRt, delayMs: number): void {
@@ -298,7 +301,18 @@ export class InferenceCollector extends EventEmitter {
     if (!prev || prev.healthy !== rec.healthy || prev.reason !== rec.reason) {
       this.emit('health', { service: rec.service, addr: rec.addr, healthy: rec.healthy, reason: rec.reason });
     }
-    if (!sameRecord(prev, rec)) this.emit('change', this.snapshot(t));
+    if (!sameRecord(prev, rec)) this.changed();
+  }
+
+  private changePending = false;
+  /** coalesces the changes of one event-loop turn (many scrapes finish together) into one event */
+  private changed(): void {
+    if (this.changePending) return;
+    this.changePending = true;
+    setImmediate(() => {
+      this.changePending = false;
+      if (this.started) this.emit('change', this.snapshot());
+    });
   }
 
   private imputed(svc: ServiceRt): { es: number; es2: number } {
@@ -314,6 +328,8 @@ export class InferenceCollector extends EventEmitter {
     else if (inst.noData || inst.goodScrapes < 2) reason = 'no_data';
     else if (inst.lastOkAt !== undefined && now - inst.lastOkAt > cfg.staleAfterMs) reason = 'stale';
     const st = inst.state;
+    // the filter skips an instance whose rho is not < its limit, NaN included: say why
+    if (reason === 'ok' && !(st && Number.isFinite(st.rho))) reason = 'no_data';
     let es = st?.esMs ?? NaN;
     let es2 = st?.es2Ms2 ?? NaN;
     let imputedService = false;
@@ -343,6 +359,7 @@ export class InferenceCollector extends EventEmitter {
       baselineP99Ms: baseline,
       gpuUtil: st?.gpuUtil ?? NaN,
       dataAgeMs: inst.lastOkAt === undefined ? 0xffffffff : Math.max(0, Math.min(0xffffffff, Math.round(now - inst.lastOkAt))),
+      slots: Math.max(1, st?.concurrency ?? svc.cfg.concurrency ?? 1),
       healthScore: healthScore(p99, baseline, cfg.slowFactor),
       imputedService,
       lastError: inst.lastFailure?.message,
@@ -371,6 +388,7 @@ export class InferenceCollector extends EventEmitter {
       baselineP99Ms: d.baselineP99Ms,
       gpuUtil: d.gpuUtil,
       dataAgeMs: d.dataAgeMs,
+      slots: d.slots,
     };
   }
 

@@ -23,8 +23,8 @@ export function reasonCode(r: InstanceReason): number {
   return INSTANCE_REASONS.indexOf(r);
 }
 
-/** Fixed bytes per record besides the three strings: 3 length bytes + flags + reason + 9 f32 + u32. */
-export const INSTANCE_FIXED_BYTES = 3 + 1 + 1 + 9 * 4 + 4;
+/** Fixed bytes per record besides the three strings: 3 length bytes + flags + reason + 9 f32 + u32 dataAgeMs + f32 slots. */
+export const INSTANCE_FIXED_BYTES = 3 + 1 + 1 + 9 * 4 + 4 + 4;
 
 /** Payload size of the INSTANCES section for these records (u16 count + u16 reserved + records). */
 export function instancesSectionSize(records: InstanceRecord[]): number {

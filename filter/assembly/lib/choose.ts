@@ -4,6 +4,7 @@
 // Expected wait per instance, in ms:
 //   W = rho·E[S²] / (2(1 − rho)) + E[S]            M/G/1 (Pollaczek–Khinchine) prior from the agent
 //     + max(0, q + n_now − n_snap) · E[S] / c       backlog term
+//     + RTT                                          the link's round trip, for instances in another cloud
 // q is the queue the agent saw (waiting + running) when it scraped; n_now − n_snap is what this
 // proxy has added (or drained) since that snapshot — our own in-flight requests, counted across
 // all worker VMs. That term is what stops herding: every request we send makes the instance look
@@ -72,14 +73,18 @@ export class Candidate {
   metricId: u32 = 0;
 }
 
-/** Static, per-snapshot eligibility and cost parts of one instance. */
-export function candidateFrom(s: InstanceState, maxUtilization: f64, stalenessMs: f64, generatedAtMs: f64, linkDegraded: bool): Candidate {
+/**
+ * Static, per-snapshot eligibility and cost parts of one instance. linkRttMs is the measured round
+ * trip to the instance's cloud (0 for local instances): a remote instance must be that much faster.
+ */
+export function candidateFrom(s: InstanceState, maxUtilization: f64, stalenessMs: f64, generatedAtMs: f64, linkDegraded: bool,
+  linkRttMs: f64 = 0): Candidate {
   const c = new Candidate();
   c.addr = s.addr;
   c.addrBytes = String.UTF8.encode(s.addr);
   c.peer = s.peer;
   c.rho = <f64>s.rho;
-  c.baseWaitMs = mg1WaitMs(c.rho, <f64>s.esMs, <f64>s.es2Ms2);
+  c.baseWaitMs = mg1WaitMs(c.rho, <f64>s.esMs, <f64>s.es2Ms2) + (linkRttMs > 0 ? linkRttMs : 0);
   const slots = s.slots >= 1 ? <f64>s.slots : 1;
   c.perItemMs = (s.esMs > 0 ? <f64>s.esMs : 0) / slots;
   c.queue = s.queueDepth > 0 ? <f64>s.queueDepth : 0;

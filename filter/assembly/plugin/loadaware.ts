@@ -81,7 +81,7 @@ export class LoadAware {
         const inst = snap.instances[j];
         if (inst.service != sp.cfg.service) continue;
         const c = candidateFrom(inst, sp.cfg.maxUtilization, <f64>sp.cfg.stalenessMs, <f64>snap.generatedAtMs,
-          linkDegraded(cfg, snap, stale, inst.peer));
+          linkDegraded(cfg, snap, stale, inst.peer), linkRttMs(snap, inst.peer));
         c.slot = this.inflight.slotFor(inst.addr);
         c.inflightAtSnapshot = this.inflight.total[c.slot];
         c.metricId = this.choiceMetric(sp.cfg.service, inst.addr);
@@ -90,6 +90,17 @@ export class LoadAware {
       sp.plan = new Plan(cands);
     }
   }
+}
+
+/** Measured round trip to `peer` (EWMA; the last sample if no average yet; 0 if unknown or local). */
+export function linkRttMs(snap: Snapshot, peer: string): f64 {
+  if (peer.length == 0) return 0;
+  const i = snap.peerIndex(peer);
+  if (i < 0) return 0;
+  const p = snap.peers[i];
+  if (p.avgRttMs == p.avgRttMs && p.avgRttMs > 0) return <f64>p.avgRttMs; // not NaN
+  if (p.lastRttMs == p.lastRttMs && p.lastRttMs > 0) return <f64>p.lastRttMs;
+  return 0;
 }
 
 /** Whether the cross-cloud link to `peer` counts as degraded ("" = local cloud: never). */
