@@ -100,6 +100,36 @@ async function main(): Promise<void> {
   console.log(`targets: link status <= 1 µs added at the median: ${linkAdded.toFixed(2)} µs -> ${linkAdded <= 1 ? 'MET' : 'NOT MET'}; ` +
     `load-aware at 256 instances <= 3 µs added: ${la256.toFixed(2)} µs -> ${la256 <= 3 ? 'MET' : 'NOT MET'}`);
 
+  // Snapshot adoption in the filter (decode + plan rebuild + publish to shared data), per version:
+  // a host whose agent answers a new version at every poll against one that repeats the same
+  // version (recognised by its seq without decoding), same number of polls.
+  console.log('\nSnapshot adoption in the filter (decode + plan rebuild + shared-data publish), per new version');
+  for (const n of [16, 64, 256]) {
+    const bodies = Array.from({ length: 401 }, (_, i) => encodeSnapshot({ seq: 10 + i, generatedAtMs: 1_000_000,
+      peers: [{ name: 'cloud-b', state: 'normal', lastRttMs: 10, avgRttMs: 10, recoverStreak: 10, lastSampleAtMs: 1_000_000 }], instances: instances(n) }));
+    const mk = async (fresh: boolean) => {
+      let k = 0;
+      const h = await ProxyWasmHost.create({ wasm: path.join(ROOT, 'build/switchyard.wasm'), pluginConfig: config(true), workers: 1, mainThread: false, canary: false,
+        clock: 'manual', startTimeMs: 1_000_000, clusters: { switchyard_agent: { handler: () => ({ status: 200, body: bodies[fresh ? Math.min(k++, 400) : 0] }) } } });
+      for (let i = 0; i < 5; i++) await h.advance(20);
+      return h;
+    };
+    const fresh = await mk(true);
+    const same = await mk(false);
+    const times: number[] = [[], []].map(() => 0);
+    for (let round = 0; round < 4; round++) {
+      for (const [j, h] of [[0, fresh], [1, same]] as const) {
+        const t0 = process.hrtime.bigint();
+        for (let i = 0; i < 50; i++) await h.advance(20);
+        times[j] += Number(process.hrtime.bigint() - t0) / 1000;
+      }
+    }
+    const adopted = (fresh.metric('switchyard.snapshot.updates') ?? 0) - (same.metric('switchyard.snapshot.updates') ?? 0);
+    console.log(`  ${String(n).padStart(3)} instances (${bodies[0].length} bytes): ${((times[0] - times[1]) / Math.max(1, adopted)).toFixed(1)} µs per adopted version (${adopted} versions)`);
+    await fresh.close();
+    await same.close();
+  }
+
   // The seed's design without its cache: one http call to the agent per request, asynchronous,
   // against a real agent on loopback. Compared with the same asynchronous path for the others.
   const agent = await startAgent({ listen: { host: '127.0.0.1', port: 0 }, link: { peers: [{ name: 'cloud-b', probe: { kind: 'tcp', address: '127.0.0.1:9' },

@@ -1,0 +1,230 @@
+// The agent, in virtual time: scrapes every simulated instance the way the collector does
+// (agent/src/inference/collector.ts), through the REAL exposition parser, vLLM mappings and
+// InstanceEstimator, and publishes snapshots the way the publisher does
+// (agent/src/snapshot/publisher.ts + agent.ts): every publishIntervalMs, at once when an
+// instance's health flips, each carrying the last scrape's values with their dataAgeMs.
+// The bodies are the real encodeSnapshot() output.
+//
+// Differences from the live collector, all deliberate: scrapes take no time; the first scrape
+// of each instance is at a seeded random phase in [0, min(100, interval)) ms (the collector uses
+// Math.random()); the render -> parse path replaces HTTP.
+import { BaselineTracker, type EstimatorState, InstanceEstimator } from '../../agent/src/inference/estimator';
+import { parseExposition } from '../../agent/src/inference/exposition';
+import { extractSignals, hasLoadSignal, resolveMappings } from '../../agent/src/inference/mappings';
+import { encodeSnapshot, type InstanceRecord, type PeerRecord, type Snapshot } from '../../agent/src/snapshot/codec';
+import { mulberry32 } from '../../sim/inference/prng';
+import type { FifoQueueModel } from '../../sim/inference/queue';
+import { renderVllm } from '../../sim/inference/render';
+import type { EngineCtx } from './des';
+
+export interface AgentSpec {
+  /** inference.scrapeIntervalMs (agent default 1000) */
+  scrapeIntervalMs: number;
+  /** publishIntervalMs (agent default 250) */
+  publishIntervalMs: number;
+  /** inference.windowS × 1000 (default 10 000) */
+  windowMs: number;
+  /** inference.services[].concurrency; undefined = inferred by the estimator */
+  concurrency?: number;
+  /** inference.staleAfterMs (default 5000) */
+  staleAfterMs: number;
+  /** inference.baselineWindowS × 1000 (default 300 000), service-scope baseline */
+  baselineWindowMs: number;
+  /**
+   * 'periodic': the agent as built (publish every publishIntervalMs and on health flips).
+   * 'on-scrape': what-if -- publish right after every scrape round (used only by model policies).
+   */
+  publishMode: 'periodic' | 'on-scrape';
+}
+
+export const DEFAULT_AGENT: AgentSpec = {
+  scrapeIntervalMs: 1000,
+  publishIntervalMs: 250,
+  windowMs: 10_000,
+  concurrency: 4,
+  staleAfterMs: 5000,
+  baselineWindowMs: 300_000,
+  publishMode: 'periodic',
+};
+
+export const SERVICE = 'llm';
+
+export interface Published {
+  snapshot: Snapshot;
+  binary: Buffer;
+  /** virtual time (ms) of the publication */
+  t: number;
+}
+
+interface InstRt {
+  est: InstanceEstimator;
+  goodScrapes: number;
+  lastOkAt?: number;
+  state?: EstimatorState;
+  lastHealthy?: boolean;
+}
+
+/** One row per scrape, for the lag analysis (estimate vs truth at that instant). */
+export interface ScrapeRow {
+  t: number;
+  inst: number;
+  rho: number;
+  lambdaPerS: number;
+  queueDepth: number;
+  esMs: number;
+  es2Ms2: number;
+  slots: number;
+  /** truth at the scrape instant: busy fraction of the slots over the last second, requests in the instance */
+  util1s: number;
+  inSystem: number;
+  running: number;
+}
+
+export class AgentModel {
+  private readonly mappings = resolveMappings('vllm');
+  private readonly inst: InstRt[];
+  private readonly baseline: BaselineTracker;
+  private seq: number;
+  current!: Published;
+  private listeners: Array<(p: Published) => void> = [];
+  private nextPeriodic = Infinity;
+  private periodicToken = 0;
+  readonly scrapes: ScrapeRow[] = [];
+  publications = 0;
+  private ctx!: EngineCtx;
+
+  constructor(
+    readonly spec: AgentSpec,
+    readonly addrs: string[],
+    /** epoch ms of virtual time 0 */
+    readonly epoch0: number,
+    private readonly seed: number,
+  ) {
+    this.inst = addrs.map(() => ({
+      est: new InstanceEstimator({ windowMs: spec.windowMs, concurrency: spec.concurrency, baselineWindowMs: spec.baselineWindowMs }),
+      goodScrapes: 0,
+    }));
+    this.baseline = new BaselineTracker(spec.baselineWindowMs, 0.1);
+    this.seq = epoch0 * 1000 - 1;
+  }
+
+  onPublish(fn: (p: Published) => void): void {
+    this.listeners.push(fn);
+  }
+
+  /** Starts scraping and publishing on the engine's clock. */
+  attach(ctx: EngineCtx): void {
+    this.ctx = ctx;
+    const rng = mulberry32(this.seed ^ 0xa9e47);
+    const I = this.spec.scrapeIntervalMs;
+    this.publish(0); // 'initial'
+    if (this.spec.publishMode === 'periodic') this.arm(0);
+    // each instance on its own timer, first at a random phase (collector.schedule)
+    for (let i = 0; i < this.inst.length; i++) {
+      const phase = rng() * Math.min(100, I);
+      const tick = (): void => {
+        this.scrape(i, ctx.now());
+        ctx.at(ctx.now() + I, tick);
+      };
+      ctx.at(phase, tick);
+    }
+    if (this.spec.publishMode === 'on-scrape') {
+      // one publication per scrape round, just after the last instance's scrape (phases < 100 ms)
+      const round = (): void => {
+        this.publish(ctx.now());
+        ctx.at(ctx.now() + I, round);
+      };
+      ctx.at(Math.min(100, I) + 0.001, round);
+    }
+  }
+
+  private arm(t: number): void {
+    const token = ++this.periodicToken;
+    this.nextPeriodic = t + this.spec.publishIntervalMs;
+    this.ctx.at(this.nextPeriodic, () => {
+      if (token !== this.periodicToken) return; // re-armed by an earlier publication
+      this.publish(this.ctx.now());
+      this.arm(this.ctx.now());
+    });
+  }
+
+  private scrape(i: number, t: number): void {
+    const server: FifoQueueModel<number> = this.ctx.servers[i];
+    const text = renderVllm({ model: server, modelName: 'sim-llm', gpuUtil: NaN, gpuMetrics: false, gpuUuid: '' });
+    const signals = extractSignals(parseExposition(text), this.mappings);
+    const rt = this.inst[i];
+    if (!hasLoadSignal(signals)) throw new Error('simulated vLLM exposition without load signals');
+    const at = this.epoch0 + t;
+    rt.goodScrapes++;
+    rt.lastOkAt = at;
+    rt.state = rt.est.observe(at, signals);
+    if (rt.state.windowCompletions > 0 && Number.isFinite(rt.state.p99Ms)) this.baseline.add(at, rt.state.p99Ms);
+    const st = rt.state;
+    this.scrapes.push({
+      t, inst: i, rho: st.rho, lambdaPerS: st.lambdaPerS, queueDepth: st.queueDepth, esMs: st.esMs, es2Ms2: st.es2Ms2, slots: st.concurrency,
+      util1s: server.utilization(t, 1000), inSystem: server.waiting + server.running, running: server.running,
+    });
+    // collector.afterScrape: a health flip is published at once (agent.ts 'health' listener)
+    const rec = this.record(i, at);
+    if (rt.lastHealthy !== rec.healthy) {
+      rt.lastHealthy = rec.healthy;
+      if (this.spec.publishMode === 'periodic') {
+        this.publish(t);
+        this.arm(t);
+      }
+    }
+  }
+
+  /** collector.detail() -> record(): the INSTANCES record of instance i at epoch time `now`. */
+  record(i: number, now: number): InstanceRecord {
+    const rt = this.inst[i];
+    const st = rt.state;
+    let reason: InstanceRecord['reason'] = 'ok';
+    if (rt.goodScrapes < 2) reason = 'no_data';
+    else if (rt.lastOkAt !== undefined && now - rt.lastOkAt > this.spec.staleAfterMs) reason = 'stale';
+    if (reason === 'ok' && !(st && Number.isFinite(st.rho))) reason = 'no_data';
+    let es = st?.esMs ?? NaN;
+    let es2 = st?.es2Ms2 ?? NaN;
+    if (!Number.isFinite(es)) {
+      // imputed from the service's other instances (median)
+      const ok = this.inst.filter((x) => x.state && Number.isFinite(x.state.esMs));
+      es = median(ok.map((x) => x.state!.esMs));
+      es2 = median(ok.map((x) => x.state!.es2Ms2));
+    }
+    return {
+      service: SERVICE,
+      addr: this.addrs[i],
+      peer: '',
+      healthy: reason === 'ok',
+      reason,
+      rho: st?.rho ?? NaN,
+      esMs: es,
+      es2Ms2: es2,
+      lambdaPerS: st?.lambdaPerS ?? 0,
+      queueDepth: st?.queueDepth ?? NaN,
+      p50Ms: st?.p50Ms ?? NaN,
+      p99Ms: st?.p99Ms ?? NaN,
+      baselineP99Ms: this.baseline.value(now),
+      gpuUtil: st?.gpuUtil ?? NaN,
+      dataAgeMs: rt.lastOkAt === undefined ? 0xffffffff : Math.max(0, Math.min(0xffffffff, Math.round(now - rt.lastOkAt))),
+      slots: Math.max(1, st?.concurrency ?? this.spec.concurrency ?? 1),
+    };
+  }
+
+  private publish(t: number): void {
+    this.seq += 1;
+    const at = this.epoch0 + t;
+    const peers: PeerRecord[] = [{ name: 'cloud-b', state: 'normal', lastRttMs: 3, avgRttMs: 3, recoverStreak: 100, lastSampleAtMs: at }];
+    const snapshot: Snapshot = { seq: this.seq, generatedAtMs: Math.floor(at), peers, instances: this.inst.map((_, i) => this.record(i, at)) };
+    this.current = { snapshot, binary: encodeSnapshot(snapshot), t };
+    this.publications++;
+    for (const l of this.listeners) l(this.current);
+  }
+}
+
+function median(xs: number[]): number {
+  const v = xs.filter(Number.isFinite).sort((a, b) => a - b);
+  if (v.length === 0) return NaN;
+  const n = v.length;
+  return n % 2 ? v[(n - 1) / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}

@@ -1,0 +1,383 @@
+// Routing-quality benchmark: a discrete-event simulation in VIRTUAL time.
+//
+// A heterogeneous fleet of FIFO c-slot servers (sim/inference/queue.ts FifoQueueModel) fed by
+// Poisson arrivals; a routing policy picks the instance of every request. All policies of one
+// (load, seed) see the SAME sample path (common random numbers): the arrival times and each
+// request's base service time X (at speed 1) are drawn once; on instance j the request takes
+// X / speed_j. Policies only differ in where requests go.
+//
+// Time: t = ms since the start of the run (0 = the manual clock's start epoch of the embedded
+// host, see switchyard.ts). Nothing sleeps; the event loop is synchronous except that it awaits
+// a macrotask after a policy asks for it (the agent's long-poll answers are promises).
+import { makeDistribution } from '../../sim/inference/distributions';
+import { mulberry32, openUniform, type Rng } from '../../sim/inference/prng';
+import { FifoQueueModel } from '../../sim/inference/queue';
+
+// ---------------------------------------------------------------- fleet and sample paths
+
+export interface FleetSpec {
+  /** relative speed of each instance (service time = base / speed) */
+  speeds: number[];
+  /** slots c per instance (FIFO queue, c servers) */
+  slots: number;
+  /** mean service time at speed 1 (ms) */
+  meanMs: number;
+  /** lognormal sigma of the base service time */
+  sigma: number;
+}
+
+export const DEFAULT_FLEET: FleetSpec = {
+  speeds: [1, 1, 1, 0.8, 0.8, 0.6, 0.5, 0.35],
+  slots: 4,
+  meanMs: 80,
+  sigma: 1.1,
+};
+
+/** Fleet capacity in requests/s: Σ c·speed / E[S]. */
+export function capacityPerS(f: FleetSpec): number {
+  return (f.slots * f.speeds.reduce((a, b) => a + b, 0)) / (f.meanMs / 1000);
+}
+
+export function instanceAddrs(f: FleetSpec): string[] {
+  return f.speeds.map((_, i) => `10.0.0.${i + 1}:8000`);
+}
+
+/** Rate multiplier over an interval (a burst), on top of the base Poisson rate. */
+export interface Burst {
+  atMs: number;
+  durationMs: number;
+  /** arrival rate during the burst = factor × base rate */
+  factor: number;
+}
+
+export interface SamplePath {
+  rho: number;
+  lambdaPerS: number;
+  /** arrival times (ms), ascending */
+  arrivals: Float64Array;
+  /** base service time at speed 1 (ms) */
+  baseService: Float64Array;
+  /** index of the first measured request, and how many are measured */
+  firstMeasured: number;
+  measured: number;
+  warmupMs: number;
+  bursts: Burst[];
+}
+
+/**
+ * Arrivals: unit-rate exponential gaps mapped through the inverse of the cumulative rate
+ * Λ(t) (piecewise constant: base λ, factor·λ inside bursts), so the same seed gives the same
+ * "shape" at every load. Service: lognormal(meanMs, sigma) from an independent stream.
+ */
+export function makeSamplePath(fleet: FleetSpec, opts: { rho: number; seed: number; warmupMs: number; measured: number; bursts?: Burst[]; tail?: number }): SamplePath {
+  const lambdaPerS = opts.rho * capacityPerS(fleet);
+  const lam = lambdaPerS / 1000; // per ms
+  const bursts = [...(opts.bursts ?? [])].sort((a, b) => a.atMs - b.atMs);
+  const arrRng = mulberry32(opts.seed * 2 + 1);
+  const svcRng = mulberry32(opts.seed * 2 + 2);
+  const dist = makeDistribution({ kind: 'lognormal', meanMs: fleet.meanMs, sigma: fleet.sigma });
+  // rate at time t and the next change point
+  const rateAt = (t: number): { r: number; until: number } => {
+    for (const b of bursts) {
+      if (t < b.atMs) return { r: lam, until: b.atMs };
+      if (t < b.atMs + b.durationMs) return { r: lam * b.factor, until: b.atMs + b.durationMs };
+    }
+    return { r: lam, until: Infinity };
+  };
+  const arr: number[] = [];
+  let t = 0;
+  let firstMeasured = -1;
+  const tail = opts.tail ?? Math.max(2000, Math.round(opts.measured * 0.1));
+  for (;;) {
+    // one unit-rate exponential gap, spread over rate segments
+    let e = -Math.log(openUniform(arrRng));
+    for (;;) {
+      const { r, until } = rateAt(t);
+      const dt = e / r;
+      if (t + dt <= until) {
+        t += dt;
+        break;
+      }
+      e -= (until - t) * r;
+      t = until;
+    }
+    arr.push(t);
+    if (firstMeasured < 0 && t >= opts.warmupMs) firstMeasured = arr.length - 1;
+    if (firstMeasured >= 0 && arr.length >= firstMeasured + opts.measured + tail) break;
+  }
+  const baseService = new Float64Array(arr.length);
+  for (let i = 0; i < arr.length; i++) baseService[i] = dist.sample(svcRng);
+  return { rho: opts.rho, lambdaPerS, arrivals: Float64Array.from(arr), baseService, firstMeasured, measured: opts.measured, warmupMs: opts.warmupMs, bursts };
+}
+
+// ---------------------------------------------------------------- event heap
+
+interface Ev {
+  t: number;
+  seq: number;
+  /** 0: completion (a = instance, job), 1: timer (fn) */
+  kind: 0 | 1;
+  inst: number;
+  job: unknown;
+  fn: (() => void) | null;
+}
+
+class Heap {
+  private h: Ev[] = [];
+  private seq = 0;
+  get size(): number {
+    return this.h.length;
+  }
+  peek(): Ev | undefined {
+    return this.h[0];
+  }
+  push(t: number, kind: 0 | 1, inst: number, job: unknown, fn: (() => void) | null): void {
+    const ev: Ev = { t, seq: this.seq++, kind, inst, job, fn };
+    const h = this.h;
+    h.push(ev);
+    let i = h.length - 1;
+    while (i > 0) {
+      const p = (i - 1) >> 1;
+      if (!less(h[i], h[p])) break;
+      [h[i], h[p]] = [h[p], h[i]];
+      i = p;
+    }
+  }
+  pop(): Ev | undefined {
+    const h = this.h;
+    if (!h.length) return undefined;
+    const top = h[0];
+    const last = h.pop()!;
+    if (h.length) {
+      h[0] = last;
+      let i = 0;
+      for (;;) {
+        const l = 2 * i + 1;
+        const r = l + 1;
+        let m = i;
+        if (l < h.length && less(h[l], h[m])) m = l;
+        if (r < h.length && less(h[r], h[m])) m = r;
+        if (m === i) break;
+        [h[i], h[m]] = [h[m], h[i]];
+        i = m;
+      }
+    }
+    return top;
+  }
+}
+const less = (a: Ev, b: Ev): boolean => a.t < b.t || (a.t === b.t && a.seq < b.seq);
+
+// ---------------------------------------------------------------- policies
+
+/** What a policy may read and do. */
+export interface EngineCtx {
+  readonly fleet: FleetSpec;
+  readonly addrs: string[];
+  readonly servers: FifoQueueModel<number>[];
+  /** requests at each instance (waiting + running): Envoy's rq_active when this proxy is the only client */
+  readonly inSystem: Int32Array;
+  /** schedules fn at time t (ms) */
+  at(t: number, fn: () => void): void;
+  /** the loop awaits one macrotask before the next event (promise-based answers settle) */
+  requestSettle(): void;
+  now(): number;
+}
+
+export interface RoutingPolicy {
+  readonly name: string;
+  init(ctx: EngineCtx): void;
+  /** called with the time of every event before it is processed */
+  advanceTo?(t: number): void;
+  /** instance index for request `id` arriving now */
+  route(t: number, id: number): number;
+  /** request `id` finished at instance `inst` (its response is complete) */
+  complete?(t: number, id: number, inst: number): void;
+  /** the run is over (all measured requests done) */
+  finish?(t: number): void;
+}
+
+/** Envoy ROUND_ROBIN with equal weights. */
+export class RoundRobin implements RoutingPolicy {
+  readonly name = 'round-robin';
+  private i = 0;
+  private n = 0;
+  init(ctx: EngineCtx): void {
+    this.n = ctx.addrs.length;
+  }
+  route(): number {
+    return this.i++ % this.n;
+  }
+}
+
+/** Envoy RANDOM. */
+export class RandomPolicy implements RoutingPolicy {
+  readonly name = 'random';
+  private n = 0;
+  private rng: Rng;
+  constructor(seed: number) {
+    this.rng = mulberry32(seed ^ 0x5eed);
+  }
+  init(ctx: EngineCtx): void {
+    this.n = ctx.addrs.length;
+  }
+  route(): number {
+    return Math.floor(this.rng() * this.n) % this.n;
+  }
+}
+
+/**
+ * Envoy LEAST_REQUEST with all weights equal: LeastRequestLoadBalancer::unweightedHostPick(N
+ * choices) -- choice_count (default 2) hosts drawn uniformly WITH replacement, the one with
+ * strictly fewer rq_active wins, the first drawn keeps ties. rq_active is the host's
+ * process-wide active-request gauge (exact across workers).
+ */
+export function leastRequestPick(inSystem: Int32Array, rng: Rng, choiceCount = 2): number {
+  const n = inSystem.length;
+  let cand = -1;
+  for (let k = 0; k < choiceCount; k++) {
+    const j = Math.floor(rng() * n) % n;
+    if (cand < 0 || inSystem[j] < inSystem[cand]) cand = j;
+  }
+  return cand;
+}
+
+export class LeastRequest implements RoutingPolicy {
+  readonly name: string;
+  private rng: Rng;
+  private ctx!: EngineCtx;
+  constructor(seed: number, private readonly choiceCount = 2) {
+    this.rng = mulberry32(seed ^ 0x1ea57);
+    this.name = choiceCount === 2 ? 'least-request' : `least-request(c=${choiceCount})`;
+  }
+  init(ctx: EngineCtx): void {
+    this.ctx = ctx;
+  }
+  route(): number {
+    return leastRequestPick(this.ctx.inSystem, this.rng, this.choiceCount);
+  }
+}
+
+// ---------------------------------------------------------------- the run
+
+export interface RunResult {
+  policy: string;
+  rho: number;
+  /** response times (queue + service, ms) of the measured requests, in arrival order */
+  responseMs: Float64Array;
+  /** instance chosen for every request (all, not only measured) */
+  choice: Int8Array;
+  arrivals: Float64Array;
+  /** measured requests per instance */
+  perInstance: number[];
+  /** virtual time simulated (ms) */
+  virtualMs: number;
+  wallMs: number;
+}
+
+/**
+ * Runs one policy over one sample path. Extra event sources (the agent's scrapes and
+ * publications) are scheduled by the policy in init() through ctx.at().
+ */
+export async function runPolicy(fleet: FleetSpec, path: SamplePath, policy: RoutingPolicy): Promise<RunResult> {
+  const wall0 = performance.now();
+  const n = fleet.speeds.length;
+  const addrs = instanceAddrs(fleet);
+  const servers = fleet.speeds.map(() => new FifoQueueModel<number>({ concurrency: fleet.slots }));
+  const inSystem = new Int32Array(n);
+  const heap = new Heap();
+  let now = 0;
+  let settle = false;
+  const ctx: EngineCtx = {
+    fleet,
+    addrs,
+    servers,
+    inSystem,
+    at: (t, fn) => heap.push(Math.max(t, now), 1, -1, null, fn),
+    requestSettle: () => {
+      settle = true;
+    },
+    now: () => now,
+  };
+  policy.init(ctx);
+  const A = path.arrivals;
+  const S = path.baseService;
+  const total = A.length;
+  const choice = new Int8Array(total).fill(-1);
+  const responseMs = new Float64Array(path.measured);
+  const perInstance = new Array(n).fill(0);
+  const m0 = path.firstMeasured;
+  const m1 = m0 + path.measured;
+  let measuredLeft = path.measured;
+  let ai = 0;
+  const startJob = (inst: number, job: { id: number; serviceMs: number; payload?: number }): void => {
+    heap.push(now + job.serviceMs, 0, inst, job, null);
+  };
+  while (measuredLeft > 0) {
+    const ev = heap.peek();
+    const ta = ai < total ? A[ai] : Infinity;
+    if (!ev && ta === Infinity) throw new Error(`${policy.name}: event queue ran dry with ${measuredLeft} measured requests unfinished`);
+    if (ev && ev.t <= ta) {
+      heap.pop();
+      now = ev.t;
+      policy.advanceTo?.(now);
+      if (ev.kind === 1) {
+        ev.fn!();
+      } else {
+        const inst = ev.inst;
+        const job = ev.job as Parameters<FifoQueueModel<number>['complete']>[1];
+        const started = servers[inst].complete(now, job);
+        inSystem[inst]--;
+        for (const s of started) startJob(inst, s);
+        const id = job.payload as number;
+        if (id >= m0 && id < m1) {
+          responseMs[id - m0] = now - job.arrivedAt;
+          measuredLeft--;
+        }
+        policy.complete?.(now, id, inst);
+      }
+    } else {
+      now = ta;
+      policy.advanceTo?.(now);
+      const id = ai++;
+      const inst = policy.route(now, id);
+      if (!(inst >= 0 && inst < n)) throw new Error(`${policy.name}: route() gave ${inst}`);
+      choice[id] = inst;
+      if (id >= m0 && id < m1) perInstance[inst]++;
+      inSystem[inst]++;
+      const job = servers[inst].arrive(now, S[id] / fleet.speeds[inst], id);
+      if (job.startedAt !== undefined) startJob(inst, job);
+    }
+    if (settle) {
+      settle = false;
+      await new Promise((r) => setImmediate(r));
+    }
+  }
+  policy.finish?.(now);
+  return { policy: policy.name, rho: path.rho, responseMs, choice, arrivals: A, perInstance, virtualMs: now, wallMs: performance.now() - wall0 };
+}
+
+// ---------------------------------------------------------------- statistics
+
+export function quantile(sorted: Float64Array, q: number): number {
+  if (sorted.length === 0) return NaN;
+  // nearest-rank on the sorted sample (no interpolation)
+  const k = Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1));
+  return sorted[k];
+}
+
+export interface Summary {
+  n: number;
+  meanMs: number;
+  p50Ms: number;
+  p90Ms: number;
+  p99Ms: number;
+  p999Ms: number;
+  maxMs: number;
+}
+
+export function summarize(rt: Float64Array): Summary {
+  const s = Float64Array.from(rt).sort();
+  let sum = 0;
+  for (const v of s) sum += v;
+  return { n: s.length, meanMs: sum / s.length, p50Ms: quantile(s, 0.5), p90Ms: quantile(s, 0.9), p99Ms: quantile(s, 0.99), p999Ms: quantile(s, 0.999), maxMs: s[s.length - 1] };
+}

@@ -1,0 +1,261 @@
+// Routing-quality benchmark (issue 3 §4): prints figures, writes build/bench/routing.json and
+// build/bench/routing.svg.
+//
+//   npx tsx bench/routing/run.ts [--quick] [--seed N] [--wasm build/switchyard.wasm] [--out build/bench]
+//
+// Sections:
+//  1. main table -- Envoy ROUND_ROBIN / RANDOM / LEAST_REQUEST (P2C) emulations and Switchyard,
+//     i.e. the compiled filter in the embedded host making every decision, fed by the agent model
+//     (real estimator, real snapshot codec) with scrape intervals 1 s and 250 ms; plus the
+//     filter with the best plugin configuration found (band / maxUtilization);
+//  2. targets -- P99 <= 0.5x RR and <= 0.8x LR at rho 0.85, never worse than LR;
+//  3. investigation -- a TypeScript model of the choice (choose-model.ts), validated against the
+//     filter, with one ingredient changed at a time, and the perfect-information SED bound;
+//  4. herding -- a stale-snapshot burst scenario (scrape 2 s, 3x bursts of 500 ms).
+import { mkdirSync, writeFileSync } from 'node:fs';
+import * as path from 'node:path';
+import { DEFAULT_AGENT, type AgentSpec, type ScrapeRow } from './agent-model';
+import { AS_BUILT, ChooseModel, type ChooseVariant } from './choose-model';
+import {
+  type Burst, capacityPerS, DEFAULT_FLEET, LeastRequest, makeSamplePath, RandomPolicy, RoundRobin, type RoutingPolicy,
+  runPolicy, type RunResult, type SamplePath, summarize,
+} from './des';
+import { SedOracle } from './reference';
+import { burstStats, type BurstStats, burstTable, checkTargets, mainTable, p99BatchRange, type Row, svgPlot, targetText } from './report';
+import { type FilterTuning, pluginConfig, SwitchyardPolicy, wasmBytes } from './switchyard';
+
+const ROOT = path.resolve(__dirname, '../..');
+
+function arg(name: string, def?: string): string | undefined {
+  const i = process.argv.indexOf(name);
+  return i >= 0 ? process.argv[i + 1] : def;
+}
+
+const QUICK = process.argv.includes('--quick');
+const SEED = Number(arg('--seed', '20261129'));
+const WASM = path.resolve(ROOT, arg('--wasm', 'build/switchyard.wasm')!);
+const OUT = path.resolve(ROOT, arg('--out', 'build/bench')!);
+const RHOS = [0.5, 0.7, 0.85, 0.95];
+const MODE = QUICK
+  ? { name: 'quick', measured: 8000, warmupMs: 20_000, bursts: 6 }
+  : { name: 'full', measured: 50_000, warmupMs: 30_000, bursts: 20 };
+
+/** The plugin configuration found best for the filter as built (see the investigation). */
+const TUNED: FilterTuning = { band: 10, maxUtilization: 1 };
+
+const FLEET = DEFAULT_FLEET;
+const t0 = performance.now();
+const log = (s = ''): void => console.log(s);
+
+interface FilterDiag {
+  stats: SwitchyardPolicy['stats'];
+  rhoLag: RhoLag;
+}
+
+interface RhoLag {
+  scrapes: number;
+  meanAbsErr: number;
+  /** share of scrapes with rho_est >= 0.95 (skipped as saturated with the default maxUtilization) */
+  fracRhoGe095: number;
+  /** share of scrapes with rho_est >= 1 (infinite cost in mg1WaitMs) */
+  fracRhoGe1: number;
+  /** share of scrapes at which the instance was idle (nothing running) */
+  fracIdle: number;
+}
+
+function rhoLag(rows: ScrapeRow[], fromMs: number): RhoLag {
+  const r = rows.filter((x) => x.t >= fromMs && Number.isFinite(x.rho));
+  const n = r.length || 1;
+  return {
+    scrapes: r.length,
+    meanAbsErr: r.reduce((a, x) => a + Math.abs(x.rho - x.util1s), 0) / n,
+    fracRhoGe095: r.filter((x) => x.rho >= 0.95).length / n,
+    fracRhoGe1: r.filter((x) => x.rho >= 1).length / n,
+    fracIdle: r.filter((x) => x.running === 0).length / n,
+  };
+}
+
+const rows: Row[] = [];
+const diags: Record<string, FilterDiag> = {};
+
+async function run(p: RoutingPolicy, sp: SamplePath, kind: Row['kind'], scrapeMs?: number, extra?: Record<string, unknown>): Promise<{ row: Row; res: RunResult }> {
+  const res = await runPolicy(FLEET, sp, p);
+  const row: Row = {
+    policy: p.name, kind, rho: sp.rho, scrapeMs, summary: summarize(res.responseMs), p99Batches: p99BatchRange(res.responseMs),
+    perInstance: res.perInstance, wallMs: Math.round(res.wallMs), virtualS: Math.round(res.virtualMs / 100) / 10, extra,
+  };
+  return { row, res };
+}
+
+function filterPolicy(name: string, agent: AgentSpec, tuning: FilterTuning, sp: SamplePath): SwitchyardPolicy {
+  return new SwitchyardPolicy({ wasmPath: WASM, agent, tuning, seed: SEED, name, measuredRange: [sp.firstMeasured, sp.firstMeasured + sp.measured] });
+}
+
+function model(name: string, v: Partial<ChooseVariant>, agent: AgentSpec): ChooseModel {
+  return new ChooseModel({ ...AS_BUILT, ...v }, { agent, seed: SEED, name });
+}
+
+/** The suggested filter change, as a model: backlog-only cost, re-base on new data, no rho cut-off. */
+const PROPOSAL: Partial<ChooseVariant> = { prior: 'none', rebase: 'new-data', maxUtilization: 100 };
+
+const AGENT_1S: AgentSpec = { ...DEFAULT_AGENT, scrapeIntervalMs: 1000 };
+const AGENT_250: AgentSpec = { ...DEFAULT_AGENT, scrapeIntervalMs: 250 };
+
+async function main(): Promise<void> {
+  const wasm = wasmBytes(WASM);
+  log(`Switchyard routing-quality benchmark (${MODE.name} mode), seed ${SEED}`);
+  log(`filter ${path.relative(ROOT, WASM)} sha256 ${wasm.sha256.slice(0, 16)}…  (${wasm.bytes.length} bytes)`);
+  log(`fleet: ${FLEET.speeds.length} instances, c=${FLEET.slots}, speeds [${FLEET.speeds.join(', ')}], lognormal service mean ${FLEET.meanMs} ms (speed 1), sigma ${FLEET.sigma}; capacity ${capacityPerS(FLEET).toFixed(1)} req/s`);
+  log(`agent model: scrape 1 s (and 250 ms), publish every ${DEFAULT_AGENT.publishIntervalMs} ms, window ${DEFAULT_AGENT.windowMs / 1000} s, concurrency ${DEFAULT_AGENT.concurrency}; filter: long poll 500 ms, refreshMs 20, 2 workers + main-thread VM`);
+  log(`per (policy, rho): warm-up ${MODE.warmupMs / 1000} s virtual, then ${MODE.measured} measured requests`);
+  log('');
+
+  // ------------------------------------------------------------ 1 + 3: every rho
+  for (const rho of RHOS) {
+    const sp = makeSamplePath(FLEET, { rho, seed: SEED, warmupMs: MODE.warmupMs, measured: MODE.measured });
+    const tRho = performance.now();
+    const add = (r: { row: Row }): void => {
+      rows.push(r.row);
+    };
+    add(await run(new RoundRobin(), sp, 'baseline'));
+    add(await run(new RandomPolicy(SEED), sp, 'baseline'));
+    add(await run(new LeastRequest(SEED), sp, 'baseline'));
+    for (const [name, agent, tuning] of [
+      ['switchyard', AGENT_1S, {}],
+      ['switchyard@250ms', AGENT_250, {}],
+      ['switchyard tuned', AGENT_1S, TUNED],
+    ] as Array<[string, AgentSpec, FilterTuning]>) {
+      const p = filterPolicy(name, agent, tuning, sp);
+      const r = await run(p, sp, 'filter', agent.scrapeIntervalMs, { tuning });
+      const lag = rhoLag(p.agent.scrapes, sp.warmupMs);
+      r.row.extra = { ...r.row.extra, filter: p.stats, rhoLag: lag };
+      diags[`${name}@${rho}`] = { stats: { ...p.stats }, rhoLag: lag };
+      add(r);
+      // every decision must have come from the filter
+      if (p.stats.choiceMetric !== p.stats.filterRouted) throw new Error(`${name} rho ${rho}: switchyard.lb.choice.* = ${p.stats.choiceMetric} but ${p.stats.filterRouted} requests carried an endpoint`);
+      if (p.stats.vmFailures) throw new Error(`${name}: ${p.stats.vmFailures} VM failures`);
+    }
+    for (const [name, v, agent] of [
+      ['model: as built', {}, AGENT_1S],
+      ['model: +P-K /E[S]', { prior: 'pk' }, AGENT_1S],
+      ['model: +rebase new data', { prior: 'pk', rebase: 'new-data' }, AGENT_1S],
+      ['model: proposal', PROPOSAL, AGENT_1S],
+      ['model: proposal, n_snap@scrape', { ...PROPOSAL, rebase: 'scrape' }, AGENT_1S],
+      ['model: proposal@250ms', PROPOSAL, AGENT_250],
+    ] as Array<[string, Partial<ChooseVariant>, AgentSpec]>) {
+      const m = model(name, v, agent);
+      const r = await run(m, sp, 'model', agent.scrapeIntervalMs, { variant: { ...AS_BUILT, ...v }, fallback: m.fallback });
+      add(r);
+    }
+    add(await run(new SedOracle(), sp, 'oracle'));
+    const lr = rows.find((r) => r.rho === rho && r.policy === 'least-request')!;
+    const sy = rows.find((r) => r.rho === rho && r.policy === 'switchyard')!;
+    log(`rho=${rho}: lambda ${sp.lambdaPerS.toFixed(1)}/s, ${sp.arrivals.length} arrivals; LR P99 ${lr.summary.p99Ms.toFixed(0)} ms, switchyard P99 ${sy.summary.p99Ms.toFixed(0)} ms ` +
+      `(${(sy.summary.p99Ms / lr.summary.p99Ms).toFixed(2)}x)  [${((performance.now() - tRho) / 1000).toFixed(1)} s]`);
+  }
+  log('');
+
+  const MAIN = ['round-robin', 'random', 'least-request', 'switchyard', 'switchyard@250ms', 'switchyard tuned'];
+  log('== 1. Response time (queue + service), measured requests; Switchyard = the compiled filter deciding in the host');
+  log(mainTable(rows, RHOS, MAIN, ['switchyard', 'switchyard@250ms', 'switchyard tuned']));
+  log('');
+  log(`round-robin and random send 1/8 of the traffic to every instance: the 0.35-speed one (5.8 % of the capacity) is`);
+  log(`overloaded for rho > ${(0.35 / 6.05 * 8).toFixed(2)} ... its queue grows for the whole run, so their P99 depends on the run length.`);
+  log('');
+
+  log('== 2. Targets');
+  const targets = ['switchyard', 'switchyard@250ms', 'switchyard tuned', 'model: proposal', 'model: proposal@250ms'].map((p) => checkTargets(rows, p, RHOS));
+  for (const t of targets) log(targetText(t));
+  log('(model: rows are the TypeScript model of a CHANGED choice, not the filter -- see section 3)');
+  log('');
+
+  log('== 3. Investigation: TS model of the choice, one change at a time (1 s scrape unless noted)');
+  const INV = ['least-request', 'switchyard', 'model: as built', 'model: +P-K /E[S]', 'model: +rebase new data', 'model: proposal', 'model: proposal, n_snap@scrape', 'model: proposal@250ms', 'oracle-sed'];
+  log(mainTable(rows, RHOS, INV, ['model: as built', 'model: proposal', 'model: proposal@250ms', 'oracle-sed']));
+  log('');
+  log('rho estimate vs truth at the scrapes (filter runs, scrape 1 s, after warm-up):');
+  log('  (per scrape: estimate vs busy fraction over the last second; per measured decision: instances out by rho although they had a free slot)');
+  log('  rho     mean|rho_est - util_1s|   rho_est>=0.95   rho_est>=1   instance idle   saturated skips/decision   decisions w/ free slot out   free slots out/decision');
+  for (const rho of RHOS) {
+    const d = diags[`switchyard@${rho}`];
+    const l = d.rhoLag;
+    const dec = d.stats.filterRouted + d.stats.fallback;
+    log(`  ${String(rho).padEnd(6)}  ${l.meanAbsErr.toFixed(3).padStart(22)}   ${(l.fracRhoGe095 * 100).toFixed(1).padStart(12)} %   ${(l.fracRhoGe1 * 100).toFixed(1).padStart(8)} %   ${(l.fracIdle * 100).toFixed(1).padStart(11)} %   ${((d.stats.skipMetrics.saturated ?? 0) / dec).toFixed(2).padStart(22)}   ${(d.stats.rhoExcludedWithFreeSlot * 100).toFixed(1).padStart(24)} %   ${d.stats.freeSlotsExcludedPerDecision.toFixed(2).padStart(22)}`);
+  }
+  log('');
+
+  // ------------------------------------------------------------ 4: herding
+  log('== 4. Herding: stale snapshot burst (rho 0.7 base, scrape every 2 s, 3x arrival rate for 500 ms, 150 ms after a scrape round, every 20 s)');
+  const herd = await herding();
+  log(burstTable(herd.stats, FLEET));
+  log('herd = max over instances of (share of the burst\'s requests / capacity share); 1.00 = spread exactly by capacity.');
+  log('steady herd = the same per 2 s snapshot interval away from bursts. burst P50/P99: requests arriving in a burst or <= 2 s after it.');
+  log('');
+
+  const wallS = (performance.now() - t0) / 1000;
+  log(`total wall time ${wallS.toFixed(1)} s (${MODE.name} mode)`);
+
+  mkdirSync(OUT, { recursive: true });
+  const doc = {
+    meta: {
+      benchmark: 'routing-quality (issue 3 §4)', mode: MODE.name, seed: SEED, date: new Date().toISOString(), node: process.version,
+      wasm: { path: path.relative(ROOT, WASM), sha256: wasm.sha256, bytes: wasm.bytes.length },
+      fleet: FLEET, capacityPerS: capacityPerS(FLEET), rhos: RHOS, warmupMs: MODE.warmupMs, measuredPerRun: MODE.measured,
+      agent: { scrape1s: AGENT_1S, scrape250ms: AGENT_250 },
+      pluginConfig: pluginConfig({}), tunedPluginConfig: pluginConfig(TUNED), proposal: { ...AS_BUILT, ...PROPOSAL },
+      wallSeconds: Math.round(wallS * 10) / 10,
+      quantiles: 'nearest rank on the measured requests; p99Batches = P99 of 5 consecutive batches (min, max)',
+    },
+    rows,
+    targets,
+    herding: herd.doc,
+  };
+  writeFileSync(path.join(OUT, 'routing.json'), JSON.stringify(doc, (_k, v) => (typeof v === 'number' && !Number.isFinite(v) ? String(v) : v), 2) + '\n');
+  const svg = svgPlot(
+    rows,
+    [
+      { name: 'round-robin' }, { name: 'random' }, { name: 'least-request' }, { name: 'switchyard' }, { name: 'switchyard@250ms' },
+      { name: 'switchyard tuned' }, { name: 'model: proposal', dashed: true }, { name: 'oracle-sed', dashed: true },
+    ],
+    RHOS,
+    `P99 vs load, ${FLEET.speeds.length}-instance heterogeneous fleet (${MODE.name}, ${MODE.measured} req/point)`,
+  );
+  writeFileSync(path.join(OUT, 'routing.svg'), svg);
+  log(`wrote ${path.relative(ROOT, path.join(OUT, 'routing.json'))} and ${path.relative(ROOT, path.join(OUT, 'routing.svg'))}`);
+}
+
+async function herding(): Promise<{ stats: BurstStats[]; doc: unknown }> {
+  const rho = 0.7;
+  const scrapeMs = 2000;
+  const agent: AgentSpec = { ...DEFAULT_AGENT, scrapeIntervalMs: scrapeMs };
+  const lambda = rho * capacityPerS(FLEET);
+  const everyMs = 20_000;
+  const bursts: Burst[] = [];
+  for (let k = 0; k < MODE.bursts; k++) bursts.push({ atMs: MODE.warmupMs + 5000 + k * everyMs + 150, durationMs: 500, factor: 3 });
+  const measured = Math.ceil(((MODE.bursts * everyMs) / 1000) * lambda * 1.02 + MODE.bursts * 0.5 * 2 * lambda);
+  const sp = makeSamplePath(FLEET, { rho, seed: SEED + 7, warmupMs: MODE.warmupMs, measured, bursts });
+  const out: BurstStats[] = [];
+  const rowsOut: unknown[] = [];
+  const policies: Array<[RoutingPolicy, Row['kind']]> = [
+    [new LeastRequest(SEED), 'baseline'],
+    [filterPolicy('switchyard', agent, {}, sp), 'filter'],
+    [filterPolicy('switchyard tuned', agent, TUNED, sp), 'filter'],
+    [model('model: as built', {}, agent), 'model'],
+    [model('model: as built, no feedback', { feedback: false }, agent), 'model'],
+    [model('model: proposal', PROPOSAL, agent), 'model'],
+    [model('model: proposal, no feedback', { ...PROPOSAL, feedback: false }, agent), 'model'],
+    [new SedOracle(), 'oracle'],
+  ];
+  for (const [p, kind] of policies) {
+    const { row, res } = await run(p, sp, kind, scrapeMs);
+    const s = burstStats(p.name, FLEET, res, bursts, sp.firstMeasured, scrapeMs);
+    out.push(s);
+    rowsOut.push({ ...row, burst: s, filter: p instanceof SwitchyardPolicy ? p.stats : undefined });
+  }
+  return { stats: out, doc: { rho, scrapeMs, bursts, measured, rows: rowsOut } };
+}
+
+main().catch((e) => {
+  console.error(e);
+  process.exit(1);
+});

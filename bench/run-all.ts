@@ -1,0 +1,18 @@
+// `npm run bench`: every benchmark, one after the other (they would disturb each other in parallel).
+import { spawnSync } from 'node:child_process';
+import * as path from 'node:path';
+
+const quick = process.argv.includes('--quick');
+const runs: [string, string[]][] = [
+  ['bench/request-cost.ts', quick ? ['--rounds', '8'] : []],
+  ['bench/reaction.ts', quick ? ['--trials', '20'] : ['--trials', '30']],
+  ['bench/snapshot-size.ts', []],
+  ['bench/routing/run.ts', quick ? ['--quick'] : []],
+];
+let failed = 0;
+for (const [file, args] of runs) {
+  process.stdout.write(`\n=== ${file} ${args.join(' ')}\n`);
+  const r = spawnSync(process.execPath, ['--import', 'tsx', path.join(__dirname, '..', file), ...args], { stdio: 'inherit' });
+  if (r.status !== 0) failed++;
+}
+process.exit(failed ? 1 : 0);
