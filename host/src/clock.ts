@@ -187,6 +187,7 @@ export class ManualClock implements Clock {
 
   private async settle(): Promise<void> {
     // A couple of macrotask turns let already-resolved promise chains run their callbacks.
+    if (this.pending === 0) return;
     for (let i = 0; i < 2; i++) await new Promise((r) => setImmediate(r));
   }
 

@@ -39,20 +39,49 @@ const RESP_INLINE = new Set([
 const RESP_TRAILERS_INLINE = new Set(['grpc-status', 'grpc-message']);
 const NONE = new Set<string>();
 
-const UPPER = /[A-Z]/;
+// Header names repeat: lower-cased forms of short names are memoized (bounded).
+const LOWER_CACHE = new Map<string, string>();
+const LOWER_CACHE_MAX_ENTRIES = 1024;
+const LOWER_CACHE_MAX_LEN = 64;
+
 export function lowerAscii(s: string): string {
-  if (!UPPER.test(s)) return s;
-  let out = '';
-  for (let i = 0; i < s.length; i++) {
+  if (s.length > LOWER_CACHE_MAX_LEN) return lowerAsciiUncached(s);
+  let r = LOWER_CACHE.get(s);
+  if (r === undefined) {
+    r = lowerAsciiUncached(s);
+    if (LOWER_CACHE.size >= LOWER_CACHE_MAX_ENTRIES) LOWER_CACHE.clear();
+    LOWER_CACHE.set(s, r);
+  }
+  return r;
+}
+
+function lowerAsciiUncached(s: string): string {
+  // Fast path: most keys are already lower case (no RegExp, no allocation).
+  const n = s.length;
+  let i = 0;
+  for (; i < n; i++) {
+    const c = s.charCodeAt(i);
+    if (c >= 65 && c <= 90) break;
+  }
+  if (i === n) return s;
+  let out = s.slice(0, i);
+  for (; i < n; i++) {
     const c = s.charCodeAt(i);
     out += c >= 65 && c <= 90 ? String.fromCharCode(c + 32) : s[i];
   }
   return out;
 }
 
+const hasOwn = Object.prototype.hasOwnProperty;
+
 export class HeaderMap {
-  /** Entries in iteration order. Do not mutate from outside. */
-  readonly entries: Pair[] = [];
+  /**
+   * Entries in iteration order. Do not mutate from outside. (Replaced by a copy, not changed in
+   * place, after snapshot().)
+   */
+  entries: Pair[] = [];
+  /** The entries (array and pairs) are shared with a snapshot() taker: copy before mutating. */
+  private shared = false;
   private pseudoEnd = 0;
   private bytes = 0;
   private readonly inline: Set<string>;
@@ -61,9 +90,27 @@ export class HeaderMap {
     this.inline = kind === 'request' ? REQ_INLINE : kind === 'response' ? RESP_INLINE
       : kind === 'response-trailers' ? RESP_TRAILERS_INLINE : NONE;
     if (init) {
-      const it = Symbol.iterator in (init as object)
-        ? (init as Iterable<readonly [string, string]>) : Object.entries(init as Record<string, string>);
-      for (const [k, v] of it) this.add(k, String(v));
+      if (Array.isArray(init)) {
+        for (let i = 0; i < init.length; i++) {
+          const p = init[i] as readonly [string, string];
+          this.addLower(lowerAscii(p[0]), String(p[1]));
+        }
+      } else if (Symbol.iterator in (init as object)) {
+        for (const [k, v] of init as Iterable<readonly [string, string]>) this.add(k, String(v));
+      } else {
+        this.addRecord(init as Record<string, string>);
+      }
+    }
+  }
+
+  /**
+   * Adds the own enumerable string-keyed properties of an object, in Object.entries order
+   * (for-in filtered to own properties visits exactly those, in that order, and V8 serves it
+   * from the object's enum cache without the keys array).
+   */
+  addRecord(init: Record<string, string>): void {
+    for (const k in init) {
+      if (hasOwn.call(init, k)) this.addLower(lowerAscii(k), String(init[k]));
     }
   }
 
@@ -76,7 +123,11 @@ export class HeaderMap {
   }
 
   get(key: string): string | undefined {
-    const k = lowerAscii(key);
+    return this.getLower(lowerAscii(key));
+  }
+
+  /** get() for a key that is already lower-case (lowerAscii(k) === k). */
+  getLower(k: string): string | undefined {
     const e = this.entries;
     for (let i = 0; i < e.length; i++) if (e[i][0] === k) return e[i][1];
     return undefined;
@@ -93,8 +144,30 @@ export class HeaderMap {
 
   /** Http::HeaderMap::addCopy */
   add(key: string, value: string): void {
-    const k = lowerAscii(key);
-    const e = this.entries;
+    this.addLower(lowerAscii(key), value);
+  }
+
+  /**
+   * The current entries without copying them, like pairs() for a caller that does not mutate
+   * them: the map copies its entries before its next mutation, so the snapshot never changes.
+   */
+  snapshot(): Pair[] {
+    this.shared = true;
+    return this.entries;
+  }
+
+  /** Entries that may be mutated (unshared first). */
+  private own(): Pair[] {
+    if (this.shared) {
+      this.entries = this.pairs();
+      this.shared = false;
+    }
+    return this.entries;
+  }
+
+  /** add() for a key that is already lower-case (lowerAscii(k) === k). */
+  addLower(k: string, value: string): void {
+    const e = this.own();
     if (this.inline.has(k)) {
       for (let i = 0; i < e.length; i++) {
         if (e[i][0] === k) {
@@ -111,7 +184,8 @@ export class HeaderMap {
       }
     }
     if (k.charCodeAt(0) === 58 /* ':' */) {
-      e.splice(this.pseudoEnd, 0, [k, value]);
+      if (this.pseudoEnd === e.length) e.push([k, value]);
+      else e.splice(this.pseudoEnd, 0, [k, value]);
       this.pseudoEnd++;
     } else {
       e.push([k, value]);
@@ -121,28 +195,44 @@ export class HeaderMap {
 
   /** Http::HeaderMap::setCopy: remove all entries of the key, then add. */
   set(key: string, value: string): void {
-    const k = lowerAscii(key);
+    this.setLower(lowerAscii(key), value);
+  }
+
+  /** set() for a key that is already lower-case (lowerAscii(k) === k). */
+  setLower(k: string, value: string): void {
     this.removeLower(k);
-    this.add(k, value);
+    this.addLower(k, value);
   }
 
   remove(key: string): void {
     this.removeLower(lowerAscii(key));
   }
 
-  private removeLower(k: string): void {
-    const e = this.entries;
-    for (let i = e.length - 1; i >= 0; i--) {
+  /** remove() for a key that is already lower-case (lowerAscii(k) === k). */
+  removeLower(k: string): void {
+    let e = this.entries;
+    let i = e.length - 1;
+    while (i >= 0 && e[i][0] !== k) i--;
+    if (i < 0) return; // absent: nothing to change (or to copy)
+    e = this.own();
+    for (; i >= 0; i--) {
       if (e[i][0] === k) {
         this.bytes -= e[i][0].length + e[i][1].length;
-        e.splice(i, 1);
+        // e.splice(i, 1) without the array of removed elements
+        for (let j = i + 1; j < e.length; j++) e[j - 1] = e[j];
+        e.pop();
         if (i < this.pseudoEnd) this.pseudoEnd--;
       }
     }
   }
 
   clear(): void {
-    this.entries.length = 0;
+    if (this.shared) {
+      this.entries = [];
+      this.shared = false;
+    } else {
+      this.entries.length = 0;
+    }
     this.pseudoEnd = 0;
     this.bytes = 0;
   }
@@ -150,11 +240,14 @@ export class HeaderMap {
   /** Context::setHeaderMapPairs: remove every key, then addCopy each pair. */
   setPairs(pairs: readonly Pair[]): void {
     this.clear();
-    for (const [k, v] of pairs) this.add(k, v);
+    for (let i = 0; i < pairs.length; i++) this.addLower(lowerAscii(pairs[i][0]), pairs[i][1]);
   }
 
   pairs(): Pair[] {
-    return this.entries.map(([k, v]) => [k, v] as Pair);
+    const e = this.entries;
+    const out: Pair[] = new Array(e.length);
+    for (let i = 0; i < e.length; i++) out[i] = [e[i][0], e[i][1]];
+    return out;
   }
 
   toObject(): Record<string, string> {

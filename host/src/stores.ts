@@ -234,4 +234,20 @@ export class EnvoyProcess {
   readonly sharedData = new SharedData();
   readonly queues = new SharedQueues();
   readonly metrics = new MetricStore();
+  private readonly vmIdRefs = new Map<string, number>();
+
+  acquire(vmId: string): void {
+    this.vmIdRefs.set(vmId, (this.vmIdRefs.get(vmId) ?? 0) + 1);
+  }
+
+  release(vmId: string): void {
+    const n = (this.vmIdRefs.get(vmId) ?? 1) - 1;
+    if (n > 0) {
+      this.vmIdRefs.set(vmId, n);
+      return;
+    }
+    this.vmIdRefs.delete(vmId);
+    this.sharedData.deleteVmId(vmId);
+    this.queues.deleteVmId(vmId);
+  }
 }

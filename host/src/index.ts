@@ -1,0 +1,15 @@
+export * from './abi';
+export { HeaderMap } from './header-map';
+export type { Pair } from './pairs';
+export { serializePairs, parsePairs, pairsSize } from './pairs';
+export { ManualClock, RealClock } from './clock';
+export type { Clock } from './clock';
+export { EnvoyProcess, SharedData, SharedQueues, MetricStore, prometheusText, statsText } from './stores';
+export { WasmVm, Context, UnimplementedImportError, ProcExit } from './vm';
+export type { LogEntry } from './vm';
+export { HttpStream } from './stream';
+export * from './host';
+export { EnvoyProxy, matchRoute, findVirtualHost } from './proxy';
+export type { ProxyOptions } from './proxy';
+export { parseEnvoyConfig, loadEnvoyConfig, ConfigError } from './envoy-config';
+export type { ProxyConfig } from './envoy-config';
