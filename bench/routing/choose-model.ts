@@ -43,6 +43,12 @@ export interface ChooseVariant {
    */
   rhoCap: 'infinite' | 'clamp';
   band: number;
+  /**
+   * 'band' (as built): uniform among the candidates within (1 + band) of the best cost;
+   * 'p2c': two eligible candidates drawn uniformly (with replacement), the cheaper one wins --
+   *   Envoy's LEAST_REQUEST sampling with the expected-wait cost as the comparison.
+   */
+  picker?: 'band' | 'p2c';
   /** skip at rho >= this (f32 compare, as built); > 1 disables the rule (not a valid filter setting) */
   maxUtilization: number;
   stalenessMs: number;
@@ -92,7 +98,11 @@ export class ChooseModel implements RoutingPolicy {
 
   constructor(
     readonly v: ChooseVariant,
-    private readonly opts: { agent: AgentSpec; seed: number; name: string; adoptDelayMs?: number },
+    private readonly opts: {
+      agent: AgentSpec; seed: number; name: string; adoptDelayMs?: number;
+      /** an agent shared with other proxies (already attached by its owner) */
+      sharedAgent?: AgentModel;
+    },
   ) {
     this.name = opts.name;
     this.rng = mulberry32(opts.seed ^ 0xc0ffee);
@@ -104,13 +114,15 @@ export class ChooseModel implements RoutingPolicy {
     const n = ctx.addrs.length;
     this.inflight = new Int32Array(n);
     this.hist = ctx.addrs.map(() => ({ t: [0], n: [0] }));
-    this.agent = new AgentModel(this.opts.agent, ctx.addrs, START_EPOCH_MS, this.opts.seed);
+    const shared = this.opts.sharedAgent;
+    this.agent = shared ?? new AgentModel(this.opts.agent, ctx.addrs, START_EPOCH_MS, this.opts.seed);
     const delay = this.opts.adoptDelayMs ?? 0;
     this.agent.onPublish((p) => {
       if (delay > 0) ctx.at(p.t + delay, () => this.adopt(p));
       else this.adopt(p);
     });
-    this.agent.attach(ctx);
+    if (!shared) this.agent.attach(ctx);
+    else if (this.agent.current) this.adopt(this.agent.current);
   }
 
   private countAt(j: number, t: number): number {
@@ -203,6 +215,18 @@ export class ChooseModel implements RoutingPolicy {
       this.fallback++;
       return leastRequestPick(this.ctx.inSystem, this.lrRng, 2);
     }
+    if (v.picker === 'p2c') {
+      const el: number[] = [];
+      for (let i = 0; i < n; i++) if (cost[i] < Infinity) el.push(i);
+      const a = el[Math.floor(this.rng() * el.length) % el.length];
+      const b = el[Math.floor(this.rng() * el.length) % el.length];
+      const j = cost[b] < cost[a] ? b : a;
+      this.routed++;
+      this.mine[id] = 1;
+      this.inflight[j]++;
+      this.note(j);
+      return j;
+    }
     const limit = best * (1 + v.band);
     let inBand = 0;
     for (let i = 0; i < n; i++) if (cost[i] <= limit) inBand++;
@@ -230,5 +254,75 @@ export class ChooseModel implements RoutingPolicy {
       this.inflight[inst]--;
       this.note(inst);
     }
+  }
+}
+
+/**
+ * Several proxies in front of the same fleet, each with its own in-flight counts (the filter's
+ * counts are per Envoy process), fed by one agent: arrivals are spread over the proxies at random.
+ */
+export class MultiProxy implements RoutingPolicy {
+  private readonly proxies: RoutingPolicy[] = [];
+  private owner = new Int8Array(0);
+  private rng: Rng;
+  constructor(
+    readonly name: string,
+    private readonly make: (k: number, agent: AgentModel | undefined) => RoutingPolicy,
+    private readonly k: number,
+    private readonly agentOpts: { spec: AgentSpec; seed: number } | undefined,
+    seed: number,
+  ) {
+    this.rng = mulberry32(seed ^ 0x9e0);
+  }
+  init(ctx: EngineCtx): void {
+    let agent: AgentModel | undefined;
+    if (this.agentOpts) agent = new AgentModel(this.agentOpts.spec, ctx.addrs, START_EPOCH_MS, this.agentOpts.seed);
+    for (let i = 0; i < this.k; i++) {
+      const p = this.make(i, agent);
+      p.init(ctx);
+      this.proxies.push(p);
+    }
+    if (agent) agent.attach(ctx);
+  }
+  route(t: number, id: number): number {
+    const k = Math.floor(this.rng() * this.k) % this.k;
+    if (this.owner.length <= id) {
+      const o = new Int8Array(Math.max(1024, id * 2));
+      o.set(this.owner);
+      this.owner = o;
+    }
+    this.owner[id] = k;
+    return this.proxies[k].route(t, id);
+  }
+  complete(t: number, id: number, inst: number): void {
+    this.proxies[this.owner[id]].complete?.(t, id, inst);
+  }
+}
+
+/** Envoy LEAST_REQUEST (P2C) on THIS proxy's active requests only (several proxies: each sees its own). */
+export class LocalLeastRequest implements RoutingPolicy {
+  readonly name = 'least-request(local counts)';
+  private counts!: Int32Array;
+  private mine = new Uint8Array(0);
+  private rng: Rng;
+  constructor(seed: number) {
+    this.rng = mulberry32(seed ^ 0x1ea57);
+  }
+  init(ctx: EngineCtx): void {
+    this.counts = new Int32Array(ctx.addrs.length);
+  }
+  route(_t: number, id: number): number {
+    const j = leastRequestPick(this.counts, this.rng, 2);
+    this.counts[j]++;
+    if (this.mine.length <= id) {
+      const m = new Uint8Array(Math.max(1024, id * 2));
+      m.set(this.mine);
+      this.mine = m;
+    }
+    this.mine[id] = 1;
+    return j;
+  }
+  complete(_t: number, id: number, inst: number): void {
+    if (this.mine[id]) this.counts[inst]--;
   }
 }

@@ -209,7 +209,7 @@ export function burstTable(stats: BurstStats[], fleet: FleetSpec): string {
 const COLORS = ['#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd', '#8c564b', '#e377c2', '#7f7f7f', '#bcbd22', '#17becf'];
 
 /** P99 vs rho per policy, log-y. Hand-written SVG, no dependencies. */
-export function svgPlot(rows: Row[], policies: Array<{ name: string; dashed?: boolean }>, rhos: number[], title: string): string {
+export function svgPlot(rows: Row[], policies: Array<{ name: string; dashed?: boolean; label?: string }>, rhos: number[], title: string): string {
   const W = 820;
   const H = 520;
   const L = 80;
@@ -262,7 +262,7 @@ export function svgPlot(rows: Row[], policies: Array<{ name: string; dashed?: bo
     for (const [x, y] of pts) o.push(`<circle cx="${x.toFixed(1)}" cy="${y.toFixed(1)}" r="3.5" fill="${c}"/>`);
     const ly = T + 10 + i * 20;
     o.push(`<line x1="${L + pw + 16}" y1="${ly}" x2="${L + pw + 44}" y2="${ly}" stroke="${c}" stroke-width="2"${p.dashed ? ' stroke-dasharray="6 4"' : ''}/>`);
-    o.push(`<text x="${L + pw + 50}" y="${ly + 4}">${esc(p.name)}</text>`);
+    o.push(`<text x="${L + pw + 50}" y="${ly + 4}">${esc(p.label ?? p.name)}</text>`);
   });
   o.push('</svg>');
   return o.join('\n') + '\n';

@@ -15,7 +15,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { DEFAULT_AGENT, type AgentSpec, type ScrapeRow } from './agent-model';
-import { AS_BUILT, ChooseModel, type ChooseVariant } from './choose-model';
+import { AS_BUILT, ChooseModel, type ChooseVariant, LocalLeastRequest, MultiProxy } from './choose-model';
 import {
   type Burst, capacityPerS, DEFAULT_FLEET, LeastRequest, makeSamplePath, RandomPolicy, RoundRobin, type RoutingPolicy,
   runPolicy, type RunResult, type SamplePath, summarize,
@@ -41,7 +41,7 @@ const MODE = QUICK
   : { name: 'full', measured: 50_000, warmupMs: 30_000, bursts: 20 };
 
 /** The plugin configuration found best for the filter as built (see the investigation). */
-const TUNED: FilterTuning = { band: 10, maxUtilization: 1 };
+const BAND: FilterTuning = { picker: 'band' };
 
 const FLEET = DEFAULT_FLEET;
 const t0 = performance.now();
@@ -123,7 +123,8 @@ async function main(): Promise<void> {
     for (const [name, agent, tuning] of [
       ['switchyard', AGENT_1S, {}],
       ['switchyard@250ms', AGENT_250, {}],
-      ['switchyard tuned', AGENT_1S, TUNED],
+      ['switchyard band', AGENT_1S, { picker: 'band' }],
+      ['switchyard mg1', AGENT_1S, { model: 'mg1' }],
     ] as Array<[string, AgentSpec, FilterTuning]>) {
       const p = filterPolicy(name, agent, tuning, sp);
       const r = await run(p, sp, 'filter', agent.scrapeIntervalMs, { tuning });
@@ -140,6 +141,8 @@ async function main(): Promise<void> {
       ['model: +P-K /E[S]', { prior: 'pk' }, AGENT_1S],
       ['model: +rebase new data', { prior: 'pk', rebase: 'new-data' }, AGENT_1S],
       ['model: proposal', PROPOSAL, AGENT_1S],
+      ['model: proposal + rho cut-off', { ...PROPOSAL, maxUtilization: 0.95 }, AGENT_1S],
+      ['model: proposal + M/G/c prior', { ...PROPOSAL, prior: 'pk-c', rhoCap: 'clamp' }, AGENT_1S],
       ['model: proposal, n_snap@scrape', { ...PROPOSAL, rebase: 'scrape' }, AGENT_1S],
       ['model: proposal@250ms', PROPOSAL, AGENT_250],
     ] as Array<[string, Partial<ChooseVariant>, AgentSpec]>) {
@@ -155,22 +158,28 @@ async function main(): Promise<void> {
   }
   log('');
 
-  const MAIN = ['round-robin', 'random', 'least-request', 'switchyard', 'switchyard@250ms', 'switchyard tuned'];
+  const MAIN = ['round-robin', 'random', 'least-request', 'switchyard', 'switchyard@250ms', 'switchyard band', 'switchyard mg1'];
   log('== 1. Response time (queue + service), measured requests; Switchyard = the compiled filter deciding in the host');
-  log(mainTable(rows, RHOS, MAIN, ['switchyard', 'switchyard@250ms', 'switchyard tuned']));
+  log(mainTable(rows, RHOS, MAIN, ['switchyard', 'switchyard@250ms', 'switchyard band', 'switchyard mg1']));
+  log('switchyard = the defaults (model conditional, picker p2c, maxUtilization 0.95); band = picker band (0.1); mg1 = model mg1 (the seed\'s M/G/1 term, units corrected).');
   log('');
   log(`round-robin and random send 1/8 of the traffic to every instance: the 0.35-speed one (5.8 % of the capacity) is`);
   log(`overloaded for rho > ${(0.35 / 6.05 * 8).toFixed(2)} ... its queue grows for the whole run, so their P99 depends on the run length.`);
   log('');
 
   log('== 2. Targets');
-  const targets = ['switchyard', 'switchyard@250ms', 'switchyard tuned', 'model: proposal', 'model: proposal@250ms'].map((p) => checkTargets(rows, p, RHOS));
+  const targets = ['switchyard', 'switchyard@250ms', 'switchyard band', 'switchyard mg1', 'model: proposal', 'model: proposal@250ms'].map((p) => checkTargets(rows, p, RHOS));
   for (const t of targets) log(targetText(t));
   log('(model: rows are the TypeScript model of a CHANGED choice, not the filter -- see section 3)');
   log('');
 
   log('== 3. Investigation: TS model of the choice, one change at a time (1 s scrape unless noted)');
-  const INV = ['least-request', 'switchyard', 'model: as built', 'model: +P-K /E[S]', 'model: +rebase new data', 'model: proposal', 'model: proposal, n_snap@scrape', 'model: proposal@250ms', 'oracle-sed'];
+  const INV = ['least-request', 'switchyard', 'model: as built', 'model: +P-K /E[S]', 'model: +rebase new data', 'model: proposal',
+    'model: proposal + rho cut-off', 'model: proposal + M/G/c prior', 'model: proposal, n_snap@scrape', 'model: proposal@250ms', 'oracle-sed'];
+  log('  as built: W = rho·E[S²]/(2(1−rho)) + E[S] + (q + n_now − n_snap)·E[S]/c, n_snap re-based at every adoption, rho >= 0.95 skipped, rho >= 1 infinite');
+  log('  +P-K /E[S]: rho·E[S²]/(2·E[S]·(1−rho)) + E[S]   +rebase new data: n_snap re-based only when the instance\'s scrape time changed');
+  log('  proposal: W = E[S] + (q + n_now − n_snap)·E[S]/c (no rho prior), re-base on new data, no rho cut-off (band 0.1 kept)');
+  log('  + rho cut-off: proposal with the maxUtilization 0.95 skip;  + M/G/c prior: proposal + rho·E[S²]/(2c·E[S](1−min(rho,0.99)))');
   log(mainTable(rows, RHOS, INV, ['model: as built', 'model: proposal', 'model: proposal@250ms', 'oracle-sed']));
   log('');
   log('rho estimate vs truth at the scrapes (filter runs, scrape 1 s, after warm-up):');
@@ -192,6 +201,13 @@ async function main(): Promise<void> {
   log('steady herd = the same per 2 s snapshot interval away from bursts. burst P50/P99: requests arriving in a burst or <= 2 s after it.');
   log('');
 
+  // ------------------------------------------------------------ 5: several proxies (caveat)
+  log(`== 5. Caveat: ${PROXIES} proxies in front of the fleet (arrivals spread at random; each proxy counts only its own in-flight requests; one agent)`);
+  const multi = await multiProxy();
+  log(mainTable(multi, MULTI_RHOS, multi.filter((r) => r.rho === MULTI_RHOS[0]).map((r) => r.policy), []).split('\n\n')[0]);
+  log('(Envoy LEAST_REQUEST counts are per Envoy process too: with several proxies each one sees only its own requests)');
+  log('');
+
   const wallS = (performance.now() - t0) / 1000;
   log(`total wall time ${wallS.toFixed(1)} s (${MODE.name} mode)`);
 
@@ -202,26 +218,52 @@ async function main(): Promise<void> {
       wasm: { path: path.relative(ROOT, WASM), sha256: wasm.sha256, bytes: wasm.bytes.length },
       fleet: FLEET, capacityPerS: capacityPerS(FLEET), rhos: RHOS, warmupMs: MODE.warmupMs, measuredPerRun: MODE.measured,
       agent: { scrape1s: AGENT_1S, scrape250ms: AGENT_250 },
-      pluginConfig: pluginConfig({}), tunedPluginConfig: pluginConfig(TUNED), proposal: { ...AS_BUILT, ...PROPOSAL },
+      pluginConfig: pluginConfig({}), bandPluginConfig: pluginConfig(BAND), proposal: { ...AS_BUILT, ...PROPOSAL },
       wallSeconds: Math.round(wallS * 10) / 10,
       quantiles: 'nearest rank on the measured requests; p99Batches = P99 of 5 consecutive batches (min, max)',
     },
     rows,
     targets,
     herding: herd.doc,
+    multiProxy: { proxies: PROXIES, rows: multi },
   };
   writeFileSync(path.join(OUT, 'routing.json'), JSON.stringify(doc, (_k, v) => (typeof v === 'number' && !Number.isFinite(v) ? String(v) : v), 2) + '\n');
   const svg = svgPlot(
     rows,
     [
       { name: 'round-robin' }, { name: 'random' }, { name: 'least-request' }, { name: 'switchyard' }, { name: 'switchyard@250ms' },
-      { name: 'switchyard tuned' }, { name: 'model: proposal', dashed: true }, { name: 'oracle-sed', dashed: true },
+      { name: 'switchyard band', label: 'switchyard (picker band)' }, { name: 'switchyard mg1', label: 'switchyard (model mg1)' },
+      { name: 'model: proposal', dashed: true, label: 'proposed choice (TS model)' },
+      { name: 'oracle-sed', dashed: true, label: 'oracle SED (exact state)' },
     ],
     RHOS,
     `P99 vs load, ${FLEET.speeds.length}-instance heterogeneous fleet (${MODE.name}, ${MODE.measured} req/point)`,
   );
   writeFileSync(path.join(OUT, 'routing.svg'), svg);
   log(`wrote ${path.relative(ROOT, path.join(OUT, 'routing.json'))} and ${path.relative(ROOT, path.join(OUT, 'routing.svg'))}`);
+}
+
+const PROXIES = 4;
+const MULTI_RHOS = [0.85, 0.95];
+
+async function multiProxy(): Promise<Row[]> {
+  const out: Row[] = [];
+  for (const rho of MULTI_RHOS) {
+    const sp = makeSamplePath(FLEET, { rho, seed: SEED, warmupMs: MODE.warmupMs, measured: MODE.measured });
+    const shared = (name: string, v: Partial<ChooseVariant>): MultiProxy =>
+      new MultiProxy(name, (k, agent) => new ChooseModel({ ...AS_BUILT, ...v }, { agent: AGENT_1S, seed: SEED + k, name, sharedAgent: agent }), PROXIES,
+        { spec: AGENT_1S, seed: SEED }, SEED);
+    const policies: Array<[RoutingPolicy, Row['kind']]> = [
+      [new LeastRequest(SEED), 'baseline'],
+      [new MultiProxy(`least-request x${PROXIES}`, (k) => new LocalLeastRequest(SEED + k), PROXIES, undefined, SEED), 'baseline'],
+      [model('model: proposal', PROPOSAL, AGENT_1S), 'model'],
+      [shared(`model: proposal x${PROXIES}`, PROPOSAL), 'model'],
+      [model('model: proposal, p2c', { ...PROPOSAL, picker: 'p2c' }, AGENT_1S), 'model'],
+      [shared(`model: proposal, p2c x${PROXIES}`, { ...PROPOSAL, picker: 'p2c' }), 'model'],
+    ];
+    for (const [p, kind] of policies) out.push((await run(p, sp, kind, 1000, { proxies: p.name.includes(' x') ? PROXIES : 1 })).row);
+  }
+  return out;
 }
 
 async function herding(): Promise<{ stats: BurstStats[]; doc: unknown }> {
@@ -239,7 +281,7 @@ async function herding(): Promise<{ stats: BurstStats[]; doc: unknown }> {
   const policies: Array<[RoutingPolicy, Row['kind']]> = [
     [new LeastRequest(SEED), 'baseline'],
     [filterPolicy('switchyard', agent, {}, sp), 'filter'],
-    [filterPolicy('switchyard tuned', agent, TUNED, sp), 'filter'],
+    [filterPolicy('switchyard band', agent, BAND, sp), 'filter'],
     [model('model: as built', {}, agent), 'model'],
     [model('model: as built, no feedback', { feedback: false }, agent), 'model'],
     [model('model: proposal', PROPOSAL, agent), 'model'],

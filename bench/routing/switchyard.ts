@@ -32,6 +32,8 @@ export const START_EPOCH_MS = 1_700_000_000_000;
 export const AUTHORITY = 'inference.prod.svc.cluster.local';
 
 export interface FilterTuning {
+  model?: 'conditional' | 'mg1';
+  picker?: 'p2c' | 'band';
   band?: number;
   maxUtilization?: number;
   stalenessMs?: number;
@@ -44,6 +46,8 @@ export interface FilterTuning {
 export function pluginConfig(t: FilterTuning = {}): Record<string, unknown> {
   const longPollMs = t.longPollMs ?? 500;
   const svc: Record<string, unknown> = { authorities: [AUTHORITY], service: SERVICE, allIneligible: 'forward-degraded' };
+  if (t.model !== undefined) svc.model = t.model;
+  if (t.picker !== undefined) svc.picker = t.picker;
   if (t.band !== undefined) svc.band = t.band;
   if (t.maxUtilization !== undefined) svc.maxUtilization = t.maxUtilization;
   if (t.stalenessMs !== undefined) svc.stalenessMs = t.stalenessMs;

@@ -95,7 +95,7 @@ describe("parseConfig loadAware", () => {
   it("is disabled when absent and reads every field when present", () => {
     expect(parseConfig(MINIMAL).config!.loadAware.enabled).toBe(false);
     const r = parseConfig('{"agent":{"cluster":"a"},"link":{"services":[]},"loadAware":{"endpointHeader":"x-ep","services":[' +
-      '{"authorities":["inference.example"],"service":"llm","maxUtilization":0.9,"stalenessMs":2000,"band":0.2,"allIneligible":"reject-503","retryAfterS":3,"debug":true}]}}');
+      '{"authorities":["inference.example"],"service":"llm","maxUtilization":0.9,"stalenessMs":2000,"band":0.2,"model":"mg1","picker":"band","allIneligible":"reject-503","retryAfterS":3,"debug":true}]}}');
     expect(r.error).toBe("");
     const la = r.config!.loadAware;
     expect(la.enabled).toBe(true);
@@ -106,6 +106,9 @@ describe("parseConfig loadAware", () => {
     expect(s.maxUtilization).toBe(0.9);
     expect(s.stalenessMs).toBe(2000);
     expect(s.band).toBe(0.2);
+    expect(s.model).toBe(1);
+    expect(s.picker).toBe(1);
+    expect(parseConfig('{"agent":{"cluster":"a"},"link":{"services":[]},"loadAware":{"services":[{"authorities":["x.example"],"service":"s"}]}}').config!.loadAware.services[0].picker).toBe(0);
     expect(s.allIneligible).toBe(1);
     expect(s.retryAfterS).toBe(3);
     expect(s.debug).toBe(true);
@@ -119,6 +122,8 @@ describe("parseConfig loadAware", () => {
       .toBe("loadAware.services[0].maxUtilization: must be between 0.01 and 1.0");
     expect(err('{"agent":{"cluster":"a"},"link":{"services":[]},"loadAware":{"services":[{"authorities":["x.example"],"service":"s","allIneligible":"drop"}]}}'))
       .toBe("loadAware.services[0].allIneligible: must be one of forward-degraded, reject-503, got \"drop\"");
+    expect(err('{"agent":{"cluster":"a"},"link":{"services":[]},"loadAware":{"services":[{"authorities":["x.example"],"service":"s","model":"mm1"}]}}'))
+      .toBe("loadAware.services[0].model: must be one of conditional, mg1, got \"mm1\"");
     expect(err('{"agent":{"cluster":"a"},"link":{"services":[]},"loadAware":{"endpointHeader":"x-cross-cloud-status","services":[]}}'))
       .toBe("loadAware.endpointHeader: must differ from link.header");
   });

@@ -51,3 +51,17 @@ describe("Rng", () => {
     }
   });
 });
+
+describe("Inflight.rebase", () => {
+  it("moves the reference point only when the scrape changes", () => {
+    const f = new Inflight();
+    const s = f.slotFor("a:1");
+    expect(f.rebase(s, 1000)).toBe(0);
+    f.inc(s); f.inc(s);
+    // the agent republishes the same scrape: requests sent since it keep counting
+    expect(f.rebase(s, 1000)).toBe(0);
+    expect(f.rebase(s, 1001)).toBe(0); // same scrape, ms rounding
+    // a new scrape already sees our two requests in its queue
+    expect(f.rebase(s, 2000)).toBe(2);
+  });
+});

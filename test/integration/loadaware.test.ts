@@ -30,7 +30,8 @@ async function bed(loadAware: Record<string, unknown> = {}, workers = 1): Promis
     pluginConfig: JSON.stringify({
       agent: { cluster: 'switchyard_agent', longPollMs: 0, pollMs: 10 }, refreshMs: 10, leaseMs: 200,
       link: { stalenessMs: 60000, services: [] },
-      loadAware: { services: [{ authorities: [AUTH], service: 'llm', band: 0, stalenessMs: 60000, debug: true, ...loadAware }] },
+      // picker band 0: deterministic (always the cheapest), so the tests can name the instance
+      loadAware: { services: [{ authorities: [AUTH], service: 'llm', picker: 'band', band: 0, stalenessMs: 60000, debug: true, ...loadAware }] },
     }),
     clusters: { switchyard_agent: { handler: () => ({ status: 200, body }) } },
   });
@@ -54,7 +55,7 @@ test('chooses the lowest expected wait and overwrites a client-sent endpoint', a
     await b.serve([inst('10.0.0.1:80', { rho: 0.8, queueDepth: 3 }), inst('10.0.0.2:80', { rho: 0.2 }), inst('10.0.0.3:80', { rho: 0.5, queueDepth: 1 })]);
     const r = await b.request({ 'x-switchyard-endpoint': '169.254.169.254:80' });
     assert.deepEqual(endpoint(r), ['10.0.0.2:80']);
-    assert.match(header(r.responseHeaders, 'x-switchyard-debug')[0], /^instance=10\.0\.0\.2:80 w_ms=\S+ rho=0\.2\S* eligible=3 band=1$/);
+    assert.match(header(r.responseHeaders, 'x-switchyard-debug')[0], /^instance=10\.0\.0\.2:80 w_ms=10\.0 rho=0\.2\d* eligible=3 considered=1$/);
   } finally {
     await b.host.close();
   }
@@ -64,11 +65,11 @@ test('skips saturated, unhealthy, slow and stale instances, and counts why', asy
   const b = await bed();
   try {
     await b.serve([
-      inst('10.0.0.1:80', { rho: 0.96 }),                             // saturated (>= 0.95)
+      inst('10.0.0.1:80', { rho: 0.96, queueDepth: 1 }),              // saturated: rho >= 0.95 and its one slot busy
       inst('10.0.0.2:80', { healthy: false, reason: 'unreachable' }), // unhealthy
       inst('10.0.0.3:80', { p99Ms: 700, baselineP99Ms: 100 }),        // score 0.43 < 0.5: out
       inst('10.0.0.4:80', { dataAgeMs: 70000 }),                      // older than stalenessMs
-      inst('10.0.0.5:80', { rho: 0.9, queueDepth: 8 }),               // the only eligible one, though busy
+      inst('10.0.0.5:80', { rho: 0.9, queueDepth: 0 }),               // the only eligible one
     ]);
     for (let i = 0; i < 5; i++) assert.deepEqual(endpoint(await b.request()), ['10.0.0.5:80']);
     await b.host.advance(20); // counters reach the host on the tick
@@ -88,8 +89,7 @@ test('de-weights a slow instance progressively instead of dropping it', async ()
     // same load; B's P99 is 4.5x its baseline: score 0.67, its cost counts 1/0.67 = 1.5x
     await b.serve([inst('10.0.0.1:80', { queueDepth: 4 }), inst('10.0.0.2:80', { p99Ms: 180, baselineP99Ms: 40 })]);
     const r = await b.request();
-    // M/G/1 part 0.3·200/1.4 + 10 = 52.9 ms for both. A: 52.9 + 4·10 = 92.9; B: 52.9 / 0.667 = 79.3:
-    // B still wins while it is much less loaded
+    // A: 10 + 4·10 = 50 ms; B: 10 / 0.667 = 15 ms: B still wins while it is much less loaded
     assert.deepEqual(endpoint(r), ['10.0.0.2:80']);
     await b.serve([inst('10.0.0.1:80', { queueDepth: 0 }), inst('10.0.0.2:80', { p99Ms: 180, baselineP99Ms: 40 })]);
     assert.deepEqual(endpoint(await b.request()), ['10.0.0.1:80']); // equal load: the healthy one
@@ -116,12 +116,12 @@ test('a degraded cross-cloud link excludes remote instances', async () => {
 test('a remote instance pays the measured link round trip', async () => {
   const b = await bed();
   try {
-    // local: 0.3·200/1.4 + 10 = 52.9 ms; remote: 0.1·200/1.8 + 10 = 21.1 ms + RTT
-    const fleet = [inst('10.0.0.1:80', { rho: 0.3 }), inst('10.1.0.1:80', { peer: 'cloud-b', rho: 0.1 })];
+    // local: 10 + 3 queued × 10 = 40 ms; remote: 10 ms + RTT
+    const fleet = [inst('10.0.0.1:80', { queueDepth: 3 }), inst('10.1.0.1:80', { peer: 'cloud-b' })];
     await b.serve(fleet, 'normal', 10);
-    assert.deepEqual(endpoint(await b.request()), ['10.1.0.1:80'], '21 + 10 < 53');
+    assert.deepEqual(endpoint(await b.request()), ['10.1.0.1:80'], '10 + 10 < 40');
     await b.serve(fleet, 'normal', 45); // inside the hysteresis band: still normal, but slow
-    assert.deepEqual(endpoint(await b.request()), ['10.0.0.1:80'], '21 + 45 > 53');
+    assert.deepEqual(endpoint(await b.request()), ['10.0.0.1:80'], '10 + 45 > 40');
   } finally {
     await b.host.close();
   }
@@ -130,7 +130,7 @@ test('a remote instance pays the measured link round trip', async () => {
 test('all ineligible, forward-degraded: the default route with x-degraded: true, never a silent drop', async () => {
   const b = await bed({ allIneligible: 'forward-degraded' });
   try {
-    await b.serve([inst('10.0.0.1:80', { rho: 0.99 }), inst('10.0.0.2:80', { healthy: false })]);
+    await b.serve([inst('10.0.0.1:80', { rho: 0.99, queueDepth: 1 }), inst('10.0.0.2:80', { healthy: false })]);
     const r = await b.request({ 'x-switchyard-endpoint': '10.9.9.9:1', 'x-degraded': 'false' });
     assert.equal(r.localReply, undefined);
     assert.deepEqual(endpoint(r), [], 'no endpoint: ORIGINAL_DST is not used');
@@ -145,7 +145,7 @@ test('all ineligible, forward-degraded: the default route with x-degraded: true,
 test('all ineligible, reject-503: a local 503 with retry-after', async () => {
   const b = await bed({ allIneligible: 'reject-503', retryAfterS: 2 });
   try {
-    await b.serve([inst('10.0.0.1:80', { rho: 0.97 })]);
+    await b.serve([inst('10.0.0.1:80', { rho: 0.97, queueDepth: 2 })]);
     const r = await b.request();
     assert.equal(r.localReply?.status, 503);
     assert.equal(r.localReply?.details, 'switchyard_all_instances_ineligible');

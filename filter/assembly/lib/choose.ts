@@ -1,16 +1,33 @@
 // Load-aware instance choice (pure). Follows the Gateway API Inference Extension scheduler's
-// shape: filters (eligibility) → scorer (expected wait) → picker (near-best band).
+// shape: filters (eligibility) → scorer (expected time) → picker.
 //
-// Expected wait per instance, in ms:
-//   W = rho·E[S²] / (2(1 − rho)) + E[S]            M/G/1 (Pollaczek–Khinchine) prior from the agent
-//     + max(0, q + n_now − n_snap) · E[S] / c       backlog term
-//     + RTT                                          the link's round trip, for instances in another cloud
-// q is the queue the agent saw (waiting + running) when it scraped; n_now − n_snap is what this
-// proxy has added (or drained) since that snapshot — our own in-flight requests, counted across
-// all worker VMs. That term is what stops herding: every request we send makes the instance look
-// busier at once, instead of a second later at the next scrape. c is the instance's slot count.
-// A de-weighted instance (score in [0.5, 0.8)) has its cost divided by its weight (the score).
+// Expected time in system for the next request sent to an instance, in ms:
+//   W = E[S]                                              service
+//     + n · E[S] / c                                      backlog: n requests ahead, c slots
+//     + ρ·E[S²] / (2·E[S]·(1 − ρ))     (model "mg1" only)  M/G/1 Pollaczek–Khinchine queueing delay
+//     + RTT                                               the link's round trip, for remote instances
+// n = max(0, q + n_now − n_scrape): q is the queue (waiting + running) the agent saw at its last
+// scrape of the instance; n_now − n_scrape is what this proxy has added (or drained) since then —
+// our own in-flight requests, counted across all worker VMs. That term is what stops herding:
+// every request we send makes the instance look busier at once, not a second later.
+//
+// The seed article writes the M/G/1 term as ρ·E[S²]/(2(1−ρ)), which is in ms², not ms: the mean
+// queueing delay is λ·E[S²]/(2(1−ρ)) with λ = ρ/E[S]. And it is the *unconditional* mean over all
+// queue states, computed from a ρ averaged over the agent's window. Once the proxy knows the queue
+// (q plus its own in-flight delta), the conditional estimate above is better: in the routing
+// simulation (bench/routing) the M/G/1 term made P99 1.5–3× worse, because a lagging ρ outweighs
+// what the proxy knows now. So model "conditional" (the default) leaves the term out; "mg1" keeps
+// it, for operators who want the seed's model.
+//
+// Saturated: ρ >= maxUtilization *and* no free slot by our live estimate (n >= c); a windowed ρ
+// alone lags by seconds, and an instance with a free slot right now is not saturated. Saturated
+// instances are skipped when a non-saturated one has a free slot; when every eligible instance is
+// saturated the service's all-ineligible policy applies. In between (some saturated, the others
+// busy too) they stay in the ranking: excluding them would only pile the load onto the rest, which
+// then saturate in turn (bench/routing: P99 9x LEAST_REQUEST at fleet ρ 0.95 with a hard cut-off).
+// De-weighted (health score in [0.5, 0.8)): the cost is divided by the weight.
 import { InstanceState } from "./snapshot";
+import { Rng } from "./inflight";
 
 export const SKIP_NONE: i32 = 0;
 export const SKIP_UNHEALTHY: i32 = 1;
@@ -19,6 +36,11 @@ export const SKIP_SLOW: i32 = 3;
 export const SKIP_STALE: i32 = 4;
 export const SKIP_LINK: i32 = 5;
 export const SKIP_REASONS: i32 = 6;
+
+export const MODEL_CONDITIONAL: i32 = 0;
+export const MODEL_MG1: i32 = 1;
+export const PICKER_P2C: i32 = 0;
+export const PICKER_BAND: i32 = 1;
 
 export function skipName(r: i32): string {
   switch (r) {
@@ -31,13 +53,16 @@ export function skipName(r: i32): string {
   }
 }
 
-/** M/G/1 expected time in system (ms); +Inf at or beyond saturation. */
+/**
+ * M/G/1 mean time in system (ms), Pollaczek–Khinchine: ρ·E[S²]/(2·E[S]·(1 − ρ)) + E[S].
+ * ρ is capped at 0.99 so that the term stays finite (saturation is decided separately).
+ */
 export function mg1WaitMs(rho: f64, esMs: f64, es2Ms2: f64): f64 {
-  if (!(rho < 1)) return Infinity;
-  const r = rho > 0 ? rho : 0;
   const es = esMs > 0 ? esMs : 0;
+  if (es == 0) return 0;
+  const r = rho > 0 ? (rho < 0.99 ? rho : 0.99) : 0;
   const es2 = es2Ms2 > es * es ? es2Ms2 : es * es; // E[S²] >= E[S]² always
-  return r * es2 / (2 * (1 - r)) + es;
+  return r * es2 / (2 * es * (1 - r)) + es;
 }
 
 /** 1 while P99 <= 3× baseline, then 3·baseline/P99 (so 0.8 at 3.75×, 0.5 at 6×). */
@@ -58,15 +83,21 @@ export class Candidate {
   addr: string = "";
   addrBytes: ArrayBuffer = new ArrayBuffer(0);
   peer: string = "";
+  /** The load-independent part of W: E[S] (+ the M/G/1 term) (+ RTT). */
   baseWaitMs: f64 = 0;
+  /** E[S]/c: what each request ahead adds. */
   perItemMs: f64 = 0;
   queue: f64 = 0;
+  slots: f64 = 1;
   rho: f64 = 0;
   weight: f64 = 1;
+  /** Static skip reason (unhealthy, link, slow); saturation and staleness are decided per request. */
   skip: i32 = SKIP_NONE;
   /** Absolute time (ms) from which this instance's data is too old. */
   staleAtMs: f64 = 0;
-  /** In-flight slot (see Inflight) and our in-flight count when the snapshot was adopted. */
+  /** When the agent scraped the data (generatedAt − dataAgeMs): the queue q is as of then. */
+  scrapeAtMs: f64 = 0;
+  /** In-flight slot (see Inflight) and our in-flight count at that scrape. */
   slot: i32 = 0;
   inflightAtSnapshot: i32 = 0;
   /** Metric id of this instance's choice counter (set by the glue). */
@@ -74,77 +105,90 @@ export class Candidate {
 }
 
 /**
- * Static, per-snapshot eligibility and cost parts of one instance. linkRttMs is the measured round
- * trip to the instance's cloud (0 for local instances): a remote instance must be that much faster.
+ * Static, per-snapshot parts of one instance. linkRttMs is the measured round trip to the
+ * instance's cloud (0 for local instances): a remote instance must be that much faster.
  */
-export function candidateFrom(s: InstanceState, maxUtilization: f64, stalenessMs: f64, generatedAtMs: f64, linkDegraded: bool,
+export function candidateFrom(s: InstanceState, model: i32, stalenessMs: f64, generatedAtMs: f64, linkDegraded: bool,
   linkRttMs: f64 = 0): Candidate {
   const c = new Candidate();
   c.addr = s.addr;
   c.addrBytes = String.UTF8.encode(s.addr);
   c.peer = s.peer;
-  c.rho = <f64>s.rho;
-  c.baseWaitMs = mg1WaitMs(c.rho, <f64>s.esMs, <f64>s.es2Ms2) + (linkRttMs > 0 ? linkRttMs : 0);
-  const slots = s.slots >= 1 ? <f64>s.slots : 1;
-  c.perItemMs = (s.esMs > 0 ? <f64>s.esMs : 0) / slots;
+  // f32 on the wire: compare thresholds in f32 (0.95 is 0.949999988 as f64).
+  c.rho = s.rho == s.rho ? <f64>s.rho : 0;
+  const es = s.esMs > 0 ? <f64>s.esMs : 0;
+  c.slots = s.slots >= 1 ? <f64>s.slots : 1;
+  c.perItemMs = es / c.slots;
+  c.baseWaitMs = (model == MODEL_MG1 ? mg1WaitMs(c.rho, es, <f64>s.es2Ms2) : es) + (linkRttMs > 0 ? linkRttMs : 0);
   c.queue = s.queueDepth > 0 ? <f64>s.queueDepth : 0;
   c.weight = weightFor(healthScore(<f64>s.p99Ms, <f64>s.baselineP99Ms));
-  c.staleAtMs = generatedAtMs + stalenessMs - <f64>s.dataAgeMs;
+  c.scrapeAtMs = generatedAtMs - <f64>s.dataAgeMs;
+  c.staleAtMs = c.scrapeAtMs + stalenessMs;
   if (!s.healthy) c.skip = SKIP_UNHEALTHY;
   else if (linkDegraded) c.skip = SKIP_LINK;
-  // Compare in f32, the snapshot's precision: 0.95 on the wire is 0.949999988 as f64.
-  else if (!(s.rho < <f32>maxUtilization)) c.skip = SKIP_SATURATED;
   else if (c.weight == 0) c.skip = SKIP_SLOW;
   return c;
 }
 
-/** Cost of sending the next request to c, given our in-flight count now. */
+/** Requests ahead of the next one: the scraped queue plus what we added since. */
+export function backlog(c: Candidate, inflightNow: i32): f64 {
+  const n = c.queue + <f64>(inflightNow - c.inflightAtSnapshot);
+  return n > 0 ? n : 0;
+}
+
+/** Cost (de-weighted W) of sending the next request to c, given our in-flight count now. */
 export function costMs(c: Candidate, inflightNow: i32): f64 {
-  let backlog = c.queue + <f64>(inflightNow - c.inflightAtSnapshot);
-  if (backlog < 0) backlog = 0;
-  return (c.baseWaitMs + backlog * c.perItemMs) / c.weight;
+  return (c.baseWaitMs + backlog(c, inflightNow) * c.perItemMs) / c.weight;
+}
+
+/** ρ at or above the limit and no free slot by our live estimate. */
+export function isSaturated(rho: f64, maxUtilization: f64, backlogNow: f64, slots: f64): bool {
+  return !(<f32>rho < <f32>maxUtilization) && backlogNow >= slots;
 }
 
 export class Pick {
   index: i32 = -1;
   /** Eligible candidates considered. */
   eligible: i32 = 0;
-  /** Candidates inside the near-best band. */
-  band: i32 = 0;
+  /** Candidates the picker chose from (2 for p2c, the band's size for band). */
+  considered: i32 = 0;
 }
 
 /**
  * One service's candidates laid out as flat arrays (struct of arrays): the per-request scan reads
- * contiguous memory instead of chasing one object per instance. Built once per snapshot version,
- * with the per-snapshot parts of the cost folded in:
- *   cost_i = W_i / weight_i = bw_i + max(0, qAdj_i + n_i) · pw_i
- * with bw = baseWait/weight, pw = (E[S]/c)/weight, qAdj = q − n_snap, n_i our in-flight count now.
+ * contiguous memory instead of chasing one object per instance. Built once per snapshot version:
+ *   backlog_i = max(0, qAdj_i + n_i),  cost_i = bw_i + backlog_i · pw_i
+ * with bw = baseWait/weight, pw = (E[S]/c)/weight, qAdj = q − n_scrape, n_i our in-flight count now.
  */
 export class Plan {
   n: i32;
+  maxUtilization: f64 = 0.95;
   addr: Array<string>;
   addrBytes: Array<ArrayBuffer>;
   metricId: StaticArray<u32>;
-  /** Static skip reason (SKIP_NONE if eligible apart from staleness). */
   skip: StaticArray<i32>;
   slot: StaticArray<i32>;
   staleAtMs: StaticArray<f64>;
   bw: StaticArray<f64>;
   pw: StaticArray<f64>;
   qAdj: StaticArray<f64>;
+  slots: StaticArray<f64>;
+  rho: StaticArray<f64>;
   // kept for the debug header
   baseWaitMs: StaticArray<f64>;
   perItemMs: StaticArray<f64>;
-  rho: StaticArray<f64>;
-  /** Scratch: cost of each candidate for the current pick. */
+  /** Scratch: cost of each candidate for the current pick (+Inf: not eligible). */
   cost: StaticArray<f64>;
+  /** Scratch: candidate is saturated (for the current pick). */
+  sat: StaticArray<u8>;
   /** Choices and skips made since the last flush to host metrics (one host call per tick, not per request). */
   chosen: StaticArray<i64>;
   skipped: StaticArray<i64>;
 
-  constructor(cands: Array<Candidate>) {
+  constructor(cands: Array<Candidate>, maxUtilization: f64 = 0.95) {
     const n = cands.length;
     this.n = n;
+    this.maxUtilization = maxUtilization;
     this.addr = new Array<string>(n);
     this.addrBytes = new Array<ArrayBuffer>(n);
     this.metricId = new StaticArray<u32>(n);
@@ -154,10 +198,12 @@ export class Plan {
     this.bw = new StaticArray<f64>(n);
     this.pw = new StaticArray<f64>(n);
     this.qAdj = new StaticArray<f64>(n);
+    this.slots = new StaticArray<f64>(n);
+    this.rho = new StaticArray<f64>(n);
     this.baseWaitMs = new StaticArray<f64>(n);
     this.perItemMs = new StaticArray<f64>(n);
-    this.rho = new StaticArray<f64>(n);
     this.cost = new StaticArray<f64>(n);
+    this.sat = new StaticArray<u8>(n);
     this.chosen = new StaticArray<i64>(n);
     this.skipped = new StaticArray<i64>(SKIP_REASONS);
     for (let i = 0; i < n; i++) {
@@ -172,25 +218,43 @@ export class Plan {
       this.bw[i] = c.baseWaitMs * inv;
       this.pw[i] = c.perItemMs * inv;
       this.qAdj[i] = c.queue - <f64>c.inflightAtSnapshot;
+      this.slots[i] = c.slots;
+      this.rho[i] = c.rho;
       this.baseWaitMs[i] = c.baseWaitMs;
       this.perItemMs[i] = c.perItemMs;
-      this.rho[i] = c.rho;
     }
   }
 
-  /** Expected wait (ms, before de-weighting) of candidate i given our in-flight count now. */
+  backlog(i: i32, inflightNow: i32): f64 {
+    const b = this.qAdj[i] + <f64>inflightNow;
+    return b > 0 ? b : 0;
+  }
+
+  /** Expected time (ms, before de-weighting) of candidate i given our in-flight count now. */
   waitMs(i: i32, inflightNow: i32): f64 {
-    let backlog = this.qAdj[i] + <f64>inflightNow;
-    if (backlog < 0) backlog = 0;
-    return this.baseWaitMs[i] + backlog * this.perItemMs[i];
+    return this.baseWaitMs[i] + this.backlog(i, inflightNow) * this.perItemMs[i];
   }
 }
 
+/** Index of the k-th (0-based) candidate with a finite cost. */
+function nthEligible(cost: usize, n: i32, k: i32): i32 {
+  for (let i = 0; i < n; i++) {
+    if (load<f64>(cost + (<usize>i << 3)) < Infinity) {
+      if (k == 0) return i;
+      k--;
+    }
+  }
+  return -1;
+}
+
 /**
- * Picks among candidates whose cost is within (1 + band) of the best, uniformly at random
- * (rand in [0, 1)). Skips are counted in plan.skipped. `inflight` is indexed by plan.slot.
+ * Scores every candidate (skips counted in plan.skipped), then picks:
+ *  - PICKER_P2C: two distinct eligible candidates at random, the cheaper one — robust when many
+ *    proxies decide at once on the same data, since they do not all converge on one "best";
+ *  - PICKER_BAND: uniformly among candidates within (1 + band) of the cheapest.
+ * `inflight` is indexed by plan.slot.
  */
-export function pick(plan: Plan, inflight: Array<i32>, nowMs: f64, band: f64, rand: f64): Pick {
+export function pick(plan: Plan, inflight: Array<i32>, nowMs: f64, picker: i32, band: f64, rng: Rng): Pick {
   const p = new Pick();
   const n = plan.n;
   // Raw pointers into the flat arrays: this loop runs once per request over every instance.
@@ -200,10 +264,17 @@ export function pick(plan: Plan, inflight: Array<i32>, nowMs: f64, band: f64, ra
   const bwP = changetype<usize>(plan.bw);
   const pwP = changetype<usize>(plan.pw);
   const qP = changetype<usize>(plan.qAdj);
+  const slotsP = changetype<usize>(plan.slots);
+  const rhoP = changetype<usize>(plan.rho);
   const costP = changetype<usize>(plan.cost);
+  const satP = changetype<usize>(plan.sat);
   const inflightP = inflight.dataStart;
+  const maxU = <f32>plan.maxUtilization;
   let best = Infinity;
+  let bestFree = Infinity;
   let eligible = 0;
+  let saturated = 0;
+  let freeNonSat = 0;
   for (let i = 0; i < n; i++) {
     const o4 = <usize>i << 2;
     const o8 = <usize>i << 3;
@@ -212,22 +283,49 @@ export function pick(plan: Plan, inflight: Array<i32>, nowMs: f64, band: f64, ra
     if (skip != SKIP_NONE) {
       unchecked(plan.skipped[skip]++);
       store<f64>(costP + o8, Infinity);
+      store<u8>(satP + <usize>i, 0);
       continue;
     }
-    let backlog = load<f64>(qP + o8) + <f64>load<i32>(inflightP + (<usize>load<i32>(slotP + o4) << 2));
-    if (backlog < 0) backlog = 0;
-    const c = load<f64>(bwP + o8) + backlog * load<f64>(pwP + o8);
+    let b = load<f64>(qP + o8) + <f64>load<i32>(inflightP + (<usize>load<i32>(slotP + o4) << 2));
+    if (b < 0) b = 0;
+    const c = load<f64>(bwP + o8) + b * load<f64>(pwP + o8);
     store<f64>(costP + o8, c);
     eligible++;
     if (c < best) best = c;
+    const isSat = !(<f32>load<f64>(rhoP + o8) < maxU) && b >= load<f64>(slotsP + o8);
+    store<u8>(satP + <usize>i, isSat ? 1 : 0);
+    if (isSat) saturated++;
+    else if (c < bestFree) bestFree = c;
+    if (!isSat && b < load<f64>(slotsP + o8)) freeNonSat++;
+  }
+  if (saturated > 0 && (saturated == eligible || freeNonSat > 0)) {
+    // Every eligible instance saturated: none is (the all-ineligible policy applies). Or somewhere
+    // better has a free slot now: leave the saturated ones out.
+    for (let i = 0; i < n; i++) {
+      if (load<u8>(satP + <usize>i) != 0) store<f64>(costP + (<usize>i << 3), Infinity);
+    }
+    unchecked(plan.skipped[SKIP_SATURATED] += saturated);
+    eligible -= saturated;
+    best = bestFree;
   }
   p.eligible = eligible;
-  if (eligible == 0 || best == Infinity) return p;
+  if (eligible == 0) return p;
+  if (picker == PICKER_P2C) {
+    if (eligible == 1) { p.index = nthEligible(costP, n, 0); p.considered = 1; return p; }
+    const a = <i32>(rng.next() * <f64>eligible) % eligible;
+    let bk = <i32>(rng.next() * <f64>(eligible - 1)) % (eligible - 1);
+    if (bk >= a) bk++;
+    const ia = nthEligible(costP, n, a);
+    const ib = nthEligible(costP, n, bk);
+    p.index = load<f64>(costP + (<usize>ib << 3)) < load<f64>(costP + (<usize>ia << 3)) ? ib : ia;
+    p.considered = 2;
+    return p;
+  }
   const limit = best * (1 + band);
   let inBand = 0;
   for (let i = 0; i < n; i++) if (load<f64>(costP + (<usize>i << 3)) <= limit) inBand++;
-  p.band = inBand;
-  let k = <i32>(rand * <f64>inBand);
+  p.considered = inBand;
+  let k = <i32>(rng.next() * <f64>inBand);
   if (k >= inBand) k = inBand - 1;
   for (let i = 0; i < n; i++) {
     if (load<f64>(costP + (<usize>i << 3)) <= limit) {

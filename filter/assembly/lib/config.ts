@@ -39,6 +39,10 @@ export class LoadAwareService {
   maxUtilization: f64 = 0.95;
   stalenessMs: i32 = 5000;
   band: f64 = 0.1;
+  /** MODEL_CONDITIONAL or MODEL_MG1 (lib/choose.ts). */
+  model: i32 = 0;
+  /** PICKER_P2C or PICKER_BAND (lib/choose.ts). */
+  picker: i32 = 0;
   allIneligible: i32 = ALL_INELIGIBLE_FORWARD;
   retryAfterS: i32 = 1;
   debug: bool = false;
@@ -163,7 +167,7 @@ function parseLoadAware(r: ObjectReader, c: LoadAwareConfig): void {
     const sv = services[i];
     if (sv.kind != JKind.Obj) { r.problems.add(at, "must be object, got " + sv.kindName()); continue; }
     const sr = new ObjectReader(sv, at, r.problems,
-      ["authorities", "service", "maxUtilization", "stalenessMs", "band", "allIneligible", "retryAfterS", "debug"]);
+      ["authorities", "service", "maxUtilization", "stalenessMs", "model", "picker", "band", "allIneligible", "retryAfterS", "debug"]);
     const svc = new LoadAwareService();
     const auths = sr.arr("authorities", true);
     if (auths != null) {
@@ -174,6 +178,8 @@ function parseLoadAware(r: ObjectReader, c: LoadAwareConfig): void {
     if (sr.has("service") && svc.service.length == 0) r.problems.add(join(at, "service"), "must not be empty");
     svc.maxUtilization = sr.num("maxUtilization", svc.maxUtilization, 0.01, 1.0);
     svc.stalenessMs = sr.int("stalenessMs", svc.stalenessMs, 1, 3600000);
+    svc.model = sr.oneOf("model", "conditional", ["conditional", "mg1"]) == "mg1" ? 1 : 0;
+    svc.picker = sr.oneOf("picker", "p2c", ["p2c", "band"]) == "band" ? 1 : 0;
     svc.band = sr.num("band", svc.band, 0, 10);
     const policy = sr.oneOf("allIneligible", "forward-degraded", ["forward-degraded", "reject-503"]);
     svc.allIneligible = policy == "reject-503" ? ALL_INELIGIBLE_REJECT : ALL_INELIGIBLE_FORWARD;

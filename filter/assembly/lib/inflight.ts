@@ -15,6 +15,9 @@ export class Inflight {
   remote: Array<i32> = [];
   /** local + remote, indexed by slot: what the picker reads. */
   total: Array<i32> = [];
+  /** Per slot: the agent's scrape time of the data in force, and our in-flight count then. */
+  private scrapeAt: Array<f64> = [];
+  private atScrape: Array<i32> = [];
 
   slotFor(addr: string): i32 {
     if (this.slots.has(addr)) return this.slots.get(addr);
@@ -24,7 +27,23 @@ export class Inflight {
     this.local.push(0);
     this.remote.push(0);
     this.total.push(0);
+    this.scrapeAt.push(-1);
+    this.atScrape.push(0);
     return s;
+  }
+
+  /**
+   * Our in-flight count when the agent scraped the instance's queue. The agent republishes the
+   * same scrape several times (every publication interval): the reference point moves only when
+   * the scrape does, so requests sent since the scrape keep counting.
+   */
+  rebase(slot: i32, scrapeAtMs: f64): i32 {
+    const prev = this.scrapeAt[slot];
+    if (prev < 0 || Math.abs(scrapeAtMs - prev) > 2) {
+      this.scrapeAt[slot] = scrapeAtMs;
+      this.atScrape[slot] = this.total[slot];
+    }
+    return this.atScrape[slot];
   }
 
   inc(slot: i32): void { unchecked(this.local[slot]++); unchecked(this.total[slot]++); }
@@ -114,7 +133,12 @@ export class Inflight {
 
 /** xorshift32: deterministic, seedable; AssemblyScript's Math.random needs a host seed import Envoy lacks. */
 export class Rng {
-  constructor(public state: u32) { if (this.state == 0) this.state = 0x9e3779b9; }
+  constructor(public state: u32) {
+    // Scramble the seed (xorshift's first outputs from small seeds are small) and avoid 0.
+    this.state = (state ^ 0x9e3779b9) * 0x85ebca6b;
+    if (this.state == 0) this.state = 0x9e3779b9;
+    for (let i = 0; i < 4; i++) this.next();
+  }
   next(): f64 {
     let x = this.state;
     x ^= x << 13;

@@ -76,18 +76,18 @@ export class LoadAware {
     for (let i = 0; i < this.plans.length; i++) {
       const sp = this.plans[i];
       const cands = new Array<Candidate>();
-      if (snap == null) { sp.plan = new Plan(cands); continue; }
+      if (snap == null) { sp.plan = new Plan(cands, sp.cfg.maxUtilization); continue; }
       for (let j = 0; j < snap.instances.length; j++) {
         const inst = snap.instances[j];
         if (inst.service != sp.cfg.service) continue;
-        const c = candidateFrom(inst, sp.cfg.maxUtilization, <f64>sp.cfg.stalenessMs, <f64>snap.generatedAtMs,
+        const c = candidateFrom(inst, sp.cfg.model, <f64>sp.cfg.stalenessMs, <f64>snap.generatedAtMs,
           linkDegraded(cfg, snap, stale, inst.peer), linkRttMs(snap, inst.peer));
         c.slot = this.inflight.slotFor(inst.addr);
-        c.inflightAtSnapshot = this.inflight.total[c.slot];
+        c.inflightAtSnapshot = this.inflight.rebase(c.slot, c.scrapeAtMs);
         c.metricId = this.choiceMetric(sp.cfg.service, inst.addr);
         cands.push(c);
       }
-      sp.plan = new Plan(cands);
+      sp.plan = new Plan(cands, sp.cfg.maxUtilization);
     }
   }
 }

@@ -66,7 +66,7 @@ export class SwitchyardStream extends Context {
     }
     const sp = unchecked(la.plans[idx]);
     const plan = sp.plan;
-    const p = pick(plan, la.inflight.total, root.tickNowMs, sp.cfg.band, la.rng.next());
+    const p = pick(plan, la.inflight.total, root.tickNowMs, sp.cfg.picker, sp.cfg.band, la.rng);
     if (p.index < 0) {
       removeHeader(MAP_REQUEST_HEADERS, la.endpointHeader);
       la.allIneligiblePending++;
@@ -86,7 +86,7 @@ export class SwitchyardStream extends Context {
     const slot = unchecked(plan.slot[i]);
     if (sp.cfg.debug) {
       this.debug = "instance=" + unchecked(plan.addr[i]) + " w_ms=" + plan.waitMs(i, unchecked(la.inflight.total[slot])).toString() +
-        " rho=" + unchecked(plan.rho[i]).toString() + " eligible=" + p.eligible.toString() + " band=" + p.band.toString();
+        " rho=" + unchecked(plan.rho[i]).toString() + " eligible=" + p.eligible.toString() + " considered=" + p.considered.toString();
     }
     replaceHeader(MAP_REQUEST_HEADERS, la.endpointHeader, unchecked(plan.addrBytes[i]));
     la.inflight.inc(slot);
