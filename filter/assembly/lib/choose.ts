@@ -179,8 +179,6 @@ export class Plan {
   perItemMs: StaticArray<f64>;
   /** Scratch: cost of each candidate for the current pick (+Inf: not eligible). */
   cost: StaticArray<f64>;
-  /** Scratch: candidate is saturated (for the current pick). */
-  sat: StaticArray<u8>;
   /** Choices and skips made since the last flush to host metrics (one host call per tick, not per request). */
   chosen: StaticArray<i64>;
   skipped: StaticArray<i64>;
@@ -203,7 +201,6 @@ export class Plan {
     this.baseWaitMs = new StaticArray<f64>(n);
     this.perItemMs = new StaticArray<f64>(n);
     this.cost = new StaticArray<f64>(n);
-    this.sat = new StaticArray<u8>(n);
     this.chosen = new StaticArray<i64>(n);
     this.skipped = new StaticArray<i64>(SKIP_REASONS);
     for (let i = 0; i < n; i++) {
@@ -234,6 +231,11 @@ export class Plan {
   waitMs(i: i32, inflightNow: i32): f64 {
     return this.baseWaitMs[i] + this.backlog(i, inflightNow) * this.perItemMs[i];
   }
+}
+
+@inline function backlogAt(plan: Plan, inflightP: usize, i: i32): f64 {
+  const b = unchecked(plan.qAdj[i]) + <f64>load<i32>(inflightP + (<usize>unchecked(plan.slot[i]) << 2));
+  return b > 0 ? b : 0;
 }
 
 /** Index of the k-th (0-based) candidate with a finite cost. */
@@ -267,14 +269,11 @@ export function pick(plan: Plan, inflight: Array<i32>, nowMs: f64, picker: i32, 
   const slotsP = changetype<usize>(plan.slots);
   const rhoP = changetype<usize>(plan.rho);
   const costP = changetype<usize>(plan.cost);
-  const satP = changetype<usize>(plan.sat);
   const inflightP = inflight.dataStart;
   const maxU = <f32>plan.maxUtilization;
   let best = Infinity;
-  let bestFree = Infinity;
   let eligible = 0;
   let saturated = 0;
-  let freeNonSat = 0;
   for (let i = 0; i < n; i++) {
     const o4 = <usize>i << 2;
     const o8 = <usize>i << 3;
@@ -283,7 +282,6 @@ export function pick(plan: Plan, inflight: Array<i32>, nowMs: f64, picker: i32, 
     if (skip != SKIP_NONE) {
       unchecked(plan.skipped[skip]++);
       store<f64>(costP + o8, Infinity);
-      store<u8>(satP + <usize>i, 0);
       continue;
     }
     let b = load<f64>(qP + o8) + <f64>load<i32>(inflightP + (<usize>load<i32>(slotP + o4) << 2));
@@ -292,31 +290,50 @@ export function pick(plan: Plan, inflight: Array<i32>, nowMs: f64, picker: i32, 
     store<f64>(costP + o8, c);
     eligible++;
     if (c < best) best = c;
-    const isSat = !(<f32>load<f64>(rhoP + o8) < maxU) && b >= load<f64>(slotsP + o8);
-    store<u8>(satP + <usize>i, isSat ? 1 : 0);
-    if (isSat) saturated++;
-    else if (c < bestFree) bestFree = c;
-    if (!isSat && b < load<f64>(slotsP + o8)) freeNonSat++;
+    if (!(<f32>load<f64>(rhoP + o8) < maxU) && b >= load<f64>(slotsP + o8)) saturated++;
   }
-  if (saturated > 0 && (saturated == eligible || freeNonSat > 0)) {
-    // Every eligible instance saturated: none is (the all-ineligible policy applies). Or somewhere
-    // better has a free slot now: leave the saturated ones out.
-    for (let i = 0; i < n; i++) {
-      if (load<u8>(satP + <usize>i) != 0) store<f64>(costP + (<usize>i << 3), Infinity);
+  if (saturated > 0) {
+    // Rare path. Every eligible instance saturated: none is (the all-ineligible policy applies).
+    // Or a non-saturated one has a free slot now: leave the saturated ones out. Otherwise keep them.
+    let freeNonSat = 0;
+    if (saturated < eligible) {
+      for (let i = 0; i < n; i++) {
+        const o8 = <usize>i << 3;
+        if (load<f64>(costP + o8) == Infinity) continue;
+        const b = backlogAt(plan, inflightP, i);
+        if (<f32>load<f64>(rhoP + o8) < maxU && b < load<f64>(slotsP + o8)) freeNonSat++;
+      }
     }
-    unchecked(plan.skipped[SKIP_SATURATED] += saturated);
-    eligible -= saturated;
-    best = bestFree;
+    if (saturated == eligible || freeNonSat > 0) {
+      best = Infinity;
+      for (let i = 0; i < n; i++) {
+        const o8 = <usize>i << 3;
+        const c = load<f64>(costP + o8);
+        if (c == Infinity) continue;
+        if (!(<f32>load<f64>(rhoP + o8) < maxU) && backlogAt(plan, inflightP, i) >= load<f64>(slotsP + o8)) {
+          store<f64>(costP + o8, Infinity);
+        } else if (c < best) best = c;
+      }
+      unchecked(plan.skipped[SKIP_SATURATED] += saturated);
+      eligible -= saturated;
+    }
   }
   p.eligible = eligible;
   if (eligible == 0) return p;
   if (picker == PICKER_P2C) {
     if (eligible == 1) { p.index = nthEligible(costP, n, 0); p.considered = 1; return p; }
-    const a = <i32>(rng.next() * <f64>eligible) % eligible;
-    let bk = <i32>(rng.next() * <f64>(eligible - 1)) % (eligible - 1);
-    if (bk >= a) bk++;
-    const ia = nthEligible(costP, n, a);
-    const ib = nthEligible(costP, n, bk);
+    let ia: i32, ib: i32;
+    if (eligible == n) {
+      ia = <i32>(rng.next() * <f64>n) % n;
+      ib = <i32>(rng.next() * <f64>(n - 1)) % (n - 1);
+      if (ib >= ia) ib++;
+    } else {
+      const a = <i32>(rng.next() * <f64>eligible) % eligible;
+      let bk = <i32>(rng.next() * <f64>(eligible - 1)) % (eligible - 1);
+      if (bk >= a) bk++;
+      ia = nthEligible(costP, n, a);
+      ib = nthEligible(costP, n, bk);
+    }
     p.index = load<f64>(costP + (<usize>ib << 3)) < load<f64>(costP + (<usize>ia << 3)) ? ib : ia;
     p.considered = 2;
     return p;
