@@ -93,8 +93,7 @@ export class ConfigResult {
 const MAX_INT: i32 = 0x7fffffff;
 
 function parseAgent(r: ObjectReader, c: AgentConfig): void {
-  c.cluster = r.str("cluster", "", true);
-  if (r.has("cluster") && c.cluster.length == 0) r.problems.add(join(r.path, "cluster"), "must not be empty");
+  c.cluster = requiredName(r, "cluster");
   c.authority = r.str("authority", c.authority);
   if (c.authority.length == 0) r.problems.add(join(r.path, "authority"), "must not be empty");
   c.path = r.str("path", c.path);
@@ -120,6 +119,21 @@ function parseStrings(items: Array<JValue>, path: string, p: Problems): Array<st
   return out;
 }
 
+/** The required, non-empty `authorities` list of a service entry. */
+function readAuthorities(sr: ObjectReader): Array<string> {
+  const auths = sr.arr("authorities", true);
+  if (auths == null) return [];
+  if (auths.length == 0) sr.problems.add(join(sr.path, "authorities"), "must not be empty");
+  return parseStrings(auths, join(sr.path, "authorities"), sr.problems);
+}
+
+/** A required string field that must not be empty. */
+function requiredName(r: ObjectReader, key: string): string {
+  const s = r.str(key, "", true);
+  if (r.has(key) && s.length == 0) r.problems.add(join(r.path, key), "must not be empty");
+  return s;
+}
+
 function parseLink(r: ObjectReader, c: LinkConfig): void {
   c.header = r.str("header", c.header);
   if (!isHeaderName(c.header)) r.problems.add(join(r.path, "header"), "must be a lowercase header name");
@@ -137,13 +151,8 @@ function parseLink(r: ObjectReader, c: LinkConfig): void {
     if (sv.kind != JKind.Obj) { r.problems.add(at, "must be object, got " + sv.kindName()); continue; }
     const sr = new ObjectReader(sv, at, r.problems, ["authorities", "peer"]);
     const svc = new LinkService();
-    const auths = sr.arr("authorities", true);
-    if (auths != null) {
-      if (auths.length == 0) r.problems.add(join(at, "authorities"), "must not be empty");
-      svc.authorities = parseStrings(auths, join(at, "authorities"), r.problems);
-    }
-    svc.peer = sr.str("peer", "", true);
-    if (sr.has("peer") && svc.peer.length == 0) r.problems.add(join(at, "peer"), "must not be empty");
+    svc.authorities = readAuthorities(sr);
+    svc.peer = requiredName(sr, "peer");
     c.services.push(svc);
   }
 }
@@ -169,13 +178,8 @@ function parseLoadAware(r: ObjectReader, c: LoadAwareConfig): void {
     const sr = new ObjectReader(sv, at, r.problems,
       ["authorities", "service", "maxUtilization", "stalenessMs", "model", "picker", "band", "allIneligible", "retryAfterS", "debug"]);
     const svc = new LoadAwareService();
-    const auths = sr.arr("authorities", true);
-    if (auths != null) {
-      if (auths.length == 0) r.problems.add(join(at, "authorities"), "must not be empty");
-      svc.authorities = parseStrings(auths, join(at, "authorities"), r.problems);
-    }
-    svc.service = sr.str("service", "", true);
-    if (sr.has("service") && svc.service.length == 0) r.problems.add(join(at, "service"), "must not be empty");
+    svc.authorities = readAuthorities(sr);
+    svc.service = requiredName(sr, "service");
     svc.maxUtilization = sr.num("maxUtilization", svc.maxUtilization, 0.01, 1.0);
     svc.stalenessMs = sr.int("stalenessMs", svc.stalenessMs, 1, 3600000);
     svc.model = sr.oneOf("model", "conditional", ["conditional", "mg1"]) == "mg1" ? 1 : 0;
