@@ -12,6 +12,7 @@
 import { makeDistribution } from '../../sim/inference/distributions';
 import { mulberry32, openUniform, type Rng } from '../../sim/inference/prng';
 import { FifoQueueModel } from '../../sim/inference/queue';
+import { MinHeap } from '../../host/src/heap';
 
 // ---------------------------------------------------------------- fleet and sample paths
 
@@ -122,50 +123,23 @@ interface Ev {
   fn: (() => void) | null;
 }
 
+/** The event queue: time order, then insertion order. */
 class Heap {
-  private h: Ev[] = [];
+  private readonly q = new MinHeap<Ev>((a, b) => a.t < b.t || (a.t === b.t && a.seq < b.seq));
   private seq = 0;
   get size(): number {
-    return this.h.length;
+    return this.q.size;
   }
   peek(): Ev | undefined {
-    return this.h[0];
+    return this.q.peek();
   }
   push(t: number, kind: 0 | 1, inst: number, job: unknown, fn: (() => void) | null): void {
-    const ev: Ev = { t, seq: this.seq++, kind, inst, job, fn };
-    const h = this.h;
-    h.push(ev);
-    let i = h.length - 1;
-    while (i > 0) {
-      const p = (i - 1) >> 1;
-      if (!less(h[i], h[p])) break;
-      [h[i], h[p]] = [h[p], h[i]];
-      i = p;
-    }
+    this.q.push({ t, seq: this.seq++, kind, inst, job, fn });
   }
   pop(): Ev | undefined {
-    const h = this.h;
-    if (!h.length) return undefined;
-    const top = h[0];
-    const last = h.pop()!;
-    if (h.length) {
-      h[0] = last;
-      let i = 0;
-      for (;;) {
-        const l = 2 * i + 1;
-        const r = l + 1;
-        let m = i;
-        if (l < h.length && less(h[l], h[m])) m = l;
-        if (r < h.length && less(h[r], h[m])) m = r;
-        if (m === i) break;
-        [h[i], h[m]] = [h[m], h[i]];
-        i = m;
-      }
-    }
-    return top;
+    return this.q.pop();
   }
 }
-const less = (a: Ev, b: Ev): boolean => a.t < b.t || (a.t === b.t && a.seq < b.seq);
 
 // ---------------------------------------------------------------- policies
 

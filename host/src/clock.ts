@@ -1,5 +1,6 @@
 // Time sources and timers for the host: 'real' (Node timers, wall clock) and 'manual'
 // (a virtual clock; nothing happens until advance()/flush(), which run due events in order).
+import { MinHeap } from './heap';
 
 export interface TimerHandle {
   cancel(): void;
@@ -86,7 +87,7 @@ export class ManualClock implements Clock {
   readonly mode = 'manual' as const;
   private now: number;
   private seq = 0;
-  private heap: ManualEvent[] = [];
+  private readonly heap = new MinHeap<ManualEvent>((a, b) => a.at < b.at || (a.at === b.at && a.seq < b.seq));
   private pending = 0;
   private closed = false;
   private running = false;
@@ -105,7 +106,7 @@ export class ManualClock implements Clock {
   }
   setTimer(delayMs: number, fn: () => void): TimerHandle {
     const ev: ManualEvent = { at: this.now + Math.max(0, delayMs), seq: this.seq++, fn, cancelled: false };
-    if (!this.closed) this.push(ev);
+    if (!this.closed) this.heap.push(ev);
     return { cancel: () => { ev.cancelled = true; } };
   }
   post(fn: () => void): void {
@@ -118,12 +119,12 @@ export class ManualClock implements Clock {
   }
   /** Number of scheduled (not cancelled) events. */
   get scheduled(): number {
-    return this.heap.filter((e) => !e.cancelled).length;
+    return this.heap.items().filter((e) => !e.cancelled).length;
   }
   /** Time of the next scheduled event, or undefined. */
   nextEventAt(): number | undefined {
     this.dropCancelled();
-    return this.heap.length ? this.heap[0].at : undefined;
+    return this.heap.peek()?.at;
   }
 
   /** Runs every event due up to now+ms (in time order) and sets the clock to now+ms. */
@@ -136,9 +137,9 @@ export class ManualClock implements Clock {
     try {
       for (;;) {
         this.dropCancelled();
-        const ev = this.heap[0];
+        const ev = this.heap.peek();
         if (!ev || ev.at > target) break;
-        this.pop();
+        this.heap.pop();
         this.now = Math.max(this.now, ev.at);
         n++;
         ev.fn();
@@ -161,17 +162,17 @@ export class ManualClock implements Clock {
     for (;;) {
       await this.settle();
       this.dropCancelled();
-      const ev = this.heap[0];
+      const ev = this.heap.peek();
       if (!ev || ev.at > target) {
         if (this.pending > 0) {
           // A promise is still in flight; give it a chance, but do not wait forever.
-          const before = this.heap.length;
+          const before = this.heap.size;
           await new Promise((r) => setImmediate(r));
-          if (this.heap.length !== before) continue;
+          if (this.heap.size !== before) continue;
         }
         break;
       }
-      this.pop();
+      this.heap.pop();
       this.now = Math.max(this.now, ev.at);
       n++;
       this.running = true;
@@ -193,45 +194,10 @@ export class ManualClock implements Clock {
 
   close(): void {
     this.closed = true;
-    this.heap = [];
+    this.heap.clear();
   }
 
   private dropCancelled(): void {
-    while (this.heap.length && this.heap[0].cancelled) this.pop();
-  }
-  private less(a: ManualEvent, b: ManualEvent): boolean {
-    return a.at < b.at || (a.at === b.at && a.seq < b.seq);
-  }
-  private push(ev: ManualEvent): void {
-    const h = this.heap;
-    h.push(ev);
-    let i = h.length - 1;
-    while (i > 0) {
-      const p = (i - 1) >> 1;
-      if (!this.less(h[i], h[p])) break;
-      [h[i], h[p]] = [h[p], h[i]];
-      i = p;
-    }
-  }
-  private pop(): ManualEvent | undefined {
-    const h = this.heap;
-    if (!h.length) return undefined;
-    const top = h[0];
-    const last = h.pop()!;
-    if (h.length) {
-      h[0] = last;
-      let i = 0;
-      for (;;) {
-        const l = 2 * i + 1;
-        const r = l + 1;
-        let m = i;
-        if (l < h.length && this.less(h[l], h[m])) m = l;
-        if (r < h.length && this.less(h[r], h[m])) m = r;
-        if (m === i) break;
-        [h[i], h[m]] = [h[m], h[i]];
-        i = m;
-      }
-    }
-    return top;
+    while (this.heap.size && this.heap.peek()!.cancelled) this.heap.pop();
   }
 }
