@@ -9,6 +9,7 @@
 // of each instance is at a seeded random phase in [0, min(100, interval)) ms (the collector uses
 // Math.random()); the render -> parse path replaces HTTP.
 import { BaselineTracker, type EstimatorState, InstanceEstimator } from '../../agent/src/inference/estimator';
+import { buildInstanceRecord, imputeFrom } from '../../agent/src/inference/collector';
 import { parseExposition } from '../../agent/src/inference/exposition';
 import { extractSignals, hasLoadSignal, resolveMappings } from '../../agent/src/inference/mappings';
 import { encodeSnapshot, type InstanceRecord, type PeerRecord, type Snapshot } from '../../agent/src/snapshot/codec';
@@ -178,37 +179,14 @@ export class AgentModel {
   /** collector.detail() -> record(): the INSTANCES record of instance i at epoch time `now`. */
   record(i: number, now: number): InstanceRecord {
     const rt = this.inst[i];
-    const st = rt.state;
     let reason: InstanceRecord['reason'] = 'ok';
     if (rt.goodScrapes < 2) reason = 'no_data';
     else if (rt.lastOkAt !== undefined && now - rt.lastOkAt > this.spec.staleAfterMs) reason = 'stale';
-    if (reason === 'ok' && !(st && Number.isFinite(st.rho))) reason = 'no_data';
-    let es = st?.esMs ?? NaN;
-    let es2 = st?.es2Ms2 ?? NaN;
-    if (!Number.isFinite(es)) {
-      // imputed from the service's other instances (median)
-      const ok = this.inst.filter((x) => x.state && Number.isFinite(x.state.esMs));
-      es = median(ok.map((x) => x.state!.esMs));
-      es2 = median(ok.map((x) => x.state!.es2Ms2));
-    }
-    return {
-      service: SERVICE,
-      addr: this.addrs[i],
-      peer: '',
-      healthy: reason === 'ok',
-      reason,
-      rho: st?.rho ?? NaN,
-      esMs: es,
-      es2Ms2: es2,
-      lambdaPerS: st?.lambdaPerS ?? 0,
-      queueDepth: st?.queueDepth ?? NaN,
-      p50Ms: st?.p50Ms ?? NaN,
-      p99Ms: st?.p99Ms ?? NaN,
-      baselineP99Ms: this.baseline.value(now),
-      gpuUtil: st?.gpuUtil ?? NaN,
-      dataAgeMs: rt.lastOkAt === undefined ? 0xffffffff : Math.max(0, Math.min(0xffffffff, Math.round(now - rt.lastOkAt))),
-      slots: Math.max(1, st?.concurrency ?? this.spec.concurrency ?? 1),
-    };
+    return buildInstanceRecord({
+      service: SERVICE, addr: this.addrs[i], peer: '', reason, state: rt.state,
+      imputed: () => imputeFrom(this.inst.map((x) => x.state)),
+      baselineMs: this.baseline.value(now), lastOkAt: rt.lastOkAt, now, concurrency: this.spec.concurrency,
+    }).record;
   }
 
   private publish(t: number): void {
@@ -222,9 +200,3 @@ export class AgentModel {
   }
 }
 
-function median(xs: number[]): number {
-  const v = xs.filter(Number.isFinite).sort((a, b) => a - b);
-  if (v.length === 0) return NaN;
-  const n = v.length;
-  return n % 2 ? v[(n - 1) / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}

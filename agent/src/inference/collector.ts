@@ -316,9 +316,9 @@ export class InferenceCollector extends EventEmitter {
   }
 
   private imputed(svc: ServiceRt): { es: number; es2: number } {
-    const ok = [...svc.instances.values()].filter((i) => i.state && Number.isFinite(i.state.esMs));
-    return { es: median(ok.map((i) => i.state!.esMs)), es2: median(ok.map((i) => i.state!.es2Ms2)) };
+    return imputeFrom([...svc.instances.values()].map((i) => i.state));
   }
+
 
   private detail(inst: InstanceRt, now: number): InstanceDetail {
     const svc = inst.svc;
@@ -328,39 +328,14 @@ export class InferenceCollector extends EventEmitter {
     else if (inst.noData || inst.goodScrapes < 2) reason = 'no_data';
     else if (inst.lastOkAt !== undefined && now - inst.lastOkAt > cfg.staleAfterMs) reason = 'stale';
     const st = inst.state;
-    // the filter skips an instance whose rho is not < its limit, NaN included: say why
-    if (reason === 'ok' && !(st && Number.isFinite(st.rho))) reason = 'no_data';
-    let es = st?.esMs ?? NaN;
-    let es2 = st?.es2Ms2 ?? NaN;
-    let imputedService = false;
-    if (!Number.isFinite(es)) {
-      const imp = this.imputed(svc);
-      if (Number.isFinite(imp.es)) {
-        es = imp.es;
-        es2 = imp.es2;
-        imputedService = true;
-      }
-    }
     const baseline = cfg.baselineScope === 'service' ? svc.baseline.value(now) : (st ? inst.est.baseline.value(now) : NaN);
-    const p99 = st?.p99Ms ?? NaN;
+    const { record, imputedService } = buildInstanceRecord({
+      service: svc.cfg.name, addr: inst.addr, peer: svc.cfg.peer ?? '', reason, state: st, imputed: () => this.imputed(svc),
+      baselineMs: baseline, lastOkAt: inst.lastOkAt, now, concurrency: svc.cfg.concurrency,
+    });
     return {
-      service: svc.cfg.name,
-      addr: inst.addr,
-      peer: svc.cfg.peer ?? '',
-      healthy: reason === 'ok',
-      reason,
-      rho: st?.rho ?? NaN,
-      esMs: es,
-      es2Ms2: es2,
-      lambdaPerS: st?.lambdaPerS ?? 0,
-      queueDepth: st?.queueDepth ?? NaN,
-      p50Ms: st?.p50Ms ?? NaN,
-      p99Ms: p99,
-      baselineP99Ms: baseline,
-      gpuUtil: st?.gpuUtil ?? NaN,
-      dataAgeMs: inst.lastOkAt === undefined ? 0xffffffff : Math.max(0, Math.min(0xffffffff, Math.round(now - inst.lastOkAt))),
-      slots: Math.max(1, st?.concurrency ?? svc.cfg.concurrency ?? 1),
-      healthScore: healthScore(p99, baseline, cfg.slowFactor),
+      ...record,
+      healthScore: healthScore(record.p99Ms, baseline, cfg.slowFactor),
       imputedService,
       lastError: inst.lastFailure?.message,
       consecutiveFailures: inst.consecutiveFailures,
@@ -417,4 +392,68 @@ export class InferenceCollector extends EventEmitter {
   async refreshDiscovery(): Promise<void> {
     await Promise.all(this.services.map((s) => s.discovery.refresh()));
   }
+}
+
+export interface RecordInputs {
+  service: string;
+  addr: string;
+  peer: string;
+  /** health decided from scrape outcomes (failures, no data, stale) */
+  reason: InstanceReason;
+  state: EstimatorState | undefined;
+  /** E[S], E[S²] of the service's other instances, for an instance that has none of its own yet */
+  imputed: () => { es: number; es2: number };
+  baselineMs: number;
+  lastOkAt: number | undefined;
+  now: number;
+  concurrency: number | undefined;
+}
+
+/**
+ * The INSTANCES record of one instance from its estimator state: the one definition the agent and
+ * the routing benchmark's agent model both use.
+ */
+export function buildInstanceRecord(x: RecordInputs): { record: InstanceRecord; imputedService: boolean } {
+  const st = x.state;
+  let reason = x.reason;
+  // the filter skips an instance whose rho is not < its limit, NaN included: say why
+  if (reason === 'ok' && !(st && Number.isFinite(st.rho))) reason = 'no_data';
+  let es = st?.esMs ?? NaN;
+  let es2 = st?.es2Ms2 ?? NaN;
+  let imputedService = false;
+  if (!Number.isFinite(es)) {
+    const imp = x.imputed();
+    if (Number.isFinite(imp.es)) {
+      es = imp.es;
+      es2 = imp.es2;
+      imputedService = true;
+    }
+  }
+  return {
+    imputedService,
+    record: {
+      service: x.service,
+      addr: x.addr,
+      peer: x.peer,
+      healthy: reason === 'ok',
+      reason,
+      rho: st?.rho ?? NaN,
+      esMs: es,
+      es2Ms2: es2,
+      lambdaPerS: st?.lambdaPerS ?? 0,
+      queueDepth: st?.queueDepth ?? NaN,
+      p50Ms: st?.p50Ms ?? NaN,
+      p99Ms: st?.p99Ms ?? NaN,
+      baselineP99Ms: x.baselineMs,
+      gpuUtil: st?.gpuUtil ?? NaN,
+      dataAgeMs: x.lastOkAt === undefined ? 0xffffffff : Math.max(0, Math.min(0xffffffff, Math.round(x.now - x.lastOkAt))),
+      slots: Math.max(1, st?.concurrency ?? x.concurrency ?? 1),
+    },
+  };
+}
+
+/** Median E[S] and E[S²] over the instances that have them. */
+export function imputeFrom(states: (EstimatorState | undefined)[]): { es: number; es2: number } {
+  const ok = states.filter((s): s is EstimatorState => s !== undefined && Number.isFinite(s.esMs));
+  return { es: median(ok.map((s) => s.esMs)), es2: median(ok.map((s) => s.es2Ms2)) };
 }
