@@ -13,6 +13,7 @@
 // Programmatic: const svc = await startCloudService({ cloud: 'cloud-b', port: 0 }); svc.url; await svc.close();
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { hostPort, parseFlags } from './cli';
 
 export const HEADERS_OF_INTEREST = [
   'host',
@@ -153,22 +154,11 @@ export async function startCloudService(opts: CloudServiceOptions = {}): Promise
 }
 
 async function cli(argv: string[]): Promise<void> {
-  const a: Record<string, string> = {};
-  for (let i = 0; i < argv.length; i++) {
-    const m = /^--([a-z-]+)(?:=(.*))?$/.exec(argv[i]);
-    if (!m) throw new Error(`unknown argument ${argv[i]}`);
-    a[m[1]] = m[2] ?? argv[++i] ?? '';
-  }
-  const allowed = ['cloud', 'name', 'listen', 'host', 'port', 'health-status', 'delay-ms'];
-  for (const k of Object.keys(a)) if (!allowed.includes(k)) throw new Error(`unknown option --${k} (allowed: ${allowed.map((x) => '--' + x).join(' ')})`);
-  let listen = a.listen ?? `${a.host ?? '127.0.0.1'}:${a.port ?? '9001'}`;
-  if (/^\d+$/.test(listen)) listen = `127.0.0.1:${listen}`;
-  const i = listen.lastIndexOf(':');
-  const port = Number(listen.slice(i + 1));
-  if (i <= 0 || !Number.isInteger(port)) throw new Error(`--listen: expected host:port, got ${listen}`);
+  const a = parseFlags(argv, ['cloud', 'name', 'listen', 'host', 'port', 'health-status', 'delay-ms']);
+  const { host, port } = hostPort(a.listen ?? `${a.host ?? '127.0.0.1'}:${a.port ?? '9001'}`, '--listen');
   const svc = await startCloudService({
     cloud: a.cloud ?? a.name ?? 'cloud-a',
-    host: listen.slice(0, i).replace(/^\[(.*)\]$/, '$1'),
+    host,
     port,
     healthStatus: a['health-status'] !== undefined ? Number(a['health-status']) : undefined,
     delayMs: a['delay-ms'] !== undefined ? Number(a['delay-ms']) : undefined,

@@ -28,6 +28,7 @@
 import * as http from 'node:http';
 import * as net from 'node:net';
 import type { AddressInfo } from 'node:net';
+import { hostPort, parseFlags } from './cli';
 
 export type BlackholeMode = 'off' | 'drop' | 'stall';
 export const BLACKHOLE_MODES: readonly BlackholeMode[] = ['off', 'drop', 'stall'];
@@ -334,28 +335,8 @@ function controlHandler(
 
 // ---------------------------------------------------------------- CLI
 
-/** "host:port", "[v6]:port" or a bare "port" (host 127.0.0.1) */
-function hostPort(v: string, flag: string): { host: string; port: number } {
-  if (/^\d+$/.test(v)) {
-    const port = Number(v);
-    if (port > 65535) throw new Error(`${flag}: port out of range: ${v}`);
-    return { host: '127.0.0.1', port };
-  }
-  const i = v.lastIndexOf(':');
-  const port = Number(v.slice(i + 1));
-  if (i <= 0 || !Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`${flag}: expected host:port, got ${v}`);
-  return { host: v.slice(0, i).replace(/^\[(.*)\]$/, '$1'), port };
-}
-
 async function cli(argv: string[]): Promise<void> {
-  const a: Record<string, string> = {};
-  for (let i = 0; i < argv.length; i++) {
-    const m = /^--([a-z-]+)(?:=(.*))?$/.exec(argv[i]);
-    if (!m) throw new Error(`unknown argument ${argv[i]}`);
-    a[m[1]] = m[2] ?? argv[++i] ?? '';
-  }
-  const allowed = ['listen', 'target', 'control', 'rtt-ms', 'jitter-ms', 'blackhole'];
-  for (const k of Object.keys(a)) if (!allowed.includes(k)) throw new Error(`unknown option --${k} (allowed: ${allowed.map((x) => '--' + x).join(' ')})`);
+  const a = parseFlags(argv, ['listen', 'target', 'control', 'rtt-ms', 'jitter-ms', 'blackhole']);
   const listen = hostPort(a.listen ?? '127.0.0.1:9102', '--listen');
   const target = hostPort(a.target ?? '127.0.0.1:9002', '--target');
   const control = a.control === 'none' ? undefined : hostPort(a.control ?? '127.0.0.1:9103', '--control');
