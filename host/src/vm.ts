@@ -957,20 +957,24 @@ export class WasmVm {
     });
 
     // -- header maps --------------------------------------------------------------------------
-    env('proxy_add_header_map_value', (type: number, kPtr: number, kSize: number, vPtr: number, vSize: number) => {
-      vm.guard('env.proxy_add_header_map_value');
-      type >>>= 0;
-      if (type > HEADER_MAP_TYPE_MAX) return WasmResult.BadArgument;
-      const c = vm.ctx();
-      const k = vm.key(kPtr, kSize);
-      const v = vm.str(vPtr, vSize);
-      if (k === null || v === null) return WasmResult.InvalidMemoryAccess;
-      const map = getMap(c, type);
-      if (!map) return WasmResult.BadArgument;
-      map.addLower(k, v);
-      onHeadersModified(c, type);
-      return WasmResult.Ok;
-    });
+    // add and replace differ only in what they do to the map (add another value / set the only one)
+    const writeHeader = (name: string, replace: boolean) =>
+      (type: number, kPtr: number, kSize: number, vPtr: number, vSize: number): number => {
+        vm.guard(name);
+        type >>>= 0;
+        if (type > HEADER_MAP_TYPE_MAX) return WasmResult.BadArgument;
+        const c = vm.ctx();
+        const k = vm.key(kPtr, kSize);
+        const v = vm.str(vPtr, vSize);
+        if (k === null || v === null) return WasmResult.InvalidMemoryAccess;
+        const map = getMap(c, type);
+        if (!map) return WasmResult.BadArgument;
+        if (replace) map.setLower(k, v);
+        else map.addLower(k, v);
+        onHeadersModified(c, type);
+        return WasmResult.Ok;
+      };
+    env('proxy_add_header_map_value', writeHeader('env.proxy_add_header_map_value', false));
     env('proxy_get_header_map_value', (type: number, kPtr: number, kSize: number, vPtrPtr: number, vSizePtr: number) => {
       vm.guard('env.proxy_get_header_map_value');
       type >>>= 0;
@@ -984,20 +988,7 @@ export class WasmVm {
       if (v === undefined) return WasmResult.NotFound;
       return vm.copyOut(v, vPtrPtr, vSizePtr) ? WasmResult.Ok : WasmResult.InvalidMemoryAccess;
     });
-    env('proxy_replace_header_map_value', (type: number, kPtr: number, kSize: number, vPtr: number, vSize: number) => {
-      vm.guard('env.proxy_replace_header_map_value');
-      type >>>= 0;
-      if (type > HEADER_MAP_TYPE_MAX) return WasmResult.BadArgument;
-      const c = vm.ctx();
-      const k = vm.key(kPtr, kSize);
-      const v = vm.str(vPtr, vSize);
-      if (k === null || v === null) return WasmResult.InvalidMemoryAccess;
-      const map = getMap(c, type);
-      if (!map) return WasmResult.BadArgument;
-      map.setLower(k, v);
-      onHeadersModified(c, type);
-      return WasmResult.Ok;
-    });
+    env('proxy_replace_header_map_value', writeHeader('env.proxy_replace_header_map_value', true));
     env('proxy_remove_header_map_value', (type: number, kPtr: number, kSize: number) => {
       vm.guard('env.proxy_remove_header_map_value');
       type >>>= 0;
