@@ -29,8 +29,10 @@ export interface AgentSpec {
   concurrency?: number;
   /** inference.staleAfterMs (default 5000) */
   staleAfterMs: number;
-  /** inference.baselineWindowS × 1000 (default 300 000), service-scope baseline */
+  /** inference.baselineWindowS × 1000 (default 300 000) */
   baselineWindowMs: number;
+  /** inference.baselineScope (agent default 'instance') */
+  baselineScope: 'instance' | 'service';
   /**
    * 'periodic': the agent as built (publish every publishIntervalMs and on health flips).
    * 'on-scrape': what-if -- publish right after every scrape round (used only by model policies).
@@ -45,6 +47,7 @@ export const DEFAULT_AGENT: AgentSpec = {
   concurrency: 4,
   staleAfterMs: 5000,
   baselineWindowMs: 300_000,
+  baselineScope: 'instance',
   publishMode: 'periodic',
 };
 
@@ -185,7 +188,7 @@ export class AgentModel {
     return buildInstanceRecord({
       service: SERVICE, addr: this.addrs[i], peer: '', reason, state: rt.state,
       imputed: () => imputeFrom(this.inst.map((x) => x.state)),
-      baselineMs: this.baseline.value(now), lastOkAt: rt.lastOkAt, now, concurrency: this.spec.concurrency,
+      baselineMs: this.spec.baselineScope === 'service' ? this.baseline.value(now) : rt.est.baseline.value(now), lastOkAt: rt.lastOkAt, now, concurrency: this.spec.concurrency,
     }).record;
   }
 

@@ -49,8 +49,16 @@ export interface ChooseVariant {
    *   Envoy's LEAST_REQUEST sampling with the expected-wait cost as the comparison.
    */
   picker?: 'band' | 'p2c';
+  /** p2c only: draw the two candidates with probability proportional to capacity c/E[S] (default: uniform) */
+  weighted?: boolean;
   /** skip at rho >= this (f32 compare, as built); > 1 disables the rule (not a valid filter setting) */
   maxUtilization: number;
+  /**
+   * 'hard' (first build): rho >= maxUtilization is out until the next snapshot;
+   * 'soft' (the filter now): saturated = rho >= maxUtilization AND backlog >= slots, per request;
+   *   skipped while a non-saturated instance has a free slot; all saturated: none eligible.
+   */
+  saturation?: 'hard' | 'soft';
   stalenessMs: number;
 }
 
@@ -69,6 +77,7 @@ interface Cand {
   staleAtMs: number;
   nSnap: number;
   scrapeAt: number;
+  hot: boolean;
 }
 
 function healthScore(p99: number, baseline: number): number {
@@ -174,14 +183,15 @@ export class ChooseModel implements RoutingPolicy {
       }
       const slots = f32(r.slots ?? 1) >= 1 ? f32(r.slots ?? 1) : 1;
       const weight = weightFor(healthScore(f32(r.p99Ms), f32(r.baselineP99Ms)));
-      const skip = !r.healthy || !(rho < f32(v.maxUtilization)) || weight === 0;
+      const hot = !(rho < f32(v.maxUtilization));
+      const skip = !r.healthy || (hot && v.saturation !== 'soft') || weight === 0;
       const scrapeAt = snap.generatedAtMs - r.dataAgeMs - START_EPOCH_MS;
       let nSnap = this.inflight[j];
       if (v.rebase === 'new-data' && prev[j] && prev[j].scrapeAt === scrapeAt) nSnap = prev[j].nSnap;
       else if (v.rebase === 'scrape') nSnap = this.countAt(j, scrapeAt);
       return {
         skip, baseWaitMs: base, perItemMs: es / slots, slots, queue: f32(r.queueDepth) > 0 ? f32(r.queueDepth) : 0,
-        invWeight: weight > 0 ? 1 / weight : Infinity, staleAtMs: snap.generatedAtMs + v.stalenessMs - r.dataAgeMs - START_EPOCH_MS, nSnap, scrapeAt,
+        invWeight: weight > 0 ? 1 / weight : Infinity, staleAtMs: snap.generatedAtMs + v.stalenessMs - r.dataAgeMs - START_EPOCH_MS, nSnap, scrapeAt, hot,
       };
     });
   }
@@ -192,6 +202,9 @@ export class ChooseModel implements RoutingPolicy {
     const cost = new Float64Array(n);
     let best = Infinity;
     let eligible = 0;
+    const sat = new Uint8Array(n);
+    let nSat = 0;
+    let freeNonSat = 0;
     for (let i = 0; i < n; i++) {
       const c = this.cands[i];
       if (c.skip || t >= c.staleAtMs) {
@@ -200,11 +213,23 @@ export class ChooseModel implements RoutingPolicy {
       }
       let backlog = c.queue + (v.feedback ? this.inflight[i] - c.nSnap : 0);
       if (backlog < 0) backlog = 0;
+      if (c.hot && backlog >= c.slots) {
+        sat[i] = 1;
+        nSat++;
+      } else if (backlog < c.slots) freeNonSat++;
       if (v.backlog === 'excess') backlog = Math.max(0, backlog - c.slots + 1);
       const w = (c.baseWaitMs + backlog * c.perItemMs) * c.invWeight;
       cost[i] = w;
       eligible++;
       if (w < best) best = w;
+    }
+    if (nSat > 0 && (nSat === eligible || freeNonSat > 0)) {
+      best = Infinity;
+      for (let i = 0; i < n; i++) {
+        if (sat[i]) cost[i] = Infinity;
+        else if (cost[i] < best) best = cost[i];
+      }
+      eligible -= nSat;
     }
     if (this.mine.length <= id) {
       const m = new Uint8Array(Math.max(1024, id * 2));
@@ -218,8 +243,25 @@ export class ChooseModel implements RoutingPolicy {
     if (v.picker === 'p2c') {
       const el: number[] = [];
       for (let i = 0; i < n; i++) if (cost[i] < Infinity) el.push(i);
-      const a = el[Math.floor(this.rng() * el.length) % el.length];
-      const b = el[Math.floor(this.rng() * el.length) % el.length];
+      let a: number;
+      let b: number;
+      if (v.weighted) {
+        let tot = 0;
+        for (const i of el) tot += 1 / this.cands[i].perItemMs;
+        const draw = (): number => {
+          let x = this.rng() * tot;
+          for (const i of el) {
+            x -= 1 / this.cands[i].perItemMs;
+            if (x < 0) return i;
+          }
+          return el[el.length - 1];
+        };
+        a = draw();
+        b = draw();
+      } else {
+        a = el[Math.floor(this.rng() * el.length) % el.length];
+        b = el[Math.floor(this.rng() * el.length) % el.length];
+      }
       const j = cost[b] < cost[a] ? b : a;
       this.routed++;
       this.mine[id] = 1;

@@ -34,6 +34,19 @@ export const DEFAULT_FLEET: FleetSpec = {
   sigma: 1.1,
 };
 
+/**
+ * A fleet that mixes GPU generations: 2 instances of the newest (speed 1), 4 of the previous one
+ * (0.55) and 2 small inference GPUs (0.2). Illustrative ratios, not measurements of particular
+ * cards. DEFAULT_FLEET's spread (1 to 0.35, most of the capacity in near-equal instances) is the
+ * hard case for a latency-aware router; this is the case it is built for.
+ */
+export const MIXED_FLEET: FleetSpec = {
+  speeds: [1, 1, 0.55, 0.55, 0.55, 0.55, 0.2, 0.2],
+  slots: 4,
+  meanMs: 80,
+  sigma: 1.1,
+};
+
 /** Fleet capacity in requests/s: Σ c·speed / E[S]. */
 export function capacityPerS(f: FleetSpec): number {
   return (f.slots * f.speeds.reduce((a, b) => a + b, 0)) / (f.meanMs / 1000);

@@ -267,3 +267,33 @@ export function svgPlot(rows: Row[], policies: Array<{ name: string; dashed?: bo
   o.push('</svg>');
   return o.join('\n') + '\n';
 }
+
+// ---------------------------------------------------------------- spread over sample paths
+
+export interface SpreadRow {
+  fleet: string;
+  seed: number;
+  lrP99: number;
+  switchyardP99: number;
+  oracleP99: number;
+}
+
+/** Per fleet: every seed's P99s and ratios to LEAST_REQUEST, then mean / min / max of the ratios. */
+export function spreadTable(rows: SpreadRow[]): string {
+  const out: string[] = [];
+  const head = `${pad('fleet', 6, true)}${pad('seed', 10)}${pad('LR P99', 9)}${pad('switchyard', 12)}${pad('oracle', 9)}${pad('switchyard/LR', 15)}${pad('oracle/LR', 11)}`;
+  out.push(head, '-'.repeat(head.length));
+  for (const fleet of [...new Set(rows.map((r) => r.fleet))]) {
+    const rs = rows.filter((r) => r.fleet === fleet);
+    for (const r of rs) {
+      out.push(`${pad(fleet, 6, true)}${pad(String(r.seed), 10)}${pad(ms(r.lrP99), 9)}${pad(ms(r.switchyardP99), 12)}${pad(ms(r.oracleP99), 9)}` +
+        `${pad((r.switchyardP99 / r.lrP99).toFixed(3), 15)}${pad((r.oracleP99 / r.lrP99).toFixed(3), 11)}`);
+    }
+    const stat = (f: (r: SpreadRow) => number): string => {
+      const v = rs.map(f);
+      return `${(v.reduce((a, b) => a + b, 0) / v.length).toFixed(3)} [${Math.min(...v).toFixed(3)}, ${Math.max(...v).toFixed(3)}]`;
+    };
+    out.push(`${pad(fleet, 6, true)}  mean [min, max]:  switchyard/LR ${stat((r) => r.switchyardP99 / r.lrP99)}   oracle/LR ${stat((r) => r.oracleP99 / r.lrP99)}`);
+  }
+  return out.join('\n');
+}

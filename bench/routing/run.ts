@@ -17,11 +17,13 @@ import * as path from 'node:path';
 import { DEFAULT_AGENT, type AgentSpec, type ScrapeRow } from './agent-model';
 import { AS_BUILT, ChooseModel, type ChooseVariant, LocalLeastRequest, MultiProxy } from './choose-model';
 import {
-  type Burst, capacityPerS, DEFAULT_FLEET, LeastRequest, makeSamplePath, RandomPolicy, RoundRobin, type RoutingPolicy,
+  type Burst, capacityPerS, DEFAULT_FLEET, type FleetSpec, LeastRequest, MIXED_FLEET, makeSamplePath, RandomPolicy, RoundRobin, type RoutingPolicy,
   runPolicy, type RunResult, type SamplePath, summarize,
 } from './des';
 import { SedOracle } from './reference';
-import { burstStats, type BurstStats, burstTable, checkTargets, mainTable, p99BatchRange, type Row, svgPlot, targetText } from './report';
+import {
+  burstStats, type BurstStats, burstTable, checkTargets, mainTable, p99BatchRange, type Row, spreadTable, type SpreadRow, svgPlot, type TargetCheck, targetText,
+} from './report';
 import { type FilterTuning, pluginConfig, SwitchyardPolicy, wasmBytes } from './switchyard';
 
 const ROOT = path.resolve(__dirname, '../..');
@@ -44,6 +46,10 @@ const MODE = QUICK
 const BAND: FilterTuning = { picker: 'band' };
 
 const FLEET = DEFAULT_FLEET;
+/** Section 6: seeds per fleet for the spread of the rho 0.85 ratios. */
+const SPREAD_SEEDS = QUICK ? 2 : 5;
+const fleetText = (f: FleetSpec): string =>
+  `${f.speeds.length} instances, c=${f.slots}, speeds [${f.speeds.join(', ')}], lognormal service mean ${f.meanMs} ms (speed 1), sigma ${f.sigma}; capacity ${capacityPerS(f).toFixed(1)} req/s`;
 const t0 = performance.now();
 const log = (s = ''): void => console.log(s);
 
@@ -78,8 +84,8 @@ function rhoLag(rows: ScrapeRow[], fromMs: number): RhoLag {
 const rows: Row[] = [];
 const diags: Record<string, FilterDiag> = {};
 
-async function run(p: RoutingPolicy, sp: SamplePath, kind: Row['kind'], scrapeMs?: number, extra?: Record<string, unknown>): Promise<{ row: Row; res: RunResult }> {
-  const res = await runPolicy(FLEET, sp, p);
+async function run(p: RoutingPolicy, sp: SamplePath, kind: Row['kind'], scrapeMs?: number, extra?: Record<string, unknown>, fleet: FleetSpec = FLEET): Promise<{ row: Row; res: RunResult }> {
+  const res = await runPolicy(fleet, sp, p);
   const row: Row = {
     policy: p.name, kind, rho: sp.rho, scrapeMs, summary: summarize(res.responseMs), p99Batches: p99BatchRange(res.responseMs),
     perInstance: res.perInstance, wallMs: Math.round(res.wallMs), virtualS: Math.round(res.virtualMs / 100) / 10, extra,
@@ -98,6 +104,9 @@ function model(name: string, v: Partial<ChooseVariant>, agent: AgentSpec): Choos
 /** The suggested filter change, as a model: backlog-only cost, re-base on new data, no rho cut-off. */
 const PROPOSAL: Partial<ChooseVariant> = { prior: 'none', rebase: 'new-data', maxUtilization: 100 };
 
+/** The filter's defaults as a model: p2c, re-base on new data, saturation = rho >= 0.95 and no free slot. */
+const FILTER_DEFAULTS: Partial<ChooseVariant> = { ...PROPOSAL, picker: 'p2c', maxUtilization: 0.95, saturation: 'soft' };
+
 const AGENT_1S: AgentSpec = { ...DEFAULT_AGENT, scrapeIntervalMs: 1000 };
 const AGENT_250: AgentSpec = { ...DEFAULT_AGENT, scrapeIntervalMs: 250 };
 
@@ -105,7 +114,8 @@ async function main(): Promise<void> {
   const wasm = wasmBytes(WASM);
   log(`Switchyard routing-quality benchmark (${MODE.name} mode), seed ${SEED}`);
   log(`filter ${path.relative(ROOT, WASM)} sha256 ${wasm.sha256.slice(0, 16)}…  (${wasm.bytes.length} bytes)`);
-  log(`fleet: ${FLEET.speeds.length} instances, c=${FLEET.slots}, speeds [${FLEET.speeds.join(', ')}], lognormal service mean ${FLEET.meanMs} ms (speed 1), sigma ${FLEET.sigma}; capacity ${capacityPerS(FLEET).toFixed(1)} req/s`);
+  log(`fleet A (sections 1-5): ${fleetText(FLEET)}`);
+  log(`fleet B (sections 5-7, mixed GPU generations): ${fleetText(MIXED_FLEET)}`);
   log(`agent model: scrape 1 s (and 250 ms), publish every ${DEFAULT_AGENT.publishIntervalMs} ms, window ${DEFAULT_AGENT.windowMs / 1000} s, concurrency ${DEFAULT_AGENT.concurrency}; filter: long poll 500 ms, refreshMs 20, 2 workers + main-thread VM`);
   log(`per (policy, rho): warm-up ${MODE.warmupMs / 1000} s virtual, then ${MODE.measured} measured requests`);
   log('');
@@ -132,9 +142,7 @@ async function main(): Promise<void> {
       r.row.extra = { ...r.row.extra, filter: p.stats, rhoLag: lag };
       diags[`${name}@${rho}`] = { stats: { ...p.stats }, rhoLag: lag };
       add(r);
-      // every decision must have come from the filter
-      if (p.stats.choiceMetric !== p.stats.filterRouted) throw new Error(`${name} rho ${rho}: switchyard.lb.choice.* = ${p.stats.choiceMetric} but ${p.stats.filterRouted} requests carried an endpoint`);
-      if (p.stats.vmFailures) throw new Error(`${name}: ${p.stats.vmFailures} VM failures`);
+      checkFilterRun(p, name, rho);
     }
     for (const [name, v, agent] of [
       ['model: as built', {}, AGENT_1S],
@@ -203,9 +211,26 @@ async function main(): Promise<void> {
 
   // ------------------------------------------------------------ 5: several proxies (caveat)
   log(`== 5. Caveat: ${PROXIES} proxies in front of the fleet (arrivals spread at random; each proxy counts only its own in-flight requests; one agent)`);
-  const multi = await multiProxy();
+  const multi = await multiProxy(FLEET);
   log(mainTable(multi, MULTI_RHOS, multi.filter((r) => r.rho === MULTI_RHOS[0]).map((r) => r.policy), []).split('\n\n')[0]);
+  log('fleet B:');
+  const multiB = await multiProxy(MIXED_FLEET);
+  log(mainTable(multiB, MULTI_RHOS, multiB.filter((r) => r.rho === MULTI_RHOS[0]).map((r) => r.policy), []).split('\n\n')[0]);
   log('(Envoy LEAST_REQUEST counts are per Envoy process too: with several proxies each one sees only its own requests)');
+  log('');
+
+  // ------------------------------------------------------------ 6: fleet B, every rho
+  log('== 6. Fleet B (mixed GPU generations): the same comparison');
+  const mixed = await mixedFleet();
+  log(mainTable(mixed.rows, RHOS, ['round-robin', 'random', 'least-request', 'switchyard', 'switchyard@250ms', 'oracle-sed'], ['switchyard', 'switchyard@250ms', 'oracle-sed']));
+  log(targetText(mixed.target));
+  log('');
+
+  // ------------------------------------------------------------ 7: seed spread at rho 0.85
+  log(`== 7. Spread over sample paths: P99 ratio to LEAST_REQUEST at rho 0.85, ${SPREAD_SEEDS} seeds per fleet (${MODE.measured} measured requests each)`);
+  const spread = await seedSpread();
+  log(spreadTable(spread));
+  log('oracle-sed = shortest expected delay with the exact queue of every instance and the true speeds: what a router that does not know request sizes can reach.');
   log('');
 
   const wallS = (performance.now() - t0) / 1000;
@@ -224,8 +249,10 @@ async function main(): Promise<void> {
     },
     rows,
     targets,
+    mixedFleet: { fleet: MIXED_FLEET, capacityPerS: capacityPerS(MIXED_FLEET), rows: mixed.rows, target: mixed.target },
+    seedSpread: spread,
     herding: herd.doc,
-    multiProxy: { proxies: PROXIES, rows: multi },
+    multiProxy: { proxies: PROXIES, rows: multi, rowsFleetB: multiB },
   };
   writeFileSync(path.join(OUT, 'routing.json'), JSON.stringify(doc, (_k, v) => (typeof v === 'number' && !Number.isFinite(v) ? String(v) : v), 2) + '\n');
   const svg = svgPlot(
@@ -240,16 +267,73 @@ async function main(): Promise<void> {
     `P99 vs load, ${FLEET.speeds.length}-instance heterogeneous fleet (${MODE.name}, ${MODE.measured} req/point)`,
   );
   writeFileSync(path.join(OUT, 'routing.svg'), svg);
-  log(`wrote ${path.relative(ROOT, path.join(OUT, 'routing.json'))} and ${path.relative(ROOT, path.join(OUT, 'routing.svg'))}`);
+  const svgB = svgPlot(
+    mixed.rows,
+    [
+      { name: 'round-robin' }, { name: 'random' }, { name: 'least-request' }, { name: 'switchyard' }, { name: 'switchyard@250ms' },
+      { name: 'oracle-sed', dashed: true, label: 'oracle SED (exact state)' },
+    ],
+    RHOS,
+    `P99 vs load, fleet B (mixed GPU generations) (${MODE.name}, ${MODE.measured} req/point)`,
+  );
+  writeFileSync(path.join(OUT, 'routing-fleet-b.svg'), svgB);
+  log(`wrote ${['routing.json', 'routing.svg', 'routing-fleet-b.svg'].map((f) => path.relative(ROOT, path.join(OUT, f))).join(', ')}`);
+}
+
+/** Fleet B at every rho: Envoy LB emulations, the filter (1 s and 250 ms scrapes), the oracle. */
+async function mixedFleet(): Promise<{ rows: Row[]; target: TargetCheck }> {
+  const out: Row[] = [];
+  for (const rho of RHOS) {
+    const sp = makeSamplePath(MIXED_FLEET, { rho, seed: SEED, warmupMs: MODE.warmupMs, measured: MODE.measured });
+    const tRho = performance.now();
+    out.push((await run(new RoundRobin(), sp, 'baseline', undefined, undefined, MIXED_FLEET)).row);
+    out.push((await run(new RandomPolicy(SEED), sp, 'baseline', undefined, undefined, MIXED_FLEET)).row);
+    out.push((await run(new LeastRequest(SEED), sp, 'baseline', undefined, undefined, MIXED_FLEET)).row);
+    for (const [name, agent] of [['switchyard', AGENT_1S], ['switchyard@250ms', AGENT_250]] as Array<[string, AgentSpec]>) {
+      const p = filterPolicy(name, agent, {}, sp);
+      const r = await run(p, sp, 'filter', agent.scrapeIntervalMs, { filter: p.stats }, MIXED_FLEET);
+      checkFilterRun(p, name, rho);
+      out.push(r.row);
+    }
+    out.push((await run(new SedOracle(), sp, 'oracle', undefined, undefined, MIXED_FLEET)).row);
+    const lr = out.find((r) => r.rho === rho && r.policy === 'least-request')!;
+    const sy = out.find((r) => r.rho === rho && r.policy === 'switchyard')!;
+    log(`fleet B rho=${rho}: LR P99 ${lr.summary.p99Ms.toFixed(0)} ms, switchyard P99 ${sy.summary.p99Ms.toFixed(0)} ms (${(sy.summary.p99Ms / lr.summary.p99Ms).toFixed(2)}x)  [${((performance.now() - tRho) / 1000).toFixed(1)} s]`);
+  }
+  return { rows: out, target: checkTargets(out, 'switchyard', RHOS) };
+}
+
+/** LEAST_REQUEST, the filter (defaults, 1 s scrape) and the oracle at rho 0.85 on several sample paths per fleet. */
+async function seedSpread(): Promise<SpreadRow[]> {
+  const out: SpreadRow[] = [];
+  for (const [fleetName, fleet] of [['A', FLEET], ['B', MIXED_FLEET]] as Array<[string, FleetSpec]>) {
+    for (let k = 0; k < SPREAD_SEEDS; k++) {
+      const seed = SEED + 1000 * (k + 1);
+      const sp = makeSamplePath(fleet, { rho: 0.85, seed, warmupMs: MODE.warmupMs, measured: MODE.measured });
+      const lr = summarize((await runPolicy(fleet, sp, new LeastRequest(seed))).responseMs).p99Ms;
+      const p = new SwitchyardPolicy({ wasmPath: WASM, agent: AGENT_1S, tuning: {}, seed, name: 'switchyard', measuredRange: [sp.firstMeasured, sp.firstMeasured + sp.measured] });
+      const sy = summarize((await runPolicy(fleet, sp, p)).responseMs).p99Ms;
+      checkFilterRun(p, `switchyard (fleet ${fleetName}, seed ${seed})`, 0.85);
+      const or = summarize((await runPolicy(fleet, sp, new SedOracle())).responseMs).p99Ms;
+      out.push({ fleet: fleetName, seed, lrP99: lr, switchyardP99: sy, oracleP99: or });
+    }
+  }
+  return out;
+}
+
+function checkFilterRun(p: SwitchyardPolicy, name: string, rho: number): void {
+  // every decision must have come from the filter
+  if (p.stats.choiceMetric !== p.stats.filterRouted) throw new Error(`${name} rho ${rho}: switchyard.lb.choice.* = ${p.stats.choiceMetric} but ${p.stats.filterRouted} requests carried an endpoint`);
+  if (p.stats.vmFailures) throw new Error(`${name}: ${p.stats.vmFailures} VM failures`);
 }
 
 const PROXIES = 4;
 const MULTI_RHOS = [0.85, 0.95];
 
-async function multiProxy(): Promise<Row[]> {
+async function multiProxy(fleet: FleetSpec): Promise<Row[]> {
   const out: Row[] = [];
   for (const rho of MULTI_RHOS) {
-    const sp = makeSamplePath(FLEET, { rho, seed: SEED, warmupMs: MODE.warmupMs, measured: MODE.measured });
+    const sp = makeSamplePath(fleet, { rho, seed: SEED, warmupMs: MODE.warmupMs, measured: MODE.measured });
     const shared = (name: string, v: Partial<ChooseVariant>): MultiProxy =>
       new MultiProxy(name, (k, agent) => new ChooseModel({ ...AS_BUILT, ...v }, { agent: AGENT_1S, seed: SEED + k, name, sharedAgent: agent }), PROXIES,
         { spec: AGENT_1S, seed: SEED }, SEED);
@@ -258,10 +342,12 @@ async function multiProxy(): Promise<Row[]> {
       [new MultiProxy(`least-request x${PROXIES}`, (k) => new LocalLeastRequest(SEED + k), PROXIES, undefined, SEED), 'baseline'],
       [model('model: proposal', PROPOSAL, AGENT_1S), 'model'],
       [shared(`model: proposal x${PROXIES}`, PROPOSAL), 'model'],
-      [model('model: proposal, p2c', { ...PROPOSAL, picker: 'p2c' }, AGENT_1S), 'model'],
-      [shared(`model: proposal, p2c x${PROXIES}`, { ...PROPOSAL, picker: 'p2c' }), 'model'],
+      [model('model: filter defaults', FILTER_DEFAULTS, AGENT_1S), 'model'],
+      [shared(`model: filter defaults x${PROXIES}`, FILTER_DEFAULTS), 'model'],
+      [model('model: p2c by capacity', { ...FILTER_DEFAULTS, weighted: true }, AGENT_1S), 'model'],
+      [shared(`model: p2c by capacity x${PROXIES}`, { ...FILTER_DEFAULTS, weighted: true }), 'model'],
     ];
-    for (const [p, kind] of policies) out.push((await run(p, sp, kind, 1000, { proxies: p.name.includes(' x') ? PROXIES : 1 })).row);
+    for (const [p, kind] of policies) out.push((await run(p, sp, kind, 1000, { proxies: p.name.includes(' x') ? PROXIES : 1 }, fleet)).row);
   }
   return out;
 }

@@ -117,6 +117,39 @@ describe("pick", () => {
     expect(sawB).toBe(true);
   });
 
+  it("p2c counts static skips on every request, as a full scan does, and never draws them", () => {
+    const sa = inst("a:1", 0.1, 1, 2, 0, 1); sa.healthy = false;
+    const sd = inst("d:1", 0.1, 1, 2, 0, 1); sd.p99Ms = 1000; // 10x the baseline: score 0.3, out as slow
+    const cands = [cand(sa), cand(inst("b:1", 0.1, 40, 3200, 0, 1)), cand(inst("c:1", 0.1, 50, 5000, 0, 1)), cand(sd)];
+    for (let i = 0; i < 4; i++) cands[i].slot = i;
+    const plan = new Plan(cands);
+    expect(plan.nElig).toBe(2);
+    const rng = new Rng(4);
+    for (let r = 0; r < 10; r++) {
+      const p = pick(plan, [0, 0, 0, 0], 0, PICKER_P2C, 0, rng);
+      expect(p.index).toBe(1); // the cheaper of the two eligible ones, every time
+      expect(p.eligible).toBe(2);
+    }
+    expect(plan.skipped[SKIP_UNHEALTHY]).toBe(10);
+    expect(plan.skipped[SKIP_SLOW]).toBe(10);
+  });
+
+  it("p2c leaves a saturated instance out while another has a free slot, however it is drawn", () => {
+    // a: cheapest but saturated (rho 0.97, 4 of 4 busy); b, c: free slots
+    const a = cand(inst("a:1", 0.97, 10, 200, 4, 4));
+    const b = cand(inst("b:1", 0.5, 100, 20000, 1, 4));
+    const c = cand(inst("c:1", 0.5, 120, 28800, 1, 4));
+    a.slot = 0; b.slot = 1; c.slot = 2;
+    const plan = new Plan([a, b, c]);
+    const rng = new Rng(8);
+    for (let r = 0; r < 60; r++) expect(pick(plan, [0, 0, 0], 0, PICKER_P2C, 0, rng).index).not.toBe(0);
+    expect(plan.skipped[SKIP_SATURATED]).toBeGreaterThan(0); // a was drawn, and the full scan ruled
+    // one slot of a frees up (we drained one below the scrape): no longer saturated, and cheapest
+    let sawA = false;
+    for (let r = 0; r < 60; r++) if (pick(plan, [-1, 0, 0], 0, PICKER_P2C, 0, rng).index == 0) sawA = true;
+    expect(sawA).toBe(true);
+  });
+
   it("skips saturated instances when a non-saturated one has a free slot", () => {
     // a: rho 0.97, 4 of 4 slots busy (saturated) but the cheapest; b: rho 0.5, a slot free
     const a = cand(inst("a:1", 0.97, 10, 200, 4, 4));

@@ -42,6 +42,36 @@ function hit(url: string): Promise<void> {
   });
 }
 
+/** vLLM-style servers, c = 1, fixed 50 ms service; SLOW runs at 1/30 speed (1.5 s). */
+const FAST = { speed: 1 };
+const SLOW = { speed: 1 / 30 };
+
+/** Starts the servers, keeps each one busy with back-to-back requests, scrapes them every 100 ms (4 s window), runs fn. */
+async function withLoadedFleet(
+  specs: Array<{ speed: number }>,
+  extra: Record<string, unknown>,
+  fn: (col: InferenceCollector, servers: Array<Awaited<ReturnType<typeof startInferenceServer>>>) => Promise<void>,
+): Promise<void> {
+  const all = await Promise.all(specs.map((sp, i) => startInferenceServer({ kind: 'vllm', concurrency: 1, dist: { kind: 'fixed', meanMs: 50 }, speed: sp.speed, seed: i + 1 })));
+  const col = new InferenceCollector(
+    { scrapeIntervalMs: 100, windowS: 4, ...extra, services: [{ name: 'llm', kind: 'vllm', instances: { static: all.map((s) => s.addr) } }] },
+    { registry: new Registry() },
+  );
+  let load = true;
+  const loops = all.map(async (s) => {
+    while (load) await hit(`${s.url}/v1/completions`);
+  });
+  try {
+    await col.start();
+    await fn(col, all);
+  } finally {
+    load = false;
+    await Promise.all(loops.map((l) => l.catch(() => undefined)));
+    await col.stop();
+    await Promise.all(all.map((s) => s.stop()));
+  }
+}
+
 test('collector end to end: two simulated vLLM servers healthy with live estimates, a dead one unhealthy/unreachable', async () => {
   const a = await startInferenceServer({ kind: 'vllm', concurrency: 2, dist: { kind: 'fixed', meanMs: 30 }, seed: 1 });
   const b = await startInferenceServer({ kind: 'vllm', concurrency: 2, dist: { kind: 'fixed', meanMs: 30 }, seed: 2 });
@@ -110,25 +140,13 @@ test('collector end to end: two simulated vLLM servers healthy with live estimat
 
 test('collector: service-wide P99 baseline de-weights the instance that is much slower than its peers', async () => {
   // timer lateness under CPU contention is additive: a wide gap (50 ms vs 1.5 s) keeps the test robust
-  const fast = await Promise.all([1, 2].map((seed) => startInferenceServer({ kind: 'vllm', concurrency: 1, dist: { kind: 'fixed', meanMs: 50 }, seed })));
-  const slow = await startInferenceServer({ kind: 'vllm', concurrency: 1, dist: { kind: 'fixed', meanMs: 50 }, speed: 1 / 30, seed: 3 }); // 1.5 s
-  const all = [...fast, slow];
-  const col = new InferenceCollector(
-    { scrapeIntervalMs: 100, windowS: 4, services: [{ name: 'llm', kind: 'vllm', instances: { static: all.map((s) => s.addr) } }] },
-    { registry: new Registry() },
-  );
-  let load = true;
-  const loops = all.map(async (s) => {
-    while (load) await hit(`${s.url}/v1/completions`);
-  });
-  try {
-    await col.start();
+  await withLoadedFleet([FAST, FAST, SLOW], { baselineScope: 'service' }, async (col, [f1, f2, slow]) => {
     const det = await until('slow instance scored below 0.5', () => {
       const d = col.details();
       const sd = d.find((x) => x.addr === slow.addr);
       return sd && sd.healthScore < 0.5 && d.every((x) => x.healthy) ? d : undefined;
     }, 15000);
-    for (const f of fast) {
+    for (const f of [f1, f2]) {
       const fd = det.find((x) => x.addr === f.addr)!;
       assert.equal(fd.healthScore, 1);
       assert.ok(fd.p99Ms <= 250, `fast p99 ${fd.p99Ms}`); // 60 ms bucket top, more if timers run late
@@ -138,12 +156,22 @@ test('collector: service-wide P99 baseline de-weights the instance that is much 
     // one baseline for the service, close to the fast instances' P99
     assert.ok(det.every((x) => x.baselineP99Ms === det[0].baselineP99Ms));
     assert.ok(det[0].baselineP99Ms <= 250, `baseline ${det[0].baselineP99Ms}`);
-  } finally {
-    load = false;
-    await Promise.all(loops.map((l) => l.catch(() => undefined)));
-    await col.stop();
-    await Promise.all(all.map((s) => s.stop()));
-  }
+  });
+});
+
+test('collector: default per-instance baseline -- a peer that is slower by design keeps full weight (its speed is priced by E[S])', async () => {
+  await withLoadedFleet([FAST, SLOW], {}, async (col, [fast, slow]) => {
+    // both have P99 data and a baseline of their own
+    const det = await until('P99 and baseline for both', () => {
+      const d = col.details();
+      return d.length === 2 && d.every((x) => x.healthy && x.p99Ms > 0 && x.baselineP99Ms > 0) && d.find((x) => x.addr === slow.addr)!.p99Ms > 1000 ? d : undefined;
+    }, 15000);
+    const sd = det.find((x) => x.addr === slow.addr)!;
+    const fd = det.find((x) => x.addr === fast.addr)!;
+    assert.ok(sd.baselineP99Ms > 1000 && fd.baselineP99Ms <= 250, `baselines slow ${sd.baselineP99Ms} fast ${fd.baselineP99Ms}`);
+    assert.equal(sd.healthScore, 1);
+    assert.equal(fd.healthScore, 1);
+  });
 });
 
 test('collector: malformed exposition -> parse_error naming the instance and line, last good values kept; HTTP 500 -> http_error; stale', async () => {
@@ -233,6 +261,8 @@ test('config schema: defaults filled, errors name the field', () => {
   assert.equal(c.scrapeIntervalMs, 1000);
   assert.equal(c.windowS, 10);
   assert.equal(c.baselineWindowS, 300);
+  assert.equal(c.baselineScope, 'instance');
+  assert.equal(c.minMomentCompletions, 50);
   assert.equal(c.services[0].metricsPath, '/metrics');
   assert.equal(c.services[0].peer, '');
   assert.equal(c.services[0].scheme, 'http');

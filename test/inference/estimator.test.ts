@@ -177,14 +177,19 @@ test('estimator: counter reset (restart) takes the new values as the increase; w
   assert.equal(st.counterResets, 1);
   close(st.lambdaPerS, 110 / 20);
   close(st.esMs, 26_500 / 110);
-  // a 10 s window keeps only the post-restart interval
+  // a 10 s window keeps only the post-restart interval for rates and quantiles; E[S] reaches back
+  // to the older interval because the window holds fewer than 50 completions
   const e2 = new InstanceEstimator({ windowMs: 10_000, concurrency: 1 });
   e2.observe(0, sig(hist(b, [0, 0, 0, 0], 0)));
   e2.observe(10_000, sig(hist(b, [20, 50, 20, 10], 25_000)));
   const s2 = e2.observe(20_000, sig(hist(b, [5, 5, 0, 0], 1500)));
   close(s2.lambdaPerS, 1);
-  close(s2.esMs, 150);
+  close(s2.esMs, 26_500 / 110);
   close(s2.p50Ms, 100); // rank 5 of 10: exactly the top of the first bucket
+  const e3 = new InstanceEstimator({ windowMs: 10_000, concurrency: 1, minMomentCompletions: 10 });
+  e3.observe(0, sig(hist(b, [0, 0, 0, 0], 0)));
+  e3.observe(10_000, sig(hist(b, [20, 50, 20, 10], 25_000)));
+  close(e3.observe(20_000, sig(hist(b, [5, 5, 0, 0], 1500))).esMs, 150);
 });
 
 test('estimator: counters-only server (Triton) -> E[S] from sums, E[S²] from the assumed scv', () => {
@@ -199,11 +204,12 @@ test('estimator: counters-only server (Triton) -> E[S] from sums, E[S²] from th
   assert.ok(Number.isNaN(st.p99Ms));
 });
 
-test('estimator: idle window keeps the last E[S]/P99, λ = 0, ρ falls to 0; concurrency inferred when saturated', () => {
+test('estimator: idle window keeps the last E[S], P99 unknown, λ = 0, ρ falls to 0; concurrency inferred when saturated', () => {
   const e = new InstanceEstimator({ windowMs: 5_000 });
   const b = [100, 200, 400];
   e.observe(0, sig(hist(b, [0, 0, 0, 0], 0), { waiting: 3, running: 6 }));
   let st = e.observe(1_000, sig(hist(b, [10, 0, 0, 0], 500), { waiting: 0, running: 2 }));
+  close(st.p50Ms, 50);
   assert.equal(st.concurrency, 6);
   assert.equal(st.concurrencySource, 'inferred-saturated');
   for (let t = 2_000; t <= 12_000; t += 1_000) st = e.observe(t, sig(hist(b, [10, 0, 0, 0], 500), { waiting: 0, running: 0 }));
@@ -211,7 +217,42 @@ test('estimator: idle window keeps the last E[S]/P99, λ = 0, ρ falls to 0; con
   assert.equal(st.lambdaPerS, 0);
   close(st.esMs, 50);
   assert.equal(st.rho, 0);
-  close(st.p50Ms, 50);
+  // the window's requests are gone: no latency evidence, so no "slow" verdict that could stick
+  assert.ok(Number.isNaN(st.p50Ms) && Number.isNaN(st.p99Ms), `p50 ${st.p50Ms} p99 ${st.p99Ms}`);
+});
+
+test('estimator: E[S] rests on >= minMomentCompletions requests, reaching back before the window', () => {
+  // 1 s scrapes, 5 s window. First 10 s: 10 completions of 10 ms per second (100 requests). Then
+  // idle past the window, then ONE request of 2000 ms. A window-only mean would say E[S] = 2000
+  // (an instance 200x slower than it is, which then gets no traffic to correct it); reaching back
+  // by whole scrape intervals (10 completions each) to >= 50 completions: (2000 + 50·10)/51.
+  const b = [5, 20, 5000];
+  const e = new InstanceEstimator({ windowMs: 5_000, concurrency: 1 });
+  let n = 0;
+  let sum = 0;
+  const at = (t: number): ReturnType<InstanceEstimator['observe']> => e.observe(t, sig(hist(b, [0, n, 0, 0], sum)));
+  at(0);
+  for (let t = 1_000; t <= 10_000; t += 1_000) {
+    n += 10;
+    sum += 100;
+    at(t);
+  }
+  let st = at(16_000); // idle window: E[S] still from the last requests, not forgotten
+  assert.equal(st.windowCompletions, 0);
+  close(st.esMs, 10);
+  // one long request: the cumulative histogram moves it into the (20, 5000] bucket
+  const e2 = (t: number): ReturnType<InstanceEstimator['observe']> => e.observe(t, sig({ boundsMs: b, cumulative: [0, n, n + 1, n + 1], sumMs: sum + 2000, count: n + 1 }));
+  st = e2(17_000);
+  assert.equal(st.windowCompletions, 1);
+  close(st.esMs, (2000 + 50 * 10) / 51);
+  // the older intervals kept are just enough for 50 completions (memory stays bounded)
+  assert.ok((e as unknown as { older: unknown[] }).older.length <= 6, `kept ${(e as unknown as { older: unknown[] }).older.length} intervals`);
+  // minMomentCompletions 1: the window alone
+  const w = new InstanceEstimator({ windowMs: 5_000, concurrency: 1, minMomentCompletions: 1 });
+  w.observe(0, sig(hist(b, [0, 0, 0, 0], 0)));
+  w.observe(1_000, sig(hist(b, [0, 100, 0, 0], 1000)));
+  w.observe(16_000, sig(hist(b, [0, 100, 0, 0], 1000)));
+  close(w.observe(17_000, sig({ boundsMs: b, cumulative: [0, 100, 101, 101], sumMs: 3000, count: 101 })).esMs, 2000);
 });
 
 test('estimator against a discrete-event M/G/1 run: λ, E[S], E[S²] within sampling error', async () => {

@@ -202,6 +202,7 @@ export class InferenceCollector extends EventEmitter {
           assumedScv: this.config.assumedScv,
           rhoCombine: this.config.rhoCombine,
           baselineWindowMs: this.config.baselineWindowS * 1000,
+          minMomentCompletions: this.config.minMomentCompletions,
         }),
         goodScrapes: 0,
         noData: false,

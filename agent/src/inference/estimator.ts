@@ -24,7 +24,12 @@
 //      whenever the server exports its queue gauges. The correction's noise is ±1/T per request
 //      of ΔQ, so it is applied once T >= min(window/2, 2 s) (at start-up λ = departures).
 //      Without queue gauges λ = ΣdN/T (biased low while the queue grows, lagging ~E[sojourn]).
-//   E[S] = ΣdΣ / ΣdN  -- exact for the window (sum and count are exact counters).
+//   E[S] = ΣdΣ / ΣdN  -- exact for the window (sum and count are exact counters). When the window
+//      holds fewer than minMomentCompletions (default 50) completions, older intervals are added,
+//      newest first, until it does (or the history runs out): E[S] and E[S²] always rest on
+//      enough requests. A heavy-tailed mean from 1-2 requests can be 10x off, and an instance
+//      priced 10x too slow gets no traffic, so nothing would correct it (bench/routing found
+//      exactly that: one slow instance unused for 150 s after one 2.3 s request).
 //   E[S²] from the service-histogram bucket deltas, see secondMomentFromBuckets() below;
 //      servers without a histogram (Triton) get E[S²] = (1 + scv)·E[S]² with the configured
 //      squared coefficient of variation (default 1: exponential service).
@@ -35,8 +40,10 @@
 //   queueDepth = waiting + running at the last scrape (the filter's backlog term counts every
 //      request ahead of a new one, at E[S]/c each); servers without a running gauge (Triton)
 //      report only the pending count.
-//   When a window has no completion (idle or stuck), E[S], E[S²], P50 and P99 keep their last
-//      known values (λ is then 0 and ρ comes from occupancy / GPU).
+//   When a window has no completion (idle or stuck), E[S] and E[S²] keep their last known values
+//      (λ is then 0 and ρ comes from occupancy / GPU); P50 and P99 become unknown (NaN): a P99 of
+//      requests that left the window says nothing about the instance now, and kept, it would
+//      keep an instance excluded as slow (so sent nothing) out for good.
 //
 //   ρ: c = configured concurrency (batch slots), else inferred as the largest `running` seen
 //      while `waiting` > 0 (the server was saturated, so running = its slot count), else the
@@ -263,6 +270,8 @@ export interface EstimatorOptions {
   rhoCombine?: 'max' | 'load' | 'gpu';
   /** baseline window for the per-instance baseline (ms) */
   baselineWindowMs?: number;
+  /** E[S] and E[S²] cover at least this many completions, reaching back before the window (default 50) */
+  minMomentCompletions?: number;
 }
 
 interface HistDelta {
@@ -342,6 +351,25 @@ function counterDelta(prev: number | undefined, cur: number | undefined): { d?: 
 
 const inSystem = (s: Signals): number | undefined => (s.waiting === undefined && s.running === undefined ? undefined : (s.waiting ?? 0) + (s.running ?? 0));
 
+/** Sum of histogram deltas that share the first layout added (intervals of another layout are skipped). */
+class HistSum {
+  bounds?: number[];
+  counts: number[] = [];
+  sumMs = 0;
+  add(h: HistDelta): void {
+    if (!this.bounds) {
+      this.bounds = h.boundsMs;
+      this.counts = new Array(h.counts.length).fill(0);
+    }
+    if (!sameBounds(this.bounds, h.boundsMs)) return;
+    h.counts.forEach((x, i) => (this.counts[i] += x));
+    this.sumMs += h.sumMs;
+  }
+  nonEmpty(): boolean {
+    return this.counts.some((x) => x > 0);
+  }
+}
+
 export class InstanceEstimator {
   readonly windowMs: number;
   readonly assumedScv: number;
@@ -350,6 +378,9 @@ export class InstanceEstimator {
   private configuredC?: number;
   private prev?: Obs;
   private deltas: IntervalDelta[] = [];
+  /** Intervals with completions that left the window, newest last: just enough to cover minMomentCompletions. */
+  private older: IntervalDelta[] = [];
+  readonly minMomentCompletions: number;
   private obs: Obs[] = [];
   private resets = 0;
   private maxRunningSaturated = 0;
@@ -362,6 +393,7 @@ export class InstanceEstimator {
     this.rhoCombine = opts.rhoCombine ?? 'max';
     this.configuredC = opts.concurrency;
     this.baseline = new BaselineTracker(opts.baselineWindowMs ?? 300_000);
+    this.minMomentCompletions = opts.minMomentCompletions ?? 50;
   }
 
   get counterResets(): number {
@@ -412,7 +444,14 @@ export class InstanceEstimator {
 
   private prune(now: number): void {
     const from = now - this.windowMs;
-    while (this.deltas.length > 0 && this.deltas[0].t1 <= from) this.deltas.shift();
+    while (this.deltas.length > 0 && this.deltas[0].t1 <= from) {
+      const d = this.deltas.shift() as IntervalDelta;
+      if ((d.dN ?? 0) > 0) this.older.push(d);
+    }
+    // keep the newest intervals that hold minMomentCompletions completions, no more
+    let held = 0;
+    for (const d of this.older) held += d.dN ?? 0;
+    while (this.older.length > 1 && held - (this.older[0].dN ?? 0) >= this.minMomentCompletions) held -= this.older.shift()?.dN ?? 0;
     while (this.obs.length > 1 && this.obs[0].t <= from) this.obs.shift();
   }
 
@@ -439,11 +478,8 @@ export class InstanceEstimator {
     let S = 0;
     let haveN = false;
     let haveS = false;
-    let svcBounds: number[] | undefined;
-    let svcCounts: number[] | undefined;
-    let svcSum = 0;
-    let latBounds: number[] | undefined;
-    let latCounts: number[] | undefined;
+    const svc = new HistSum();
+    const lat = new HistSum();
     // bucket layouts: aggregate the intervals that share the newest layout
     for (let k = ds.length - 1; k >= 0; k--) {
       const d = ds[k];
@@ -455,23 +491,8 @@ export class InstanceEstimator {
         S += d.dSumMs;
         haveS = true;
       }
-      if (d.service) {
-        if (!svcBounds) {
-          svcBounds = d.service.boundsMs;
-          svcCounts = new Array(d.service.counts.length).fill(0);
-        }
-        if (sameBounds(svcBounds, d.service.boundsMs)) {
-          d.service.counts.forEach((x, i) => ((svcCounts as number[])[i] += x));
-          svcSum += d.service.sumMs;
-        }
-      }
-      if (d.latency) {
-        if (!latBounds) {
-          latBounds = d.latency.boundsMs;
-          latCounts = new Array(d.latency.counts.length).fill(0);
-        }
-        if (sameBounds(latBounds, d.latency.boundsMs)) d.latency.counts.forEach((x, i) => ((latCounts as number[])[i] += x));
-      }
+      if (d.service) svc.add(d.service);
+      if (d.latency) lat.add(d.latency);
     }
     const T = ds.length > 0 ? (ds[ds.length - 1].t1 - ds[0].t0) / 1000 : 0;
     const departures = haveN && T > 0 ? N / T : NaN;
@@ -482,26 +503,47 @@ export class InstanceEstimator {
     const minT = Math.min(this.windowMs / 2, 2000) / 1000;
     if (Number.isFinite(departures) && q0 !== undefined && q1 !== undefined && T >= minT) lambda = Math.max(0, (N + (q1 - q0)) / T);
 
-    if (N > 0 && haveS) {
-      this.lastKnown.esMs = S / N;
-      if (svcBounds && svcCounts && svcCounts.some((x) => x > 0)) {
-        const m = secondMomentFromBuckets(svcBounds, svcCounts, svcSum, this.assumedScv);
+    // E[S], E[S²]: the window's completions, and older ones while fewer than minMomentCompletions.
+    // A heavy-tailed mean from a handful of requests can be off by 10x, and an instance that looks
+    // 10x slower gets no traffic, so no new completion would ever correct it.
+    let Nm = N;
+    let Sm = S;
+    let haveSm = haveS;
+    for (let k = this.older.length - 1; k >= 0 && Nm < this.minMomentCompletions; k--) {
+      const d = this.older[k];
+      if (d.dN === undefined || d.dSumMs === undefined) continue;
+      Nm += d.dN;
+      Sm += d.dSumMs;
+      haveSm = true;
+      if (d.service) svc.add(d.service);
+    }
+    if (Nm > 0 && haveSm) {
+      this.lastKnown.esMs = Sm / Nm;
+      if (svc.bounds && svc.nonEmpty()) {
+        const m = secondMomentFromBuckets(svc.bounds, svc.counts, svc.sumMs, this.assumedScv);
         this.lastKnown.es2Ms2 = m.es2;
         this.lastKnown.es2Method = m.method;
         this.lastKnown.es2ErrBoundMs2 = m.errBound;
       } else {
-        const es = S / N;
+        const es = Sm / Nm;
         this.lastKnown.es2Ms2 = (1 + this.assumedScv) * es * es;
         this.lastKnown.es2Method = 'assumed-scv';
         this.lastKnown.es2ErrBoundMs2 = NaN;
       }
     }
-    if (latBounds && latCounts && latCounts.some((x) => x > 0)) {
-      this.lastKnown.p50Ms = histQuantile(latBounds, latCounts, 0.5);
-      this.lastKnown.p99Ms = histQuantile(latBounds, latCounts, 0.99);
+    if (lat.bounds && lat.nonEmpty()) {
+      this.lastKnown.p50Ms = histQuantile(lat.bounds, lat.counts, 0.5);
+      this.lastKnown.p99Ms = histQuantile(lat.bounds, lat.counts, 0.99);
     } else if (last && (last.summaryP99Ms !== undefined || last.summaryP50Ms !== undefined)) {
       this.lastKnown.p50Ms = last.summaryP50Ms ?? NaN;
       this.lastKnown.p99Ms = last.summaryP99Ms ?? NaN;
+    } else if (lat.bounds) {
+      // No request finished in the window: the latency quantiles are unknown, not the old ones.
+      // An instance de-weighted or excluded as slow gets little or no traffic, so a kept P99 would
+      // keep it out for good; unknown gives health score 1 and the next window judges it again
+      // (as Envoy's outlier detection brings an ejected host back after its ejection time).
+      this.lastKnown.p50Ms = NaN;
+      this.lastKnown.p99Ms = NaN;
     }
 
     const es = this.lastKnown.esMs;

@@ -43,11 +43,15 @@ export const inferenceSchema: Record<string, unknown> = {
     scrapeIntervalMs: { type: 'integer', minimum: 50, maximum: 600000, default: 1000, description: 'each instance is scraped this often' },
     scrapeTimeoutMs: { type: 'integer', minimum: 10, maximum: 600000, default: 800, description: 'a scrape unanswered after this is a failure (reason unreachable)' },
     windowS: { type: 'number', minimum: 1, maximum: 3600, default: 10, description: 'sliding window of the rate / moment estimates' },
+    minMomentCompletions: {
+      type: 'integer', minimum: 1, maximum: 100000, default: 50,
+      description: 'E[S] and E[S^2] cover at least this many completions: older scrape intervals are added while the window holds fewer (a heavy-tailed mean of a few requests can be far off)',
+    },
     baselineWindowS: { type: 'number', minimum: 10, maximum: 86400, default: 300, description: 'window of the dynamic P99 baseline' },
     baselineScope: {
       enum: ['service', 'instance'],
-      default: 'service',
-      description: "pool of P99 samples of the baseline: all instances of the service (an instance slower than its peers is de-weighted) or each instance alone (only sudden slow-downs are)",
+      default: 'instance',
+      description: "pool of P99 samples of the baseline: each instance alone (default: an instance that got slower than it was is de-weighted; a peer that is slower by design is not, its speed is priced by E[S]) or all instances of the service (an instance slower than its peers is de-weighted)",
     },
     baselineTrim: { type: 'number', minimum: 0, maximum: 0.5, default: 0.1, description: 'fraction of the highest P99 samples dropped before the median' },
     slowFactor: { type: 'number', exclusiveMinimum: 1, maximum: 100, default: 3, description: 'P99 above slowFactor x baseline lowers the health score' },
@@ -137,6 +141,7 @@ export interface InferenceConfig {
   scrapeIntervalMs: number;
   scrapeTimeoutMs: number;
   windowS: number;
+  minMomentCompletions: number;
   baselineWindowS: number;
   baselineScope: 'service' | 'instance';
   baselineTrim: number;

@@ -179,6 +179,21 @@ export class Plan {
   perItemMs: StaticArray<f64>;
   /** Scratch: cost of each candidate for the current pick (+Inf: not eligible). */
   cost: StaticArray<f64>;
+  /**
+   * Saturation threshold per candidate, fixed per snapshot: slots when ρ >= maxUtilization, else
+   * +Inf -- "saturated" is then one compare per request (backlog >= satAt).
+   */
+  satAt: StaticArray<f64>;
+  /** Earliest staleAtMs of the candidates not statically skipped: before it, nothing is stale. */
+  minStaleAtMs: f64 = Infinity;
+  /** Indices of the candidates not statically skipped (p2c draws from these). */
+  elig: StaticArray<i32>;
+  nElig: i32 = 0;
+  /** Static skips per reason: what a full scan would count on every request. */
+  staticSkipped: StaticArray<i64>;
+  hasStaticSkips: bool = false;
+  /** The result of the last pick (reused: the request path allocates nothing). */
+  result: Pick = new Pick();
   /** Choices and skips made since the last flush to host metrics (one host call per tick, not per request). */
   chosen: StaticArray<i64>;
   skipped: StaticArray<i64>;
@@ -201,6 +216,11 @@ export class Plan {
     this.baseWaitMs = new StaticArray<f64>(n);
     this.perItemMs = new StaticArray<f64>(n);
     this.cost = new StaticArray<f64>(n);
+    this.satAt = new StaticArray<f64>(n);
+    this.staticSkipped = new StaticArray<i64>(SKIP_REASONS);
+    let ne = 0;
+    for (let i = 0; i < n; i++) if (cands[i].skip == SKIP_NONE) ne++;
+    this.elig = new StaticArray<i32>(ne);
     this.chosen = new StaticArray<i64>(n);
     this.skipped = new StaticArray<i64>(SKIP_REASONS);
     for (let i = 0; i < n; i++) {
@@ -219,6 +239,14 @@ export class Plan {
       this.rho[i] = c.rho;
       this.baseWaitMs[i] = c.baseWaitMs;
       this.perItemMs[i] = c.perItemMs;
+      this.satAt[i] = !(<f32>c.rho < <f32>maxUtilization) ? c.slots : Infinity;
+      if (c.skip == SKIP_NONE) {
+        if (c.staleAtMs < this.minStaleAtMs) this.minStaleAtMs = c.staleAtMs;
+        this.elig[this.nElig++] = i;
+      } else {
+        this.staticSkipped[c.skip]++;
+        this.hasStaticSkips = true;
+      }
     }
   }
 
@@ -252,25 +280,54 @@ function nthEligible(cost: usize, n: i32, k: i32): i32 {
 /**
  * Scores every candidate (skips counted in plan.skipped), then picks:
  *  - PICKER_P2C: two distinct eligible candidates at random, the cheaper one — robust when many
- *    proxies decide at once on the same data, since they do not all converge on one "best";
+ *    proxies decide at once on the same data, since they do not all converge on one "best".
+ *    Uniform draws, not draws by capacity c/E[S]: those concentrate the load on the fastest
+ *    instances and some runs collapse (bench/routing, fleet B, TS model: one run in five at
+ *    1.4x LEAST_REQUEST's P99; docs/benchmarks.md);
  *  - PICKER_BAND: uniformly among candidates within (1 + band) of the cheapest.
  * `inflight` is indexed by plan.slot.
  */
 export function pick(plan: Plan, inflight: Array<i32>, nowMs: f64, picker: i32, band: f64, rng: Rng): Pick {
-  const p = new Pick();
+  const p = plan.result;
+  p.index = -1;
+  p.eligible = 0;
+  p.considered = 0;
   const n = plan.n;
-  // Raw pointers into the flat arrays: this loop runs once per request over every instance.
+  const inflightP = inflight.dataStart;
+  if (picker == PICKER_P2C && plan.nElig >= 2 && nowMs < plan.minStaleAtMs) {
+    // O(1) p2c: two distinct candidates from the statically eligible ones. Nothing is stale yet, so
+    // they are eligible unless saturated right now; then (rare below fleet ρ 0.9) the full scan
+    // below decides, since the saturation rule depends on every instance's free slots. Rejecting
+    // pairs that hold a saturated instance keeps the draw uniform over the others.
+    const m = plan.nElig;
+    const ka = <i32>(rng.next() * <f64>m) % m;
+    let kb = <i32>(rng.next() * <f64>(m - 1)) % (m - 1);
+    if (kb >= ka) kb++;
+    const ia = unchecked(plan.elig[ka]);
+    const ib = unchecked(plan.elig[kb]);
+    const ba = backlogAt(plan, inflightP, ia);
+    const bb = backlogAt(plan, inflightP, ib);
+    if (ba < unchecked(plan.satAt[ia]) && bb < unchecked(plan.satAt[ib])) {
+      const ca = unchecked(plan.bw[ia]) + ba * unchecked(plan.pw[ia]);
+      const cb = unchecked(plan.bw[ib]) + bb * unchecked(plan.pw[ib]);
+      p.index = cb < ca ? ib : ia;
+      p.eligible = m;
+      p.considered = 2;
+      if (plan.hasStaticSkips) for (let r = 1; r < SKIP_REASONS; r++) unchecked(plan.skipped[r] += unchecked(plan.staticSkipped[r]));
+      return p;
+    }
+  }
+  // Full scan (band picker; p2c when a drawn candidate is saturated or some data may be stale).
+  // Raw pointers into the flat arrays: this loop runs over every instance.
   const skipP = changetype<usize>(plan.skip);
   const slotP = changetype<usize>(plan.slot);
   const staleP = changetype<usize>(plan.staleAtMs);
   const bwP = changetype<usize>(plan.bw);
   const pwP = changetype<usize>(plan.pw);
   const qP = changetype<usize>(plan.qAdj);
-  const slotsP = changetype<usize>(plan.slots);
-  const rhoP = changetype<usize>(plan.rho);
+  const satP = changetype<usize>(plan.satAt);
   const costP = changetype<usize>(plan.cost);
-  const inflightP = inflight.dataStart;
-  const maxU = <f32>plan.maxUtilization;
+  const anyStale = nowMs >= plan.minStaleAtMs;
   let best = Infinity;
   let eligible = 0;
   let saturated = 0;
@@ -278,7 +335,7 @@ export function pick(plan: Plan, inflight: Array<i32>, nowMs: f64, picker: i32, 
     const o4 = <usize>i << 2;
     const o8 = <usize>i << 3;
     let skip = load<i32>(skipP + o4);
-    if (skip == SKIP_NONE && nowMs >= load<f64>(staleP + o8)) skip = SKIP_STALE;
+    if (anyStale && skip == SKIP_NONE && nowMs >= load<f64>(staleP + o8)) skip = SKIP_STALE;
     if (skip != SKIP_NONE) {
       unchecked(plan.skipped[skip]++);
       store<f64>(costP + o8, Infinity);
@@ -290,7 +347,7 @@ export function pick(plan: Plan, inflight: Array<i32>, nowMs: f64, picker: i32, 
     store<f64>(costP + o8, c);
     eligible++;
     if (c < best) best = c;
-    if (!(<f32>load<f64>(rhoP + o8) < maxU) && b >= load<f64>(slotsP + o8)) saturated++;
+    if (b >= load<f64>(satP + o8)) saturated++;
   }
   if (saturated > 0) {
     // Rare path. Every eligible instance saturated: none is (the all-ineligible policy applies).
@@ -300,8 +357,8 @@ export function pick(plan: Plan, inflight: Array<i32>, nowMs: f64, picker: i32, 
       for (let i = 0; i < n; i++) {
         const o8 = <usize>i << 3;
         if (load<f64>(costP + o8) == Infinity) continue;
-        const b = backlogAt(plan, inflightP, i);
-        if (<f32>load<f64>(rhoP + o8) < maxU && b < load<f64>(slotsP + o8)) freeNonSat++;
+        // not hot (satAt +Inf), and a slot free
+        if (load<f64>(satP + o8) == Infinity && backlogAt(plan, inflightP, i) < unchecked(plan.slots[i])) freeNonSat++;
       }
     }
     if (saturated == eligible || freeNonSat > 0) {
@@ -310,7 +367,7 @@ export function pick(plan: Plan, inflight: Array<i32>, nowMs: f64, picker: i32, 
         const o8 = <usize>i << 3;
         const c = load<f64>(costP + o8);
         if (c == Infinity) continue;
-        if (!(<f32>load<f64>(rhoP + o8) < maxU) && backlogAt(plan, inflightP, i) >= load<f64>(slotsP + o8)) {
+        if (backlogAt(plan, inflightP, i) >= load<f64>(satP + o8)) {
           store<f64>(costP + o8, Infinity);
         } else if (c < best) best = c;
       }
