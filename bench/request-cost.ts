@@ -37,18 +37,19 @@ function snapshotBody(n: number): Buffer {
     instances: n > 0 ? instances(n) : undefined });
 }
 
-function config(loadAware: boolean): string {
+function config(loadAware: boolean, picker = 'p2c'): string {
   return JSON.stringify({
     agent: { cluster: 'switchyard_agent', longPollMs: 0, pollMs: 10 },
     link: { services: [{ authorities: ['payment.example'], peer: 'cloud-b' }] },
-    ...(loadAware ? { loadAware: { services: [{ authorities: ['inference.example'], service: 'llm', stalenessMs: 600000 }] } } : {}),
+    ...(loadAware ? { loadAware: { services: [{ authorities: ['inference.example'], service: 'llm', stalenessMs: 600000, picker }] } } : {}),
   });
 }
 
-async function switchyardHost(n: number | null): Promise<ProxyWasmHost> {
+/** picker 'band' scans every instance on every request: the cost p2c has when it must scan (a drawn candidate saturated). */
+async function switchyardHost(n: number | null, picker = 'p2c'): Promise<ProxyWasmHost> {
   const body = snapshotBody(n ?? 0);
   const host = await ProxyWasmHost.create({
-    wasm: path.join(ROOT, 'build/switchyard.wasm'), pluginConfig: config(n !== null), workers: 1, mainThread: false, canary: false,
+    wasm: path.join(ROOT, 'build/switchyard.wasm'), pluginConfig: config(n !== null, picker), workers: 1, mainThread: false, canary: false,
     clock: 'manual', startTimeMs: 1_000_000, clusters: { switchyard_agent: { handler: () => ({ status: 200, body }) } },
   });
   for (let i = 0; i < 10; i++) await host.advance(20); // poll, adopt, publish
@@ -79,6 +80,7 @@ async function main(): Promise<void> {
   for (const n of [16, 64, 256]) {
     variants.push({ name: `switchyard load-aware, ${n} instances`, host: await switchyardHost(n), headers: rq('inference.example'), samples: [] });
   }
+  variants.push({ name: 'load-aware, 256, full scan (picker band)', host: await switchyardHost(256, 'band'), headers: rq('inference.example'), samples: [] });
   // sanity: the variants do what they claim
   const hdr = (v: Variant, name: string) => v.host.requestSync(v.headers).upstreamHeaders!.filter(([k]) => k === name).map(([, x]) => x).join();
   if (hdr(variants[1], 'x-cross-cloud-status') !== 'normal') throw new Error('link variant did not set the status');
