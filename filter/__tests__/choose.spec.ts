@@ -39,6 +39,8 @@ describe("health score and weights", () => {
     expect(healthScore(375, 100)).toBeCloseTo(0.8);
     expect(healthScore(600, 100)).toBeCloseTo(0.5);
     expect(healthScore(100, 0)).toBe(1.0); // no baseline yet
+    // P99 unknown (the agent sends NaN when no request finished in its window): judged again, not kept out
+    expect(healthScore(NaN, 100)).toBe(1.0);
     expect(weightFor(0.8)).toBe(1.0);
     expect(weightFor(0.79)).toBeCloseTo(0.79);
     expect(weightFor(0.5)).toBeCloseTo(0.5);
