@@ -339,6 +339,16 @@ export class MultiProxy implements RoutingPolicy {
   complete(t: number, id: number, inst: number): void {
     this.proxies[this.owner[id]].complete?.(t, id, inst);
   }
+  advanceTo(t: number): void {
+    for (const p of this.proxies) p.advanceTo?.(t);
+  }
+  finish(t: number): void {
+    for (const p of this.proxies) p.finish?.(t);
+  }
+  /** the proxies, for their statistics */
+  get members(): readonly RoutingPolicy[] {
+    return this.proxies;
+  }
 }
 
 /** Envoy LEAST_REQUEST (P2C) on THIS proxy's active requests only (several proxies: each sees its own). */

@@ -211,6 +211,7 @@ async function main(): Promise<void> {
 
   // ------------------------------------------------------------ 5: several proxies (caveat)
   log(`== 5. Caveat: ${PROXIES} proxies in front of the fleet (arrivals spread at random; each proxy counts only its own in-flight requests; one agent)`);
+  log(`   switchyard x${PROXIES}: ${PROXIES} embedded hosts running the compiled filter (2 workers each; @250ms: the agent scrapes every 250 ms); model: rows are the TS model`);
   const multi = await multiProxy(FLEET);
   log(mainTable(multi, MULTI_RHOS, multi.filter((r) => r.rho === MULTI_RHOS[0]).map((r) => r.policy), []).split('\n\n')[0]);
   log('fleet B:');
@@ -342,12 +343,21 @@ async function multiProxy(fleet: FleetSpec): Promise<Row[]> {
       [new MultiProxy(`least-request x${PROXIES}`, (k) => new LocalLeastRequest(SEED + k), PROXIES, undefined, SEED), 'baseline'],
       [model('model: proposal', PROPOSAL, AGENT_1S), 'model'],
       [shared(`model: proposal x${PROXIES}`, PROPOSAL), 'model'],
+      ...([[AGENT_1S, ''], [AGENT_250, '@250ms']] as Array<[AgentSpec, string]>).map(([spec, tag]): [RoutingPolicy, Row['kind']] => [
+        new MultiProxy(`switchyard x${PROXIES}${tag}`, (k, agent) => new SwitchyardPolicy({
+          wasmPath: WASM, agent: spec, seed: SEED + k, name: `switchyard x${PROXIES}${tag}`, sharedAgent: agent,
+        }), PROXIES, { spec, seed: SEED }, SEED), 'filter']),
       [model('model: filter defaults', FILTER_DEFAULTS, AGENT_1S), 'model'],
       [shared(`model: filter defaults x${PROXIES}`, FILTER_DEFAULTS), 'model'],
       [model('model: p2c by capacity', { ...FILTER_DEFAULTS, weighted: true }, AGENT_1S), 'model'],
       [shared(`model: p2c by capacity x${PROXIES}`, { ...FILTER_DEFAULTS, weighted: true }), 'model'],
     ];
-    for (const [p, kind] of policies) out.push((await run(p, sp, kind, 1000, { proxies: p.name.includes(' x') ? PROXIES : 1 }, fleet)).row);
+    for (const [p, kind] of policies) {
+      out.push((await run(p, sp, kind, p.name.endsWith('@250ms') ? 250 : 1000, { proxies: p.name.includes(' x') ? PROXIES : 1 }, fleet)).row);
+      if (p instanceof MultiProxy && kind === 'filter') {
+        for (const m of p.members) checkFilterRun(m as SwitchyardPolicy, p.name, rho);
+      }
+    }
   }
   return out;
 }

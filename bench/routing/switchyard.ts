@@ -132,7 +132,11 @@ export class SwitchyardPolicy implements RoutingPolicy {
   fallbackIds: Uint8Array = new Uint8Array(0);
 
   constructor(
-    private readonly opts: { wasmPath: string; agent: AgentSpec; tuning?: FilterTuning; workers?: number; seed: number; name?: string; measuredRange?: [number, number] },
+    private readonly opts: {
+      wasmPath: string; agent: AgentSpec; tuning?: FilterTuning; workers?: number; seed: number; name?: string; measuredRange?: [number, number];
+      /** an agent shared with other proxies (its owner attaches it to the engine) */
+      sharedAgent?: AgentModel;
+    },
   ) {
     this.name = opts.name ?? 'switchyard';
     this.rng = mulberry32(opts.seed ^ 0xfa11);
@@ -141,7 +145,7 @@ export class SwitchyardPolicy implements RoutingPolicy {
   init(ctx: EngineCtx): void {
     this.ctx = ctx;
     ctx.addrs.forEach((a, i) => this.addrIndex.set(a, i));
-    this.agent = new AgentModel(this.opts.agent, ctx.addrs, START_EPOCH_MS, this.opts.seed);
+    this.agent = this.opts.sharedAgent ?? new AgentModel(this.opts.agent, ctx.addrs, START_EPOCH_MS, this.opts.seed);
     this.agent.onPublish((p) => this.wake(p));
     const { bytes } = wasmBytes(this.opts.wasmPath);
     this.host = ProxyWasmHost.createSync({
@@ -154,7 +158,7 @@ export class SwitchyardPolicy implements RoutingPolicy {
       clusters: { switchyard_agent: { handler: (req) => this.serve(req) } },
       logLevel: 'warn',
     });
-    this.agent.attach(ctx);
+    if (!this.opts.sharedAgent) this.agent.attach(ctx);
   }
 
   /** GET /v1/snapshot?after=SEQ&waitMs=N, as agent.ts + publisher.wait answer it. */
