@@ -162,7 +162,6 @@ export class Pick {
  */
 export class Plan {
   n: i32;
-  maxUtilization: f64 = 0.95;
   addr: Array<string>;
   addrBytes: Array<ArrayBuffer>;
   metricId: StaticArray<u32>;
@@ -201,7 +200,6 @@ export class Plan {
   constructor(cands: Array<Candidate>, maxUtilization: f64 = 0.95) {
     const n = cands.length;
     this.n = n;
-    this.maxUtilization = maxUtilization;
     this.addr = new Array<string>(n);
     this.addrBytes = new Array<ArrayBuffer>(n);
     this.metricId = new StaticArray<u32>(n);
@@ -278,13 +276,15 @@ function nthEligible(cost: usize, n: i32, k: i32): i32 {
 }
 
 /**
- * Scores every candidate (skips counted in plan.skipped), then picks:
+ * Picks an instance; skips are counted in plan.skipped as if every candidate were scored.
  *  - PICKER_P2C: two distinct eligible candidates at random, the cheaper one — robust when many
  *    proxies decide at once on the same data, since they do not all converge on one "best".
- *    Uniform draws, not draws by capacity c/E[S]: those concentrate the load on the fastest
- *    instances and some runs collapse (bench/routing, fleet B, TS model: one run in five at
- *    1.4x LEAST_REQUEST's P99; docs/benchmarks.md);
- *  - PICKER_BAND: uniformly among candidates within (1 + band) of the cheapest.
+ *    Only the two drawn are scored unless one is saturated or data may be stale (full scan).
+ *    Uniform draws, not draws by capacity c/E[S]: measured in bench/routing, those gained little
+ *    on a fleet of mixed speeds, nothing on near-equal instances, and lost with 4 proxies
+ *    (docs/benchmarks.md);
+ *  - PICKER_BAND: scores every candidate, then uniformly among those within (1 + band) of the
+ *    cheapest.
  * `inflight` is indexed by plan.slot.
  */
 export function pick(plan: Plan, inflight: Array<i32>, nowMs: f64, picker: i32, band: f64, rng: Rng): Pick {

@@ -66,23 +66,23 @@ export class PluginConfig {
 
   /** Matcher from authority to index in loadAware.services. */
   loadAwareMatcher(): AuthorityMatcher {
-    const m = new AuthorityMatcher();
-    for (let i = 0; i < this.loadAware.services.length; i++) {
-      const s = this.loadAware.services[i];
-      for (let j = 0; j < s.authorities.length; j++) m.add(s.authorities[j], i);
-    }
-    return m;
+    return matcherOf<LoadAwareService>(this.loadAware.services);
   }
 
   /** Matcher from authority to index in link.services. */
   linkMatcher(): AuthorityMatcher {
-    const m = new AuthorityMatcher();
-    for (let i = 0; i < this.link.services.length; i++) {
-      const s = this.link.services[i];
-      for (let j = 0; j < s.authorities.length; j++) m.add(s.authorities[j], i);
-    }
-    return m;
+    return matcherOf<LinkService>(this.link.services);
   }
+}
+
+/** Every authority of every service, mapped to the service's index. */
+function matcherOf<T>(services: Array<T>): AuthorityMatcher {
+  const m = new AuthorityMatcher();
+  for (let i = 0; i < services.length; i++) {
+    const a = services[i].authorities;
+    for (let j = 0; j < a.length; j++) m.add(a[j], i);
+  }
+  return m;
 }
 
 export class ConfigResult {
