@@ -338,22 +338,23 @@ async function multiProxy(fleet: FleetSpec): Promise<Row[]> {
     const shared = (name: string, v: Partial<ChooseVariant>): MultiProxy =>
       new MultiProxy(name, (k, agent) => new ChooseModel({ ...AS_BUILT, ...v }, { agent: AGENT_1S, seed: SEED + k, name, sharedAgent: agent }), PROXIES,
         { spec: AGENT_1S, seed: SEED }, SEED);
-    const policies: Array<[RoutingPolicy, Row['kind']]> = [
+    // [policy, kind, agent scrape interval]
+    const policies: Array<[RoutingPolicy, Row['kind'], number?]> = [
       [new LeastRequest(SEED), 'baseline'],
       [new MultiProxy(`least-request x${PROXIES}`, (k) => new LocalLeastRequest(SEED + k), PROXIES, undefined, SEED), 'baseline'],
       [model('model: proposal', PROPOSAL, AGENT_1S), 'model'],
       [shared(`model: proposal x${PROXIES}`, PROPOSAL), 'model'],
-      ...([[AGENT_1S, ''], [AGENT_250, '@250ms']] as Array<[AgentSpec, string]>).map(([spec, tag]): [RoutingPolicy, Row['kind']] => [
+      ...([[AGENT_1S, ''], [AGENT_250, '@250ms']] as Array<[AgentSpec, string]>).map(([spec, tag]): [RoutingPolicy, Row['kind'], number] => [
         new MultiProxy(`switchyard x${PROXIES}${tag}`, (k, agent) => new SwitchyardPolicy({
           wasmPath: WASM, agent: spec, seed: SEED + k, name: `switchyard x${PROXIES}${tag}`, sharedAgent: agent,
-        }), PROXIES, { spec, seed: SEED }, SEED), 'filter']),
+        }), PROXIES, { spec, seed: SEED }, SEED), 'filter', spec.scrapeIntervalMs]),
       [model('model: filter defaults', FILTER_DEFAULTS, AGENT_1S), 'model'],
       [shared(`model: filter defaults x${PROXIES}`, FILTER_DEFAULTS), 'model'],
       [model('model: p2c by capacity', { ...FILTER_DEFAULTS, weighted: true }, AGENT_1S), 'model'],
       [shared(`model: p2c by capacity x${PROXIES}`, { ...FILTER_DEFAULTS, weighted: true }), 'model'],
     ];
-    for (const [p, kind] of policies) {
-      out.push((await run(p, sp, kind, p.name.endsWith('@250ms') ? 250 : 1000, { proxies: p.name.includes(' x') ? PROXIES : 1 }, fleet)).row);
+    for (const [p, kind, scrapeMs = AGENT_1S.scrapeIntervalMs] of policies) {
+      out.push((await run(p, sp, kind, scrapeMs, { proxies: p instanceof MultiProxy ? PROXIES : 1 }, fleet)).row);
       if (p instanceof MultiProxy && kind === 'filter') {
         for (const m of p.members) checkFilterRun(m as SwitchyardPolicy, p.name, rho);
       }
