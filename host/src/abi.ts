@@ -239,12 +239,3 @@ export const MALLOC_ALLOWED = new Set<string>(['env.proxy_log']);
 for (const m of WASI_MODULES) {
   for (const f of ['fd_write', 'clock_time_get', 'poll_oneoff']) MALLOC_ALLOWED.add(`${m}.${f}`);
 }
-
-/** Guest exports the host calls (ABI 0.2.x). */
-export const GUEST_CALLBACKS = [
-  'proxy_on_context_create', 'proxy_on_vm_start', 'proxy_on_configure', 'proxy_on_tick',
-  'proxy_on_done', 'proxy_on_log', 'proxy_on_delete', 'proxy_on_request_headers',
-  'proxy_on_request_body', 'proxy_on_request_trailers', 'proxy_on_response_headers',
-  'proxy_on_response_body', 'proxy_on_response_trailers', 'proxy_on_http_call_response',
-  'proxy_on_queue_ready', 'proxy_on_foreign_function',
-] as const;
