@@ -15,6 +15,9 @@ import { DownstreamSink, HttpStream, UpstreamHandler } from './stream';
 import { HttpCallResponse, LogEntry, VmOwner, WA, WAModule, WasmVm, errMsg } from './vm';
 import { readImports } from './wasm-binary';
 
+/** Envoy's default per_connection_buffer_limit_bytes (1 MiB), the filter manager's buffer limit. */
+export const DEFAULT_BUFFER_LIMIT_BYTES = 1024 * 1024;
+
 // --- clusters ----------------------------------------------------------------------------------
 
 /** What an in-process cluster handler receives. */
@@ -80,6 +83,14 @@ export interface HostOptions {
   strictImports?: boolean;
   /** Envoy clears the route cache when the filter mutates request headers. Default true. */
   routeRefresh?: boolean;
+  /**
+   * Envoy's PluginConfig.allow_on_headers_stop_iteration. Default false (Envoy's default): a
+   * StopIteration from the headers callbacks stops everything (no body callback) until
+   * proxy_continue_stream; true holds the headers while the body goes through the filter.
+   */
+  allowOnHeadersStopIteration?: boolean;
+  /** Connection buffer limit in bytes (Envoy per_connection_buffer_limit_bytes). Default 1 MiB. */
+  bufferLimitBytes?: number;
   /** Share shared data / queues / stats with other hosts (same Envoy process). */
   process?: EnvoyProcess;
   onLog?: (e: LogEntry) => void;
@@ -205,6 +216,10 @@ export class ProxyWasmHost implements VmOwner {
     this.routeRefresh = opts.routeRefresh ?? true;
     this.streamOpts.failOpen = this.failOpen;
     this.streamOpts.routeRefresh = this.routeRefresh;
+    this.streamOpts.allowOnHeadersStopIteration = opts.allowOnHeadersStopIteration ?? false;
+    const limit = opts.bufferLimitBytes ?? DEFAULT_BUFFER_LIMIT_BYTES;
+    if (!Number.isInteger(limit) || limit <= 0) throw new Error(`bufferLimitBytes must be a positive integer, got ${limit}`);
+    this.streamOpts.bufferLimitBytes = limit;
     this.maxLogs = opts.maxLogs ?? 10000;
     this.onLogCb = opts.onLog;
     for (const [k, v] of Object.entries(opts.clusters ?? {})) this.addCluster(k, v);
@@ -479,6 +494,8 @@ export class ProxyWasmHost implements VmOwner {
   private readonly streamOpts = {
     failOpen: false,
     routeRefresh: true,
+    allowOnHeadersStopIteration: false,
+    bufferLimitBytes: DEFAULT_BUFFER_LIMIT_BYTES,
     onComplete: (s: HttpStream) => { this.activeStreams.delete(s); },
     warn: (m: string) => this.hostLog(3, m),
   };

@@ -16,7 +16,7 @@ import type { LogLevelName } from './abi';
 import { ClusterConfig, ProxyConfig, RouteConfig, VirtualHostConfig, loadEnvoyConfig, parseEnvoyConfig } from './envoy-config';
 import { HeaderMap } from './header-map';
 import { Endpoint, destroyAgents, sendHttp } from './http-client';
-import { ClusterSpec, ProxyWasmHost, parseIpPort } from './host';
+import { ClusterSpec, DEFAULT_BUFFER_LIMIT_BYTES, ProxyWasmHost, parseIpPort } from './host';
 import type { Pair } from './pairs';
 import { HttpStream, UpstreamHandler } from './stream';
 import { statsText, prometheusText } from './stores';
@@ -39,6 +39,10 @@ export interface ProxyOptions {
   logLevel?: LogLevelName;
   strictImports?: boolean;
   routeRefresh?: boolean;
+  /** PluginConfig.allow_on_headers_stop_iteration (default false, as Envoy). */
+  allowOnHeadersStopIteration?: boolean;
+  /** Connection buffer limit (per_connection_buffer_limit_bytes), default 1 MiB. */
+  bufferLimitBytes?: number;
   /** Random source in [0,1) for weighted clusters (default Math.random). */
   random?: () => number;
   onLog?: (e: LogEntry) => void;
@@ -85,6 +89,7 @@ export class EnvoyProxy {
         failOpen: w.failOpen, workers: opts.workers ?? 2, clock: 'real',
         clusters, logLevel: opts.logLevel ?? 'info', strictImports: opts.strictImports,
         routeRefresh: opts.routeRefresh, onLog: opts.onLog,
+        allowOnHeadersStopIteration: opts.allowOnHeadersStopIteration, bufferLimitBytes: opts.bufferLimitBytes,
       });
     }
     const p = new EnvoyProxy(config, opts, host);
@@ -199,6 +204,7 @@ export class EnvoyProxy {
     } else {
       stream = new HttpStream(null, h, null, !hasBody, sink, this.router, {
         failOpen: true, routeRefresh: true, onComplete, warn: () => {},
+        allowOnHeadersStopIteration: false, bufferLimitBytes: this.opts.bufferLimitBytes ?? DEFAULT_BUFFER_LIMIT_BYTES,
       });
       stream.start();
     }

@@ -21,6 +21,7 @@ type FilterDataStatus = FilterDataStatus_;
 const HeaderMap = HeaderMap_;
 type HeaderMap = HeaderMap_;
 const BodyBuffer = BodyBuffer_;
+type BodyBuffer = BodyBuffer_;
 
 export interface DownstreamSink {
   headers(headers: HeaderMap, endStream: boolean): void;
@@ -53,6 +54,15 @@ type State =
 export interface StreamOptions {
   failOpen: boolean;
   routeRefresh: boolean;
+  /**
+   * Envoy's PluginConfig.allow_on_headers_stop_iteration (default false): StopIteration from
+   * on_request/response_headers holds the headers while the body still goes through the filter.
+   * When false, cpp-host turns StopIteration into StopAllIterationAndWatermark (no body callback
+   * until proxy_continue_stream).
+   */
+  allowOnHeadersStopIteration: boolean;
+  /** The connection buffer limit (Envoy per_connection_buffer_limit_bytes, default 1 MiB). */
+  bufferLimitBytes: number;
   onComplete(s: HttpStream): void;
   warn(msg: string): void;
 }
@@ -72,9 +82,20 @@ export class HttpStream implements StreamCallbacks {
   // request side
   private reqChunks: Buffer[] = [];
   private reqEnded: boolean;
-  private reqBuffered: Buffer | null = null;
+  /** Body the filter manager holds for this filter (Stop*AndBuffer / Watermark). */
+  private reqHeld: BodyBuffer | null = null;
+  /** The last on_request_body returned StopIterationAndBuffer (Envoy buffering_request_body_). */
+  private reqBuffering = false;
+  /** The filter stopped decoding and has not continued yet. */
+  private reqStopped = false;
+  /** Headers stopped with StopAllIterationAndBuffer: what arrives meanwhile counts against the limit. */
+  private reqStopAllBuffer = false;
   private reqForwarded: Buffer[] = [];
   private reqPausedAt: 'headers' | 'data' = 'headers';
+  /** StopIteration (allowOnHeadersStopIteration): headers held while body callbacks run. */
+  private reqHeadersHeld = false;
+  /** Headers as released by a body callback's Continue (the router saw these; later mutation does not reach it). */
+  private releasedHeaders: HeaderMap | null = null;
   /** Request headers as the upstream saw them (after the filter). */
   upstreamHeaders: Pair[] | undefined;
   upstreamBody: Buffer | undefined;
@@ -86,8 +107,11 @@ export class HttpStream implements StreamCallbacks {
   responseHeaders: HeaderMap | null = null;
   private respChunks: Buffer[] = [];
   private respEnded = false;
-  private respBuffered: Buffer | null = null;
+  private respHeld: BodyBuffer | null = null;
+  private respBuffering = false;
+  private respStopped = false;
   private respPausedAt: 'headers' | 'data' = 'headers';
+  private respHeadersHeld = false;
   private downstreamStarted = false;
 
   localReply: LocalReply | undefined;
@@ -130,54 +154,76 @@ export class HttpStream implements StreamCallbacks {
 
   /** Headers of the route decision (Envoy clears the route cache on request header mutation). */
   routeHeaders(): HeaderMap {
-    return this.routeSnapshot && !this.routeCacheCleared ? this.routeSnapshot : this.requestHeaders;
+    if (this.routeSnapshot && !this.routeCacheCleared) return this.routeSnapshot;
+    return this.releasedHeaders ?? this.requestHeaders;
   }
 
   // --- downstream input (proxy mode) -------------------------------------------------------------
   pushRequestData(chunk: Buffer, end: boolean): void {
     if (chunk.length) this.reqChunks.push(chunk);
     if (end) this.reqEnded = true;
+    if (this.reqStopAllBuffer && this.state === 'wait_req' && this.pendingRequestBytes() > this.opts.bufferLimitBytes) {
+      this.requestTooLarge();
+      return;
+    }
     this.pump();
+  }
+
+  private pendingRequestBytes(): number {
+    let n = 0;
+    for (const c of this.reqChunks) n += c.length;
+    return n;
+  }
+
+  /** FilterManager requestDataTooLarge with a buffering (non-streaming) filter: 413. */
+  private requestTooLarge(): void {
+    this.hostLocalReply(413, 'Payload Too Large', 'request_payload_too_large');
   }
 
   // --- StreamCallbacks (called by the VM's host functions, as after-call actions) -------------
   continueDecoding(): void {
-    if (this.state !== 'wait_req') {
+    if (!this.reqStopped || (this.state !== 'wait_req' && this.state !== 'req_data')) {
       this.opts.warn(`proxy_continue_stream(Request) ignored: the request is not paused (state ${this.state})`);
       return;
     }
     const ctx = this.ctx;
-    if (this.reqPausedAt === 'headers') {
-      if (ctx) ctx.requestHeaders = null;
-      this.state = this.reqChunks.length || !this.reqEnded ? 'req_data' : 'upstream';
-    } else {
-      if (this.reqBuffered) this.reqForwarded.push(this.reqBuffered);
-      this.reqBuffered = null;
-      if (ctx) ctx.requestBody = null;
-      this.state = this.reqChunks.length || !this.reqEnded ? 'req_data' : 'upstream';
+    if (ctx) {
+      ctx.requestHeaders = null;
+      ctx.requestBody = null;
     }
+    if (this.state === 'wait_req' && this.reqPausedAt === 'headers' && this.reqChunks.length > 1) {
+      // After StopAll the filter manager hands the data that arrived meanwhile to the filter as one buffer.
+      this.reqChunks = [Buffer.concat(this.reqChunks)];
+    }
+    this.reqStopped = this.reqBuffering = this.reqHeadersHeld = this.reqStopAllBuffer = false;
+    if (this.reqHeld) this.reqForwarded.push(this.reqHeld.data);
+    this.reqHeld = null;
+    this.state = this.reqChunks.length || !this.reqEnded ? 'req_data' : 'upstream';
     this.pump();
   }
 
   continueEncoding(): void {
-    if (this.state !== 'wait_resp') {
+    if (!this.respStopped || (this.state !== 'wait_resp' && this.state !== 'resp_data')) {
       this.opts.warn(`proxy_continue_stream(Response) ignored: the response is not paused (state ${this.state})`);
       return;
     }
     const ctx = this.ctx;
-    if (this.respPausedAt === 'headers') {
-      if (ctx) ctx.responseHeaders = null;
-      const eos = this.respEnded && this.respChunks.length === 0;
-      this.emitHeaders(eos);
-      this.state = eos ? 'complete' : 'resp_data';
-    } else {
-      if (ctx) ctx.responseBody = null;
-      const data = this.respBuffered ?? EMPTY;
-      this.respBuffered = null;
-      const eos = this.respEnded && this.respChunks.length === 0;
-      this.emitData(data, eos);
-      this.state = eos ? 'complete' : 'resp_data';
+    if (ctx) {
+      ctx.responseHeaders = null;
+      ctx.responseBody = null;
     }
+    const stopAllAtHeaders = this.state === 'wait_resp' && this.respPausedAt === 'headers';
+    const pausedAtHeaders = stopAllAtHeaders || this.respHeadersHeld;
+    if (stopAllAtHeaders && this.respChunks.length > 1) {
+      this.respChunks = [Buffer.concat(this.respChunks)];
+    }
+    this.respStopped = this.respBuffering = this.respHeadersHeld = false;
+    const held = this.respHeld;
+    this.respHeld = null;
+    const eos = this.respEnded && this.respChunks.length === 0;
+    if (pausedAtHeaders) this.emitHeaders(eos && !held);
+    if (held) this.emitData(held.data, eos);
+    this.state = eos ? 'complete' : 'resp_data';
     this.pump();
   }
 
@@ -209,7 +255,10 @@ export class HttpStream implements StreamCallbacks {
       this.resetStream(details);
       return;
     }
-    if (this.state === 'wait_upstream' || this.state === 'upstream') this.upstream.cancel?.(this);
+    if (this.state === 'wait_upstream' || this.state === 'upstream' || !this.respEnded) this.upstream.cancel?.(this);
+    // FilterManager::sendLocalReply: once response headers exist (encoding started) but nothing
+    // went downstream, the reply goes straight to the codec, bypassing the filters.
+    const direct = this.responseHeaders !== null;
     this.localReply = { status, body, headers: extra, details, fromHost };
     // Http::Utility::sendLocalReply
     const h = new HeaderMap('response');
@@ -225,7 +274,20 @@ export class HttpStream implements StreamCallbacks {
     this.responseHeaders = h;
     this.respChunks = body.length ? [body] : [];
     this.respEnded = true;
-    this.respBuffered = null;
+    this.respHeld = null;
+    this.respStopped = this.respBuffering = this.respHeadersHeld = false;
+    if (direct) {
+      if (this.ctx) {
+        this.ctx.responseHeaders = null;
+        this.ctx.responseBody = null;
+      }
+      this.respChunks = [];
+      this.emitHeaders(body.length === 0);
+      if (body.length) this.emitData(body, true);
+      this.state = 'complete';
+      this.pump();
+      return;
+    }
     if (this.ctx) {
       this.ctx.requestHeaders = null;
       this.ctx.requestBody = null;
@@ -346,53 +408,92 @@ export class HttpStream implements StreamCallbacks {
         }
         if (this.state !== 'req_headers') return; // a local reply / reset took over
         if (this.checkFail()) return;
-        if (vm.failed || headersStatus(r, stopped) === FilterHeadersStatus.Continue) {
+        const status = vm.failed ? FilterHeadersStatus.Continue : headersStatus(r, stopped, this.opts.allowOnHeadersStopIteration);
+        if (status === FilterHeadersStatus.Continue) {
           ctx.requestHeaders = null;
           this.state = eos ? 'upstream' : 'req_data';
-        } else {
-          this.reqPausedAt = 'headers';
-          this.state = 'wait_req';
+          return;
         }
+        this.reqStopped = true;
+        if (status === FilterHeadersStatus.StopIteration && !eos) {
+          this.reqHeadersHeld = true;
+          this.state = 'req_data';
+          return;
+        }
+        this.reqStopAllBuffer = status === FilterHeadersStatus.StopAllIterationAndBuffer;
+        this.reqPausedAt = 'headers';
+        this.state = 'wait_req';
+        if (this.reqStopAllBuffer && this.pendingRequestBytes() > this.opts.bufferLimitBytes) this.requestTooLarge();
         return;
       }
       case 'req_data': {
         const chunk = this.reqChunks.shift() ?? EMPTY;
         const eos = this.reqEnded && this.reqChunks.length === 0;
-        if (!this.filterActive() || !vm!.has('proxy_on_request_body')) {
-          if (this.reqBuffered) { this.reqForwarded.push(this.reqBuffered); this.reqBuffered = null; }
-          this.reqForwarded.push(chunk);
-          if (eos) this.state = 'upstream';
+        if (!this.filterActive()) {
+          this.forwardRequest(chunk, eos);
           return;
         }
-        const data = this.reqBuffered ? Buffer.concat([this.reqBuffered, chunk]) : chunk;
-        const buf = new BodyBuffer(data, true);
-        ctx!.requestBody = buf;
-        ctx!.endOfStream = eos;
-        const r = vm!.call(ctx!, 'proxy_on_request_body', ctx!.id, buf.size, eos ? 1 : 0);
-        const stopped = vm!.lastStopped;
-        if (this.state !== 'req_data') return;
-        if (this.checkFail()) return;
-        if (vm!.failed || dataStatus(r, stopped) === FilterDataStatus.Continue) {
-          this.reqForwarded.push(buf.data);
-          this.reqBuffered = null;
-          ctx!.requestBody = null;
-          if (eos) this.state = 'upstream';
-        } else {
-          // StopIterationAndBuffer (and, simplified, the other Stop* values): keep buffering.
-          this.reqBuffered = buf.data;
-          if (eos) {
-            this.reqPausedAt = 'data';
-            this.state = 'wait_req';
+        // Context::decodeData: while buffering, the new chunk joins the buffered body first
+        // (addDecodedData, which answers 413 past the limit) and the guest sees the whole of it.
+        let data = chunk;
+        let prior = this.reqHeld;
+        if (this.reqBuffering && prior) {
+          data = Buffer.concat([prior.data, chunk]);
+          prior = null;
+          if (data.length > this.opts.bufferLimitBytes) {
+            this.reqHeld = null;
+            this.requestTooLarge();
+            return;
           }
+        }
+        let status: FilterDataStatus = FilterDataStatus.Continue;
+        const buf = new BodyBuffer(data, true);
+        if (vm!.has('proxy_on_request_body')) {
+          ctx!.requestBody = buf;
+          ctx!.endOfStream = eos;
+          const r = vm!.call(ctx!, 'proxy_on_request_body', ctx!.id, buf.size, eos ? 1 : 0);
+          const stopped = vm!.lastStopped;
+          if (this.state !== 'req_data') return;
+          if (this.checkFail()) return;
+          if (!vm!.failed) status = dataStatus(r, stopped);
+        }
+        this.reqBuffering = status === FilterDataStatus.StopIterationAndBuffer;
+        if (status === FilterDataStatus.Continue) {
+          ctx!.requestBody = null;
+          this.reqHeld = null;
+          if (prior) this.reqForwarded.push(prior.data);
+          this.reqStopped = false;
+          this.forwardRequest(buf.data, eos);
+          return;
+        }
+        this.reqStopped = true;
+        if (status === FilterDataStatus.StopIterationNoBuffer) {
+          // Not buffered by the filter manager: the chunk is gone unless the filter kept a copy.
+          ctx!.requestBody = null;
+        } else {
+          const held = prior ? new BodyBuffer(Buffer.concat([prior.data, buf.data]), true) : buf;
+          this.reqHeld = held;
+          // Buffering: Context::getBuffer answers with the (mutable) buffered body between calls.
+          ctx!.requestBody = this.reqBuffering ? held : null;
+          if (this.reqBuffering && held.size > this.opts.bufferLimitBytes) {
+            this.reqHeld = null;
+            this.requestTooLarge();
+            return;
+          }
+        }
+        if (eos) {
+          this.reqPausedAt = 'data';
+          this.state = 'wait_req';
         }
         return;
       }
       case 'upstream': {
-        this.upstreamHeaders = this.requestHeaders.snapshot();
+        const headers = this.releasedHeaders ?? this.requestHeaders;
+        this.upstreamHeaders = headers.snapshot();
         const fwd = this.reqForwarded;
         this.upstreamBody = fwd.length === 1 ? fwd[0] : fwd.length === 0 ? EMPTY : Buffer.concat(fwd);
         this.state = 'wait_upstream';
-        this.upstream.send(this, this.requestHeaders, this.upstreamBody);
+        this.upstream.send(this, headers, this.upstreamBody);
         return;
       }
       case 'resp_headers': {
@@ -409,45 +510,81 @@ export class HttpStream implements StreamCallbacks {
         const stopped = vm!.lastStopped;
         if (this.state !== 'resp_headers' || this.responseHeaders !== h) return;
         if (this.checkFail()) return;
-        if (vm!.failed || headersStatus(r, stopped) === FilterHeadersStatus.Continue) {
+        const status = vm!.failed ? FilterHeadersStatus.Continue : headersStatus(r, stopped, this.opts.allowOnHeadersStopIteration);
+        if (status === FilterHeadersStatus.Continue) {
           ctx!.responseHeaders = null;
           this.emitHeaders(eos);
           this.state = eos ? 'complete' : 'resp_data';
-        } else {
-          this.respPausedAt = 'headers';
-          this.state = 'wait_resp';
+          return;
         }
+        this.respStopped = true;
+        if (status === FilterHeadersStatus.StopIteration && !eos) {
+          this.respHeadersHeld = true;
+          this.state = 'resp_data';
+          return;
+        }
+        this.respPausedAt = 'headers';
+        this.state = 'wait_resp';
         return;
       }
       case 'resp_data': {
         const chunk = this.respChunks.shift() ?? EMPTY;
         const eos = this.respEnded && this.respChunks.length === 0;
-        if (!this.filterActive() || !ctx!.createdInVm || !vm!.has('proxy_on_response_body')) {
-          const data = this.respBuffered ? Buffer.concat([this.respBuffered, chunk]) : chunk;
-          this.respBuffered = null;
-          this.emitData(data, eos);
-          if (eos) this.state = 'complete';
+        if (!this.filterActive() || !ctx!.createdInVm) {
+          this.forwardResponse(chunk, eos);
           return;
         }
-        const data = this.respBuffered ? Buffer.concat([this.respBuffered, chunk]) : chunk;
-        const buf = new BodyBuffer(data, true);
-        ctx!.responseBody = buf;
-        ctx!.endOfStream = eos;
-        const r = vm!.call(ctx!, 'proxy_on_response_body', ctx!.id, buf.size, eos ? 1 : 0);
-        const stopped = vm!.lastStopped;
-        if (this.state !== 'resp_data') return;
-        if (this.checkFail()) return;
-        if (vm!.failed || dataStatus(r, stopped) === FilterDataStatus.Continue) {
-          ctx!.responseBody = null;
-          this.respBuffered = null;
-          this.emitData(buf.data, eos);
-          if (eos) this.state = 'complete';
-        } else {
-          this.respBuffered = buf.data;
-          if (eos) {
-            this.respPausedAt = 'data';
-            this.state = 'wait_resp';
+        let data = chunk;
+        let prior = this.respHeld;
+        if (this.respBuffering && prior) {
+          data = Buffer.concat([prior.data, chunk]);
+          prior = null;
+          if (data.length > this.opts.bufferLimitBytes) {
+            this.respHeld = null;
+            this.responseTooLarge();
+            return;
           }
+        }
+        let status: FilterDataStatus = FilterDataStatus.Continue;
+        const buf = new BodyBuffer(data, true);
+        if (vm!.has('proxy_on_response_body')) {
+          ctx!.responseBody = buf;
+          ctx!.endOfStream = eos;
+          const r = vm!.call(ctx!, 'proxy_on_response_body', ctx!.id, buf.size, eos ? 1 : 0);
+          const stopped = vm!.lastStopped;
+          if (this.state !== 'resp_data') return;
+          if (this.checkFail()) return;
+          if (!vm!.failed) status = dataStatus(r, stopped);
+        }
+        this.respBuffering = status === FilterDataStatus.StopIterationAndBuffer;
+        if (status === FilterDataStatus.Continue) {
+          ctx!.responseBody = null;
+          this.respHeld = null;
+          this.respStopped = false;
+          if (this.respHeadersHeld) {
+            this.respHeadersHeld = false;
+            this.emitHeaders(false);
+          }
+          if (prior) this.emitData(prior.data, false);
+          this.forwardResponse(buf.data, eos);
+          return;
+        }
+        this.respStopped = true;
+        if (status === FilterDataStatus.StopIterationNoBuffer) {
+          ctx!.responseBody = null;
+        } else {
+          const held = prior ? new BodyBuffer(Buffer.concat([prior.data, buf.data]), true) : buf;
+          this.respHeld = held;
+          ctx!.responseBody = this.respBuffering ? held : null;
+          if (this.respBuffering && held.size > this.opts.bufferLimitBytes) {
+            this.respHeld = null;
+            this.responseTooLarge();
+            return;
+          }
+        }
+        if (eos) {
+          this.respPausedAt = 'data';
+          this.state = 'wait_resp';
         }
         return;
       }
@@ -459,6 +596,40 @@ export class HttpStream implements StreamCallbacks {
       default:
         return;
     }
+  }
+
+  /** Data continues towards the router; headers held by StopIteration go first (a frozen copy: the router saw these). */
+  private forwardRequest(chunk: Buffer, eos: boolean): void {
+    if (this.reqHeadersHeld) {
+      this.reqHeadersHeld = false;
+      // Context::decodeData leaves request_headers_ set on Continue, so the guest may still
+      // change the map, but the router already routed on what it received here.
+      this.releasedHeaders = new HeaderMap('request', this.requestHeaders.entries);
+    }
+    if (this.reqHeld) {
+      this.reqForwarded.push(this.reqHeld.data);
+      this.reqHeld = null;
+    }
+    this.reqForwarded.push(chunk);
+    if (eos) this.state = 'upstream';
+  }
+
+  private forwardResponse(chunk: Buffer, eos: boolean): void {
+    if (this.respHeadersHeld) {
+      this.respHeadersHeld = false;
+      this.emitHeaders(false);
+    }
+    if (this.respHeld) {
+      this.emitData(this.respHeld.data, false);
+      this.respHeld = null;
+    }
+    this.emitData(chunk, eos);
+    if (eos) this.state = 'complete';
+  }
+
+  /** FilterManager responseDataTooLarge with a buffering filter: 500 (or a reset once the response started). */
+  private responseTooLarge(): void {
+    this.hostLocalReply(500, 'Internal Server Error', 'response_payload_too_large');
   }
 
   private emitHeaders(eos: boolean): void {
@@ -497,10 +668,13 @@ export class HttpStream implements StreamCallbacks {
   }
 }
 
-/** ContextBase::convertVmCallResultToFilterHeadersStatus (0.2.x: StopIteration → StopAll). */
-function headersStatus(r: number, stopped: boolean): FilterHeadersStatus {
+/**
+ * ContextBase::convertVmCallResultToFilterHeadersStatus: StopIteration → StopAllIterationAndWatermark
+ * unless allow_on_headers_stop_iteration.
+ */
+function headersStatus(r: number, stopped: boolean, allowStopIteration: boolean): FilterHeadersStatus {
   if (stopped || r > FilterHeadersStatus.StopAllIterationAndWatermark) return FilterHeadersStatus.StopAllIterationAndWatermark;
-  if (r === FilterHeadersStatus.StopIteration) return FilterHeadersStatus.StopAllIterationAndWatermark;
+  if (r === FilterHeadersStatus.StopIteration && !allowStopIteration) return FilterHeadersStatus.StopAllIterationAndWatermark;
   if (r === FilterHeadersStatus.ContinueAndEndStream) return FilterHeadersStatus.Continue;
   return r as FilterHeadersStatus;
 }
