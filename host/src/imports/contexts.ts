@@ -8,7 +8,6 @@ import type { Register } from './table';
 const WasmResult = WasmResult_;
 
 export function registerContexts(vm: WasmVm, env: Register): void {
-  const o = vm.owner;
   env('proxy_get_status', (codePtr: number, msgPtrPtr: number, msgSizePtr: number) => {
     const root = vm.ctx().rootContext;
     if (!vm.setU32(codePtr, root.statusCode)) return WasmResult.InvalidMemoryAccess;

@@ -14,7 +14,6 @@ const HeaderMapType = HeaderMapType_;
 const HEADER_MAP_TYPE_MAX = HEADER_MAP_TYPE_MAX_;
 
 export function registerHeaderMaps(vm: WasmVm, env: Register): void {
-  const o = vm.owner;
   // add and replace differ only in what they do to the map (add another value / set the only one)
   const writeHeader = (replace: boolean) =>
     (type: number, kPtr: number, kSize: number, vPtr: number, vSize: number): number => {

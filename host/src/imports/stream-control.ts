@@ -19,7 +19,6 @@ const ENVOY_FOREIGN_FUNCTIONS = new Set([
 ]);
 
 export function registerStreamControl(vm: WasmVm, env: Register): void {
-  const o = vm.owner;
   env('proxy_continue_stream', (type: number) => {
     const c = vm.ctx();
     type >>>= 0;
