@@ -122,6 +122,8 @@ export class HttpStream implements StreamCallbacks {
   vmFailure: string | undefined;
 
   private pumping = false;
+  /** A body callback of this stream is running (its own continue_stream is ignored, as the headers' is). */
+  private inBodyCall = false;
   /** Per-stream completion callback (set by the creator). */
   onDone: ((s: HttpStream) => void) | undefined;
 
@@ -182,7 +184,7 @@ export class HttpStream implements StreamCallbacks {
 
   // --- StreamCallbacks (called by the VM's host functions, as after-call actions) -------------
   continueDecoding(): void {
-    if (!this.reqStopped || (this.state !== 'wait_req' && this.state !== 'req_data')) {
+    if (this.inBodyCall || !this.reqStopped || (this.state !== 'wait_req' && this.state !== 'req_data')) {
       this.opts.warn(`proxy_continue_stream(Request) ignored: the request is not paused (state ${this.state})`);
       return;
     }
@@ -203,7 +205,7 @@ export class HttpStream implements StreamCallbacks {
   }
 
   continueEncoding(): void {
-    if (!this.respStopped || (this.state !== 'wait_resp' && this.state !== 'resp_data')) {
+    if (this.inBodyCall || !this.respStopped || (this.state !== 'wait_resp' && this.state !== 'resp_data')) {
       this.opts.warn(`proxy_continue_stream(Response) ignored: the response is not paused (state ${this.state})`);
       return;
     }
@@ -451,7 +453,13 @@ export class HttpStream implements StreamCallbacks {
         if (vm!.has('proxy_on_request_body')) {
           ctx!.requestBody = buf;
           ctx!.endOfStream = eos;
-          const r = vm!.call(ctx!, 'proxy_on_request_body', ctx!.id, buf.size, eos ? 1 : 0);
+          let r: number;
+          this.inBodyCall = true;
+          try {
+            r = vm!.call(ctx!, 'proxy_on_request_body', ctx!.id, buf.size, eos ? 1 : 0);
+          } finally {
+            this.inBodyCall = false;
+          }
           const stopped = vm!.lastStopped;
           if (this.state !== 'req_data') return;
           if (this.checkFail()) return;
@@ -550,7 +558,13 @@ export class HttpStream implements StreamCallbacks {
         if (vm!.has('proxy_on_response_body')) {
           ctx!.responseBody = buf;
           ctx!.endOfStream = eos;
-          const r = vm!.call(ctx!, 'proxy_on_response_body', ctx!.id, buf.size, eos ? 1 : 0);
+          let r: number;
+          this.inBodyCall = true;
+          try {
+            r = vm!.call(ctx!, 'proxy_on_response_body', ctx!.id, buf.size, eos ? 1 : 0);
+          } finally {
+            this.inBodyCall = false;
+          }
           const stopped = vm!.lastStopped;
           if (this.state !== 'resp_data') return;
           if (this.checkFail()) return;

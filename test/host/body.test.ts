@@ -104,6 +104,22 @@ test('a Stop status at end_of_stream holds the request until proxy_continue_stre
   }
 });
 
+test('proxy_continue_stream from the body callback that stops is ignored (warning); a later one continues', async () => {
+  const host = await bodyHost({ statuses: [StopIterationAndBuffer], actions: [5] });
+  try {
+    let done = false;
+    const p = host.request(POST, { body: 'ab' }).then((r) => { done = true; return r; });
+    await host.flush();
+    assert.equal(done, false);
+    assert.equal(call(host, 0)?.rc, WasmResult.Ok);
+    assert.ok(host.logs().some((l) => /proxy_continue_stream\(Request\) ignored/.test(l.message)));
+    host.vms[0].invoke('resume', STREAM_CONTEXT, 0);
+    assert.equal((await p).upstreamBody?.toString(), 'ab');
+  } finally {
+    await host.close();
+  }
+});
+
 test('proxy_set_buffer_bytes: prepend (0,0), append (start >= size), replace (0,n), mid-buffer start is BadArgument', async () => {
   const cases: [number, string, number][] = [
     [2, 'PREhello', WasmResult.Ok], [3, 'helloAPP', WasmResult.Ok], [4, 'NEW', WasmResult.Ok],
