@@ -12,12 +12,13 @@ export class JValue {
   s: string = "";
   items: Array<JValue> = [];
   keys: Array<string> = [];
+  /** Objects: key → index in items/keys, so lookups and the duplicate-key check are O(1). */
+  index: Map<string, i32> | null = null;
 
   get(key: string): JValue | null {
-    for (let i = 0; i < this.keys.length; i++) {
-      if (this.keys[i] == key) return this.items[i];
-    }
-    return null;
+    const ix = this.index;
+    if (ix == null || !ix.has(key)) return null;
+    return this.items[ix.get(key)];
   }
 
   kindName(): string {
@@ -91,6 +92,8 @@ class Parser {
     this.pos++; // {
     const v = new JValue();
     v.kind = JKind.Obj;
+    const index = new Map<string, i32>();
+    v.index = index;
     this.skipWs();
     if (this.pos < this.src.length && this.src.charCodeAt(this.pos) == 0x7d) { this.pos++; return v; }
     while (true) {
@@ -98,12 +101,13 @@ class Parser {
       if (this.pos >= this.src.length || this.src.charCodeAt(this.pos) != 0x22) return this.fail("expected a string key");
       const key = this.string();
       if (key == null) return null;
-      if (v.get(key) != null) return this.fail("duplicate key \"" + key + "\"");
+      if (index.has(key)) return this.fail("duplicate key \"" + key + "\"");
       this.skipWs();
       if (this.pos >= this.src.length || this.src.charCodeAt(this.pos) != 0x3a) return this.fail("expected ':'");
       this.pos++;
       const item = this.value(depth + 1);
       if (item == null) return null;
+      index.set(key, v.keys.length);
       v.keys.push(key);
       v.items.push(item);
       this.skipWs();
@@ -156,36 +160,39 @@ class Parser {
 
   string(): string | null {
     this.pos++; // opening quote
-    let out = "";
+    // Pieces joined once at the end: appending to a string per escape would copy it each time
+    // (quadratic in the number of escapes).
+    const out = new Array<string>();
     let start = this.pos;
     const s = this.src;
     while (true) {
       if (this.pos >= s.length) { this.fail("unterminated string"); return null; }
       const c = s.charCodeAt(this.pos);
       if (c == 0x22) {
-        out += s.substring(start, this.pos);
+        if (out.length == 0) { const whole = s.substring(start, this.pos); this.pos++; return whole; }
+        out.push(s.substring(start, this.pos));
         this.pos++;
-        return out;
+        return out.join("");
       }
       if (c < 0x20) { this.fail("control character in string"); return null; }
       if (c == 0x5c) {
-        out += s.substring(start, this.pos);
+        out.push(s.substring(start, this.pos));
         this.pos++;
         if (this.pos >= s.length) { this.fail("unterminated escape"); return null; }
         const e = s.charCodeAt(this.pos);
         this.pos++;
-        if (e == 0x22) out += "\"";
-        else if (e == 0x5c) out += "\\";
-        else if (e == 0x2f) out += "/";
-        else if (e == 0x62) out += "\b";
-        else if (e == 0x66) out += "\f";
-        else if (e == 0x6e) out += "\n";
-        else if (e == 0x72) out += "\r";
-        else if (e == 0x74) out += "\t";
+        if (e == 0x22) out.push("\"");
+        else if (e == 0x5c) out.push("\\");
+        else if (e == 0x2f) out.push("/");
+        else if (e == 0x62) out.push("\b");
+        else if (e == 0x66) out.push("\f");
+        else if (e == 0x6e) out.push("\n");
+        else if (e == 0x72) out.push("\r");
+        else if (e == 0x74) out.push("\t");
         else if (e == 0x75) {
           const u = this.hex4();
           if (u < 0) { this.fail("bad \\u escape"); return null; }
-          out += String.fromCharCode(u);
+          out.push(String.fromCharCode(u));
         } else { this.pos--; this.fail("bad escape"); return null; }
         start = this.pos;
         continue;
