@@ -5,13 +5,18 @@
 
 export const enum JKind { Null = 0, Bool = 1, Num = 2, Str = 3, Arr = 4, Obj = 5 }
 
+// Scalars share these (never written: the parser gives arrays and objects their own), so a
+// number or string costs one allocation, not three.
+const NO_ITEMS: Array<JValue> = [];
+const NO_KEYS: Array<string> = [];
+
 export class JValue {
   kind: JKind = JKind.Null;
   b: bool = false;
   n: f64 = 0;
   s: string = "";
-  items: Array<JValue> = [];
-  keys: Array<string> = [];
+  items: Array<JValue> = NO_ITEMS;
+  keys: Array<string> = NO_KEYS;
   /** Objects: key → index in items/keys, so lookups and the duplicate-key check are O(1). */
   index: Map<string, i32> | null = null;
 
@@ -92,6 +97,8 @@ class Parser {
     this.pos++; // {
     const v = new JValue();
     v.kind = JKind.Obj;
+    v.items = new Array<JValue>();
+    v.keys = new Array<string>();
     const index = new Map<string, i32>();
     v.index = index;
     this.skipWs();
@@ -125,6 +132,7 @@ class Parser {
     this.pos++; // [
     const v = new JValue();
     v.kind = JKind.Arr;
+    v.items = new Array<JValue>();
     this.skipWs();
     if (this.pos < this.src.length && this.src.charCodeAt(this.pos) == 0x5d) { this.pos++; return v; }
     while (true) {
@@ -231,12 +239,28 @@ class Parser {
     }
     const v = new JValue();
     v.kind = JKind.Num;
-    v.n = parseFloat(s.substring(start, this.pos));
+    v.n = this.pos - start <= 15 && isPlainInt(s, start, this.pos) ? intValue(s, start, this.pos) : parseFloat(s.substring(start, this.pos));
     return v;
   }
 }
 
 function isDigit(c: i32): bool { return c >= 0x30 && c <= 0x39; }
+
+/** Digits with an optional leading '-': exact in f64 up to 15 digits, no parseFloat needed. */
+function isPlainInt(s: string, from: i32, to: i32): bool {
+  for (let i = from; i < to; i++) {
+    const c = s.charCodeAt(i);
+    if (!isDigit(c) && !(c == 0x2d && i == from)) return false;
+  }
+  return true;
+}
+
+function intValue(s: string, from: i32, to: i32): f64 {
+  const neg = s.charCodeAt(from) == 0x2d;
+  let n: f64 = 0;
+  for (let i = neg ? from + 1 : from; i < to; i++) n = n * 10 + <f64>(s.charCodeAt(i) - 0x30);
+  return neg ? -n : n;
+}
 
 export function parseJson(src: string): JsonParseResult {
   const p = new Parser(src);
