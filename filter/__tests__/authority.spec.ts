@@ -1,4 +1,6 @@
-import { AuthorityMatcher, normalizeHost, checkPattern } from "../assembly/lib/authority";
+import { AuthorityMatcher, normalizeHost, checkPattern, shortNames, MAX_CACHED_AUTHORITY_BYTES, CACHE_BUDGET_BYTES } from "../assembly/lib/authority";
+import { parseConfig } from "../assembly/lib/config";
+import { buildRoutes, NO_SERVICE } from "../assembly/lib/routes";
 
 describe("normalizeHost", () => {
   it("lowercases and drops the port and a trailing dot", () => {
@@ -7,6 +9,34 @@ describe("normalizeHost", () => {
     expect(normalizeHost("payment.example.:80")).toBe("payment.example");
     expect(normalizeHost("[::1]:8080")).toBe("[::1]");
     expect(normalizeHost("10.0.0.1:9000")).toBe("10.0.0.1");
+  });
+
+  // Envoy's `host:*` domain is a prefix wildcard: it routes `host:` followed by anything to the
+  // virtual host, so the filter's host is everything before the first colon.
+  it("keeps only the text before the first colon (double port, non-numeric port)", () => {
+    expect(normalizeHost("payment-service.prod.svc.cluster.local:80:80")).toBe("payment-service.prod.svc.cluster.local");
+    expect(normalizeHost("payment-service.prod.svc.cluster.local:a:b")).toBe("payment-service.prod.svc.cluster.local");
+    expect(normalizeHost("payment.example:")).toBe("payment.example");
+    expect(normalizeHost("payment.example.:80:80")).toBe("payment.example");
+  });
+
+  it("handles IPv6 literals, a trailing dot and uppercase", () => {
+    expect(normalizeHost("[fd00::1]")).toBe("[fd00::1]");
+    expect(normalizeHost("[FD00::1]:443:1")).toBe("[fd00::1]");
+    expect(normalizeHost("PAYMENT.Example.")).toBe("payment.example");
+  });
+});
+
+describe("shortNames", () => {
+  it("derives the Istio short names of a cluster-local name, never the bare service name", () => {
+    const n = shortNames("payment-service.prod.svc.cluster.local");
+    expect(n.length).toBe(3);
+    expect(n[0]).toBe("payment-service.prod");
+    expect(n[1]).toBe("payment-service.prod.svc");
+    expect(n[2]).toBe("payment-service.prod.svc.cluster");
+    expect(shortNames("payment.example").length).toBe(0);
+    expect(shortNames("*.prod.svc.cluster.local").length).toBe(0);
+    expect(shortNames("a.b.c.svc.cluster.local").length).toBe(0);
   });
 });
 
@@ -53,7 +83,89 @@ describe("AuthorityMatcher", () => {
     expect(m.matchRaw(String.UTF8.encode("b.example"))).toBe(-1);
     expect(m.cacheSize()).toBe(2);
     for (let i = 0; i < 5000; i++) m.matchRaw(String.UTF8.encode("h" + i.toString() + ".example"));
-    expect(m.cacheSize()).toBeLessThanOrEqual(4096);
+    expect(m.cacheBytesUsed()).toBeLessThanOrEqual(CACHE_BUDGET_BYTES);
     expect(m.matchRaw(String.UTF8.encode("a.example"))).toBe(3);
+  });
+
+  it("bounds the cache in bytes and never caches absurdly long authorities", () => {
+    const m = new AuthorityMatcher();
+    m.add("*.example", 1);
+    // 60 KB authorities: matched correctly, never cached.
+    const pad = "x".repeat(60000);
+    for (let i = 0; i < 20; i++) {
+      expect(m.matchRaw(String.UTF8.encode(i.toString() + pad + ".example"))).toBe(1);
+    }
+    expect(m.cacheSize()).toBe(0);
+    expect(m.cacheBytesUsed()).toBe(0);
+    // Just under the cut-off: cached, and the byte budget holds whatever their number.
+    const mid = "y".repeat(MAX_CACHED_AUTHORITY_BYTES - 20);
+    for (let i = 0; i < 3000; i++) {
+      expect(m.matchRaw(String.UTF8.encode(i.toString() + mid + ".example"))).toBe(1);
+      expect(m.cacheBytesUsed()).toBeLessThanOrEqual(CACHE_BUDGET_BYTES);
+    }
+    expect(m.cacheSize()).toBeGreaterThan(0);
+    expect(m.cacheSize()).toBeLessThan(CACHE_BUDGET_BYTES / MAX_CACHED_AUTHORITY_BYTES + 1);
+  });
+
+  it("matches with many wildcards by label lookup (longest suffix first)", () => {
+    const m = new AuthorityMatcher();
+    for (let i = 0; i < 10000; i++) m.add("*.w" + i.toString() + ".example", i);
+    m.add("*.example", -7);
+    expect(m.match("a.w9999.example")).toBe(9999);
+    expect(m.match("a.b.w17.example:80")).toBe(17);
+    expect(m.match("a.other.example")).toBe(-7);
+    expect(m.match("w17.example")).toBe(-7);
+  });
+});
+
+const ROUTES_CFG = '{"agent":{"cluster":"a"},"link":{"services":[' +
+    '{"authorities":["payment-service.prod.svc.cluster.local","payment-service"],"peer":"cloud-b"},' +
+    '{"authorities":["*.pay.example"],"peer":"cloud-c"}]},' +
+    '"loadAware":{"services":[{"authorities":["*.example","inference.prod.svc.cluster.local"],"service":"llm"},' +
+    '{"authorities":["api.pay.example"],"service":"api"}]}}';
+
+describe("routes (one lookup per request)", () => {
+  it("maps every form Envoy routes to the service to the same link service", () => {
+    const r = parseConfig(ROUTES_CFG);
+    expect(r.error).toBe("");
+    const t = buildRoutes(r.config!);
+    const forms = ["payment-service.prod.svc.cluster.local", "payment-service.prod.svc.cluster.local:80",
+      "payment-service.prod.svc.cluster.local:80:80", "payment-service.prod.svc.cluster.local:a:b",
+      "PAYMENT-SERVICE.prod.svc.cluster.local.", "payment-service.prod", "payment-service.prod:8080",
+      "payment-service.prod.svc", "payment-service.prod.svc.cluster", "payment-service", "payment-service:80"];
+    for (let i = 0; i < forms.length; i++) {
+      const route = t.match(String.UTF8.encode(forms[i]));
+      expect(route).toBeGreaterThanOrEqual(0, forms[i]);
+      expect(t.link[route]).toBe(0, forms[i]);
+      expect(t.loadAware[route]).toBe(NO_SERVICE, forms[i]);
+    }
+    expect(t.match(String.UTF8.encode("payment-service.other"))).toBe(-1);
+  });
+
+  it("keeps each list's own precedence across the combined lookup", () => {
+    const t = buildRoutes(parseConfig(ROUTES_CFG).config!);
+    // api.pay.example: link by wildcard *.pay.example (service 1), load-aware by exact (service 1)
+    let route = t.match(String.UTF8.encode("api.pay.example"));
+    expect(t.link[route]).toBe(1);
+    expect(t.loadAware[route]).toBe(1);
+    // web.pay.example: link *.pay.example, load-aware *.example (the longest of its own list)
+    route = t.match(String.UTF8.encode("web.pay.example"));
+    expect(t.link[route]).toBe(1);
+    expect(t.loadAware[route]).toBe(0);
+    // other.example: load-aware only
+    route = t.match(String.UTF8.encode("other.example"));
+    expect(t.link[route]).toBe(NO_SERVICE);
+    expect(t.loadAware[route]).toBe(0);
+    // derived short name of a load-aware authority
+    route = t.match(String.UTF8.encode("inference.prod:8000"));
+    expect(t.loadAware[route]).toBe(0);
+  });
+
+  it("lets a listed name win over a derived one", () => {
+    const r = parseConfig('{"agent":{"cluster":"a"},"link":{"services":[' +
+      '{"authorities":["a.ns.svc.cluster.local"],"peer":"p1"},{"authorities":["a.ns"],"peer":"p2"}]}}');
+    const t = buildRoutes(r.config!);
+    expect(t.link[t.match(String.UTF8.encode("a.ns"))]).toBe(1);
+    expect(t.link[t.match(String.UTF8.encode("a.ns.svc"))]).toBe(0);
   });
 });

@@ -1,4 +1,6 @@
-import { parseConfig, STATUS_DEGRADED, STATUS_NORMAL } from "../assembly/lib/config";
+import { parseConfig, STATUS_DEGRADED, STATUS_NORMAL, MAX_CONFIG_BYTES } from "../assembly/lib/config";
+import { MODEL_MG1, PICKER_BAND, MODEL_CONDITIONAL, PICKER_P2C } from "../assembly/lib/choose";
+import { buildRoutes } from "../assembly/lib/routes";
 
 const MINIMAL = '{"agent":{"cluster":"switchyard_agent"},"link":{"services":[{"authorities":["payment.example","*.pay.example"],"peer":"cloud-b"}]}}';
 
@@ -58,7 +60,7 @@ describe("parseConfig", () => {
     expect(err('{"agent":{"cluster":"a","pollMs":5},"link":{"services":[]}}')).toBe("agent.pollMs: must be between 10 and 60000");
     expect(err('{"agent":{"cluster":"a","pollMs":50.5},"link":{"services":[]}}')).toBe("agent.pollMs: must be an integer");
     expect(err('{"agent":{"cluster":"a","pollMs":"50"},"link":{"services":[]}}')).toBe("agent.pollMs: must be number, got string");
-    expect(err('{"agent":{"cluster":"a","path":"snap"},"link":{"services":[]}}')).toBe("agent.path: must start with '/' and carry no query");
+    expect(err('{"agent":{"cluster":"a","path":"snap"},"link":{"services":[]}}')).toBe("agent.path: must start with '/', carry no query or fragment, and hold only visible ASCII (no space, CR/LF or control characters; at most 1024)");
     expect(err('{"agent":{"cluster":"a","longPollMs":2000,"timeoutMs":1000},"link":{"services":[]}}')).toBe("agent.timeoutMs: must be greater than agent.longPollMs (2000)");
     expect(err('{"agent":{"cluster":"a","clutser":"b"},"link":{"services":[]}}')).toBe("agent.clutser: unknown field");
     expect(err('{"agent":{"cluster":"a"},"link":{"services":[]},"extra":1}')).toBe("extra: unknown field");
@@ -106,8 +108,8 @@ describe("parseConfig loadAware", () => {
     expect(s.maxUtilization).toBe(0.9);
     expect(s.stalenessMs).toBe(2000);
     expect(s.band).toBe(0.2);
-    expect(s.model).toBe(1);
-    expect(s.picker).toBe(1);
+    expect(s.model).toBe(MODEL_MG1);
+    expect(s.picker).toBe(PICKER_BAND);
     expect(parseConfig('{"agent":{"cluster":"a"},"link":{"services":[]},"loadAware":{"services":[{"authorities":["x.example"],"service":"s"}]}}').config!.loadAware.services[0].picker).toBe(0);
     expect(s.allIneligible).toBe(1);
     expect(s.retryAfterS).toBe(3);
@@ -126,5 +128,89 @@ describe("parseConfig loadAware", () => {
       .toBe("loadAware.services[0].model: must be one of conditional, mg1, got \"mm1\"");
     expect(err('{"agent":{"cluster":"a"},"link":{"services":[]},"loadAware":{"endpointHeader":"x-cross-cloud-status","services":[]}}'))
       .toBe("loadAware.endpointHeader: must differ from link.header");
+  });
+});
+
+const LA = '{"agent":{"cluster":"a"},"link":{"services":[]},"loadAware":{';
+
+describe("parseConfig refuses what Envoy, HTTP or the mesh own", () => {
+  it("refuses reserved header names in every header field, naming the field", () => {
+    const names = ["authorization", "content-length", "host", "cookie", "x-forwarded-for", "transfer-encoding", "te",
+      "connection", "x-envoy-original-dst-host", "x-request-id", "proxy-authorization", "upgrade", "x-forwarded-proto", "x-b3-traceid"];
+    for (let i = 0; i < names.length; i++) {
+      const e1 = err('{"agent":{"cluster":"a"},"link":{"header":"' + names[i] + '","services":[]}}');
+      expect(e1.startsWith("link.header: must not")).toBe(true, names[i] + ": " + e1);
+      const fields = ["endpointHeader", "degradedHeader", "debugHeader"];
+      for (let j = 0; j < fields.length; j++) {
+        const e2 = err(LA + '"' + fields[j] + '":"' + names[i] + '","services":[]}}');
+        expect(e2.startsWith("loadAware." + fields[j] + ": must not")).toBe(true, e2);
+      }
+    }
+    expect(err('{"agent":{"cluster":"a"},"link":{"header":":authority","services":[]}}')).toBe("link.header: must be a lowercase header name");
+    expect(parseConfig('{"agent":{"cluster":"a"},"link":{"header":"x-forwarded","services":[]}}').error).toBe("");
+  });
+
+  it("refuses CR/LF and control characters in agent.authority and agent.path", () => {
+    const bad = ["agent\\r\\nx-evil: 1", "agent\\n", "agent\\u0000", "agent\\t", "a b", "agent:80:80", "agent:123456", "agent:", ":80", "agent/x"];
+    for (let i = 0; i < bad.length; i++) {
+      const e = err('{"agent":{"cluster":"a","authority":"' + bad[i] + '"},"link":{"services":[]}}');
+      expect(e.startsWith("agent.authority: must be host or host:port")).toBe(true, bad[i]);
+    }
+    expect(parseConfig('{"agent":{"cluster":"a","authority":"agent.ns:8080"},"link":{"services":[]}}').error).toBe("");
+    const badPaths = ["/v1\\r\\nx: y", "/v1\\n", "/a b", "/a\\u007f", "/a#f", "/a?b", "/\\u00e9", "v1"];
+    for (let i = 0; i < badPaths.length; i++) {
+      const e = err('{"agent":{"cluster":"a","path":"' + badPaths[i] + '"},"link":{"services":[]}}');
+      expect(e.startsWith("agent.path: must start with '/'")).toBe(true, badPaths[i]);
+    }
+    expect(err('{"agent":{"cluster":"a","path":"/' + "p".repeat(1024) + '"},"link":{"services":[]}}').startsWith("agent.path")).toBe(true);
+    expect(parseConfig('{"agent":{"cluster":"a","path":"/v1/snap-shot_x.~!$&()*+,;=:@%20"},"link":{"services":[]}}').error).toBe("");
+  });
+
+  it("refuses cluster and peer names the schema refuses", () => {
+    expect(err('{"agent":{"cluster":"a b"},"link":{"services":[]}}')).toBe("agent.cluster: must be 1-255 characters of letters, digits and _ . : | -");
+    expect(err('{"agent":{"cluster":"' + "c".repeat(256) + '"},"link":{"services":[]}}').startsWith("agent.cluster")).toBe(true);
+    expect(parseConfig('{"agent":{"cluster":"outbound|9000||agent.ns.svc.cluster.local"},"link":{"services":[]}}').error).toBe("");
+    expect(err('{"agent":{"cluster":"a"},"link":{"services":[{"authorities":["a.example"],"peer":"-b"}]}}'))
+      .toBe("link.services[0].peer: must be 1-63 letters, digits, '.', '_', '-', starting with a letter or digit");
+    expect(err('{"agent":{"cluster":"a"},"link":{"services":[{"authorities":["a.example"],"peer":"' + "p".repeat(64) + '"}]}}').startsWith("link.services[0].peer")).toBe(true);
+    expect(parseConfig('{"agent":{"cluster":"a"},"link":{"services":[{"authorities":["a.example"],"peer":"' + "p".repeat(63) + '"}]}}').error).toBe("");
+  });
+
+  it("holds the cross-field and range boundaries", () => {
+    expect(err('{"agent":{"cluster":"a","longPollMs":1000,"timeoutMs":1000},"link":{"services":[]}}')).toBe("agent.timeoutMs: must be greater than agent.longPollMs (1000)");
+    expect(parseConfig('{"agent":{"cluster":"a","longPollMs":1000,"timeoutMs":1001},"link":{"services":[]}}').error).toBe("");
+    expect(err('{"agent":{"cluster":"a"},"link":{"stalenessMs":0,"services":[]}}')).toBe("link.stalenessMs: must be between 1 and 3600000");
+    expect(parseConfig('{"agent":{"cluster":"a"},"link":{"stalenessMs":1,"services":[]}}').error).toBe("");
+  });
+});
+
+describe("parseConfig bounds and cost", () => {
+  it("bounds the number of services and authorities, and the size", () => {
+    const svcs = new Array<string>();
+    for (let i = 0; i < 1001; i++) svcs.push('{"authorities":["s' + i.toString() + '.example"],"peer":"p"}');
+    expect(err('{"agent":{"cluster":"a"},"link":{"services":[' + svcs.join(",") + ']}}')).toBe("link.services: at most 1000 entries, got 1001");
+    svcs.pop();
+    expect(parseConfig('{"agent":{"cluster":"a"},"link":{"services":[' + svcs.join(",") + ']}}').error).toBe("");
+    const auths = new Array<string>();
+    for (let i = 0; i < 1001; i++) auths.push('"a' + i.toString() + '.example"');
+    expect(err(LA + '"services":[{"service":"s","authorities":[' + auths.join(",") + ']}]}}')).toBe("loadAware.services[0].authorities: at most 1000 entries, got 1001");
+    const big = '{"agent":{"cluster":"a"},"link":{"services":[]},"pad":"' + "x".repeat(MAX_CONFIG_BYTES) + '"}';
+    expect(err(big)).toBe("configuration: larger than 1048576 bytes");
+  });
+
+  it("refuses 80,000 keys and accepts 10,000 wildcard authorities quickly (linear parse and build)", () => {
+    const keys = new Array<string>();
+    for (let i = 0; i < 80000; i++) keys.push('"k' + i.toString() + '":1');
+    expect(err('{"agent":{"cluster":"a"},"link":{"services":[]},' + keys.join(",") + "}")).toBe("k0: unknown field");
+    const svcs = new Array<string>();
+    for (let i = 0; i < 10; i++) {
+      const a = new Array<string>();
+      for (let j = 0; j < 1000; j++) a.push('"*.w' + i.toString() + "-" + j.toString() + '.example"');
+      svcs.push('{"peer":"p","authorities":[' + a.join(",") + "]}");
+    }
+    const r = parseConfig('{"agent":{"cluster":"a"},"link":{"services":[' + svcs.join(",") + "]}}");
+    expect(r.error).toBe("");
+    const routes = buildRoutes(r.config!);
+    expect(routes.link[routes.match(String.UTF8.encode("x.w9-999.example"))]).toBe(9);
   });
 });

@@ -34,4 +34,18 @@ describe("parseJson", () => {
     for (let i = 0; i < 100; i++) deep += "[";
     expect(parseJson(deep).error).toBe("nesting deeper than 64 at offset 65");
   });
+
+  it("is linear: 80,000 keys and 100,000 escapes parse quickly, a late duplicate is found", () => {
+    const parts = new Array<string>();
+    for (let i = 0; i < 80000; i++) parts.push('"k' + i.toString() + '":' + i.toString());
+    const obj = "{" + parts.join(",") + "}";
+    const r = parseJson(obj);
+    expect(r.error).toBe("");
+    expect(r.value!.get("k79999")!.n).toBe(79999.0);
+    expect(r.value!.get("nope")).toBeNull();
+    expect(parseJson("{" + parts.join(",") + ',"k5":1}').error.startsWith("duplicate key \"k5\"")).toBe(true);
+    const esc = '"' + "\\n".repeat(100000) + '"';
+    const s = parseJson(esc);
+    expect(s.value!.s.length).toBe(100000);
+  });
 });

@@ -45,4 +45,15 @@ describe("resolveLink", () => {
     expect(stale.reason[0]).toBe(REASON_STALE);
     expect(stale.isFailMode(0)).toBe(true);
   });
+
+  it("uses the fail mode for a peer the snapshot does not know, also with failMode normal", () => {
+    const normal = parseConfig(cfg("normal")).config!;
+    const v = resolveLink(normal.link, snap(), false);
+    expect(v.status[2]).toBe(STATUS_NORMAL);
+    expect(v.reason[2]).toBe(REASON_UNKNOWN_PEER);
+    expect(v.isFailMode(2)).toBe(true);
+    // known peers keep their data, whatever the fail mode
+    expect(v.status[0]).toBe(STATUS_DEGRADED);
+    expect(v.isFailMode(0)).toBe(false);
+  });
 });

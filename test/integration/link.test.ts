@@ -136,3 +136,49 @@ test('three worker VMs agree: one writer polls, every VM serves the same status'
     await bed.stop();
   }
 });
+
+test('issue 11 #1: every Host form Envoy routes to the service gets the status (port tricks, case, dot, short names)', async () => {
+  const bed = await startLinkBed(5);
+  // The bare short name is listed explicitly (docs/contracts.md: only the proxy's namespace resolves it).
+  const host = await startHost(pluginConfig({}, { services: [{ authorities: [PAYMENT, 'payment-service', '*.payments.example'], peer: 'cloud-b' }] }), bed.agent.port);
+  try {
+    await until(async () => (await statusAll(host)) === 'normal', 3000, 'normal');
+    bed.line.setDelay({ rttMs: 200 });
+    await until(async () => (await statusAll(host)) === 'degraded', 3000, 'degraded');
+    const forms = [
+      `${PAYMENT}:80:80`, `${PAYMENT}:a:b`, `${PAYMENT}:`, `${PAYMENT.toUpperCase()}:80`, `${PAYMENT}.`, `${PAYMENT}.:80`,
+      'payment-service.prod', 'payment-service.prod:80', 'payment-service.prod.svc', 'payment-service.prod.svc.cluster:8080',
+      'payment-service', 'payment-service:80:80', 'API.payments.example:443:1',
+    ];
+    for (const a of forms) {
+      assert.deepEqual(await statusFor(host, a, { 'x-cross-cloud-status': 'normal' }), ['degraded'], a);
+    }
+    // An IPv6 literal is its own authority: not a listed one, so a client copy is stripped.
+    assert.deepEqual(await statusFor(host, '[fd00::1]:80:80', { 'x-cross-cloud-status': 'normal' }), []);
+  } finally {
+    await host.close();
+    await bed.stop();
+  }
+});
+
+test('issue 11 #3: the filter owns its headers both ways (debug off: no client or upstream copy passes)', async () => {
+  const host = await startHost(pluginConfig({ loadAware: { services: [] } }), 1);
+  try {
+    const owned = ['x-switchyard-debug', 'x-switchyard-endpoint', 'x-degraded', 'x-cross-cloud-status'];
+    const spoof = Object.fromEntries(owned.map((h) => [h, 'spoofed']));
+    const r = await host.request({ ':method': 'GET', ':path': '/', ':authority': 'other.example', ':scheme': 'http', ...spoof },
+      { response: { status: 200, headers: spoof } });
+    for (const h of owned) {
+      assert.deepEqual(header(r.upstreamHeaders, h), [], `request ${h}`);
+      assert.deepEqual(header(r.responseHeaders, h), [], `response ${h}`);
+    }
+    // matched authority: the status is the filter's on the way up, and nothing comes back down
+    const m = await host.request({ ':method': 'GET', ':path': '/', ':authority': PAYMENT, ':scheme': 'http', ...spoof },
+      { response: { status: 200, headers: spoof } });
+    assert.deepEqual(header(m.upstreamHeaders, 'x-cross-cloud-status'), ['degraded']);
+    assert.deepEqual(header(m.upstreamHeaders, 'x-switchyard-debug'), []);
+    for (const h of owned) assert.deepEqual(header(m.responseHeaders, h), [], `response ${h}`);
+  } finally {
+    await host.close();
+  }
+});

@@ -56,6 +56,13 @@ test('chooses the lowest expected wait and overwrites a client-sent endpoint', a
     const r = await b.request({ 'x-switchyard-endpoint': '169.254.169.254:80' });
     assert.deepEqual(endpoint(r), ['10.0.0.2:80']);
     assert.match(header(r.responseHeaders, 'x-switchyard-debug')[0], /^instance=10\.0\.0\.2:80 w_ms=10\.0 rho=0\.2\d* eligible=3 considered=1$/);
+    // debug on: a client copy never reaches the upstream, an upstream copy is replaced by the filter's
+    const d = await b.host.request({ ':method': 'POST', ':path': '/v1/completions', ':authority': AUTH, 'x-switchyard-debug': 'client' },
+      { response: { status: 200, headers: { 'x-switchyard-debug': 'upstream', 'x-switchyard-endpoint': '10.0.0.2:80' } } });
+    assert.deepEqual(header(d.upstreamHeaders, 'x-switchyard-debug'), []);
+    assert.equal(header(d.responseHeaders, 'x-switchyard-debug').length, 1);
+    assert.match(header(d.responseHeaders, 'x-switchyard-debug')[0], /^instance=10\.0\.0\.2:80 /);
+    assert.deepEqual(header(d.responseHeaders, 'x-switchyard-endpoint'), []);
   } finally {
     await b.host.close();
   }

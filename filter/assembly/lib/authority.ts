@@ -2,16 +2,23 @@
 // Exact names beat wildcards; among wildcards the longest suffix wins. Comparison is
 // case-insensitive and ignores the port and a trailing dot, so `Payment.Example.:8080` matches
 // `payment.example`.
+//
+// The filter must match at least every authority Envoy routes to the service's virtual host,
+// or a client can pick an authority that escapes the link policy. Envoy compares the whole Host
+// against the virtual host's domains, and the shipped routes (and Istio's) list `host:*`, a
+// prefix wildcard that matches `host:` followed by anything (`host:80:80`, `host:a:b`). So the
+// host is everything before the FIRST colon (or the bracketed IPv6 literal), never a parsed port.
+// Istio's short names are covered by deriving them from cluster-local names (shortNames()).
 
-/** Lowercase host without port or trailing dot. Handles `[v6]:port`. */
+/** Lowercase host without port or trailing dot: the text before the first ':' (or `[v6]`). */
 export function normalizeHost(authority: string): string {
   let end = authority.length;
   if (authority.startsWith("[")) {
     const close = authority.indexOf("]");
     if (close > 0) end = close + 1;
   } else {
-    const colon = authority.lastIndexOf(":");
-    if (colon >= 0 && authority.indexOf(":") == colon) end = colon;
+    const colon = authority.indexOf(":");
+    if (colon >= 0) end = colon;
   }
   if (end > 0 && authority.charCodeAt(end - 1) == 0x2e) end--;
   return authority.substring(0, end).toLowerCase();
@@ -34,32 +41,52 @@ export function checkPattern(p: string): string {
   return "";
 }
 
-class Wildcard {
-  constructor(public suffix: string, public target: i32) {}
+const CLUSTER_SUFFIX = ".svc.cluster.local";
+
+/**
+ * The names Istio's sidecar routes to the same service as an exact `svc.ns.svc.cluster.local`
+ * entry from any namespace: `svc.ns`, `svc.ns.svc`, `svc.ns.svc.cluster`. The bare `svc` is not
+ * derived: it means this service only inside namespace `ns`, and another service elsewhere, so
+ * operators list it explicitly where the proxy runs in `ns` (docs/contracts.md).
+ */
+export function shortNames(pattern: string): Array<string> {
+  const out = new Array<string>();
+  if (pattern.startsWith("*.") || !pattern.endsWith(CLUSTER_SUFFIX)) return out;
+  const svcNs = pattern.substring(0, pattern.length - CLUSTER_SUFFIX.length);
+  const dot = svcNs.indexOf(".");
+  if (dot <= 0 || dot == svcNs.length - 1 || svcNs.indexOf(".", dot + 1) >= 0) return out; // exactly `svc.ns`
+  out.push(svcNs);
+  out.push(svcNs + ".svc");
+  out.push(svcNs + ".svc.cluster");
+  return out;
 }
 
 class CacheEntry {
   constructor(public raw: ArrayBuffer, public target: i32) {}
 }
 
-const CACHE_LIMIT = 4096;
+/** Authorities longer than this are matched but never cached: no real host name is this long. */
+export const MAX_CACHED_AUTHORITY_BYTES: i32 = 320;
+/** Budget of the raw-authority cache per matcher (key bytes plus a per-entry overhead). */
+export const CACHE_BUDGET_BYTES: i32 = 256 * 1024;
+const ENTRY_OVERHEAD_BYTES: i32 = 64;
 
 export class AuthorityMatcher {
   private exact: Map<string, i32> = new Map();
-  private wildcards: Array<Wildcard> = [];
+  // Wildcard suffix (with its leading dot: ".example.com") → target. Looked up once per label of
+  // the host, left to right, so the first hit is the longest suffix.
+  private wildcards: Map<string, i32> = new Map();
   // Raw `:authority` bytes → target, so the request path neither decodes nor lowercases a
-  // value it has seen before. Bounded: cleared when full, so spraying random authorities
-  // costs a re-match, never unbounded memory.
+  // value it has seen before. Bounded in bytes and cleared when full: spraying random (or huge)
+  // authorities costs a re-match, never memory.
   private cache: Map<u32, CacheEntry> = new Map();
+  private cacheBytes: i32 = 0;
 
   /** Adds a validated pattern. The first pattern added for a name wins. */
   add(pattern: string, target: i32): void {
     if (pattern.startsWith("*.")) {
-      const suffix = pattern.substring(1); // keep the dot: ".example.com"
-      for (let i = 0; i < this.wildcards.length; i++) if (this.wildcards[i].suffix == suffix) return;
-      this.wildcards.push(new Wildcard(suffix, target));
-      // Longest suffix first.
-      this.wildcards.sort((a: Wildcard, b: Wildcard): i32 => b.suffix.length - a.suffix.length);
+      const suffix = pattern.substring(1); // keep the dot
+      if (!this.wildcards.has(suffix)) this.wildcards.set(suffix, target);
     } else if (!this.exact.has(pattern)) {
       this.exact.set(pattern, target);
     }
@@ -67,30 +94,44 @@ export class AuthorityMatcher {
 
   /** Target for a host (any case, with or without port), or -1. */
   match(authority: string): i32 {
-    const host = normalizeHost(authority);
+    return this.matchHost(normalizeHost(authority));
+  }
+
+  /** Target for a normalized host (or for a pattern, `*.x` giving the wildcard answer for x's subdomains). */
+  matchHost(host: string): i32 {
     if (this.exact.has(host)) return this.exact.get(host);
-    for (let i = 0; i < this.wildcards.length; i++) {
-      const w = this.wildcards[i];
-      // `*.example.com` needs at least one label before the suffix.
-      if (host.length > w.suffix.length && host.endsWith(w.suffix)) return w.target;
+    if (this.wildcards.size == 0) return -1;
+    // `*.example.com` needs at least one label before the suffix: start after position 0.
+    let dot = host.indexOf(".", 1);
+    while (dot > 0) {
+      const suffix = host.substring(dot);
+      if (this.wildcards.has(suffix)) return this.wildcards.get(suffix);
+      dot = host.indexOf(".", dot + 1);
     }
     return -1;
   }
 
   /** Same as match() on raw header bytes, cached by content. */
   matchRaw(raw: ArrayBuffer): i32 {
+    const n = raw.byteLength;
+    if (n > MAX_CACHED_AUTHORITY_BYTES) return this.match(String.UTF8.decode(raw));
     const h = fnv1a(raw);
     if (this.cache.has(h)) {
       const e = this.cache.get(h);
       if (sameBytes(e.raw, raw)) return e.target;
     }
     const target = this.match(String.UTF8.decode(raw));
-    if (this.cache.size >= CACHE_LIMIT) this.cache.clear();
+    const cost = n + ENTRY_OVERHEAD_BYTES;
+    if (this.cacheBytes + cost > CACHE_BUDGET_BYTES) { this.cache.clear(); this.cacheBytes = 0; }
+    if (this.cache.has(h)) this.cacheBytes -= this.cache.get(h).raw.byteLength + ENTRY_OVERHEAD_BYTES;
     this.cache.set(h, new CacheEntry(raw, target));
+    this.cacheBytes += cost;
     return target;
   }
 
   cacheSize(): i32 { return this.cache.size; }
+  /** Bytes charged to the cache (raw keys plus a fixed per-entry overhead). */
+  cacheBytesUsed(): i32 { return this.cacheBytes; }
 }
 
 function fnv1a(buf: ArrayBuffer): u32 {

@@ -2,8 +2,18 @@
 // `configuration` StringValue) delivers. Parsed once per on_configure; every problem is reported
 // with the path of the offending field. The schema lives in filter/config.schema.json.
 import { parseJson, JKind, JValue } from "./json";
-import { ObjectReader, Problems, isHeaderName, join } from "./fields";
-import { checkPattern, AuthorityMatcher } from "./authority";
+import { ObjectReader, Problems, isHeaderName, join, reservedHeaderReason, onlyChars } from "./fields";
+import { checkPattern, shortNames, AuthorityMatcher } from "./authority";
+import { MODEL_CONDITIONAL, MODEL_MG1, PICKER_P2C, PICKER_BAND } from "./choose";
+
+/** Largest configuration accepted (bytes): parsing runs on Envoy's main thread. */
+export const MAX_CONFIG_BYTES: i32 = 1024 * 1024;
+/** Most entries in link.services and in loadAware.services. */
+export const MAX_SERVICES: i32 = 1000;
+/** Most entries in one service's `authorities`. */
+export const MAX_AUTHORITIES: i32 = 1000;
+const MAX_NAME_LENGTH: i32 = 255;
+const MAX_PATH_LENGTH: i32 = 1024;
 
 export const STATUS_NORMAL: i32 = 0;
 export const STATUS_DEGRADED: i32 = 1;
@@ -40,9 +50,9 @@ export class LoadAwareService {
   stalenessMs: i32 = 5000;
   band: f64 = 0.1;
   /** MODEL_CONDITIONAL or MODEL_MG1 (lib/choose.ts). */
-  model: i32 = 0;
+  model: i32 = MODEL_CONDITIONAL;
   /** PICKER_P2C or PICKER_BAND (lib/choose.ts). */
-  picker: i32 = 0;
+  picker: i32 = PICKER_P2C;
   allIneligible: i32 = ALL_INELIGIBLE_FORWARD;
   retryAfterS: i32 = 1;
   debug: bool = false;
@@ -75,12 +85,23 @@ export class PluginConfig {
   }
 }
 
-/** Every authority of every service, mapped to the service's index. */
+/**
+ * Every authority of every service, mapped to the service's index; then the Istio short names
+ * derived from cluster-local entries (authority.ts shortNames), which never override a name
+ * an operator listed (the first pattern added wins).
+ */
 function matcherOf<T>(services: Array<T>): AuthorityMatcher {
   const m = new AuthorityMatcher();
   for (let i = 0; i < services.length; i++) {
     const a = services[i].authorities;
     for (let j = 0; j < a.length; j++) m.add(a[j], i);
+  }
+  for (let i = 0; i < services.length; i++) {
+    const a = services[i].authorities;
+    for (let j = 0; j < a.length; j++) {
+      const derived = shortNames(a[j]);
+      for (let k = 0; k < derived.length; k++) m.add(derived[k], i);
+    }
   }
   return m;
 }
@@ -92,12 +113,45 @@ export class ConfigResult {
 
 const MAX_INT: i32 = 0x7fffffff;
 
+/** `host` or `host:port` (1-5 digits) of letters, digits, '.', '-': no CR/LF, no control characters. */
+function isAgentAuthority(s: string): bool {
+  if (s.length == 0 || s.length > MAX_NAME_LENGTH) return false;
+  const colon = s.indexOf(":");
+  const host = colon < 0 ? s : s.substring(0, colon);
+  if (host.length == 0 || !onlyChars(host, ".-")) return false;
+  if (colon < 0) return true;
+  const port = s.substring(colon + 1);
+  return port.length >= 1 && port.length <= 5 && isDigits(port);
+}
+
+function isDigits(s: string): bool {
+  for (let i = 0; i < s.length; i++) { const c = s.charCodeAt(i); if (c < 0x30 || c > 0x39) return false; }
+  return true;
+}
+
+/** '/' then visible ASCII except '?' and '#' (the query is the filter's): no space, CR/LF or control characters. */
+function isAgentPath(s: string): bool {
+  if (s.length == 0 || s.length > MAX_PATH_LENGTH || s.charCodeAt(0) != 0x2f) return false;
+  for (let i = 1; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c <= 0x20 || c >= 0x7f || c == 0x3f || c == 0x23) return false;
+  }
+  return true;
+}
+
 function parseAgent(r: ObjectReader, c: AgentConfig): void {
   c.cluster = requiredName(r, "cluster");
+  if (c.cluster.length > 0 && (c.cluster.length > MAX_NAME_LENGTH || !onlyChars(c.cluster, "_.:|-"))) {
+    r.problems.add(join(r.path, "cluster"), "must be 1-255 characters of letters, digits and _ . : | -");
+  }
   c.authority = r.str("authority", c.authority);
-  if (c.authority.length == 0) r.problems.add(join(r.path, "authority"), "must not be empty");
+  if (!isAgentAuthority(c.authority)) {
+    r.problems.add(join(r.path, "authority"), "must be host or host:port (letters, digits, '.', '-'; at most 255 characters; no control characters)");
+  }
   c.path = r.str("path", c.path);
-  if (!c.path.startsWith("/") || c.path.includes("?")) r.problems.add(join(r.path, "path"), "must start with '/' and carry no query");
+  if (!isAgentPath(c.path)) {
+    r.problems.add(join(r.path, "path"), "must start with '/', carry no query or fragment, and hold only visible ASCII (no space, CR/LF or control characters; at most 1024)");
+  }
   c.pollMs = r.int("pollMs", c.pollMs, 10, 60000);
   c.longPollMs = r.int("longPollMs", c.longPollMs, 0, 30000);
   c.timeoutMs = r.int("timeoutMs", c.longPollMs + 1000, 10, 60000);
@@ -124,6 +178,10 @@ function readAuthorities(sr: ObjectReader): Array<string> {
   const auths = sr.arr("authorities", true);
   if (auths == null) return [];
   if (auths.length == 0) sr.problems.add(join(sr.path, "authorities"), "must not be empty");
+  if (auths.length > MAX_AUTHORITIES) {
+    sr.problems.add(join(sr.path, "authorities"), "at most " + MAX_AUTHORITIES.toString() + " entries, got " + auths.length.toString());
+    return [];
+  }
   return parseStrings(auths, join(sr.path, "authorities"), sr.problems);
 }
 
@@ -134,15 +192,31 @@ function requiredName(r: ObjectReader, key: string): string {
   return s;
 }
 
+/** A service list of at most MAX_SERVICES entries (null when absent, empty when too long). */
+function readServices(r: ObjectReader): Array<JValue> | null {
+  const services = r.arr("services", true);
+  if (services != null && services.length > MAX_SERVICES) {
+    r.problems.add(join(r.path, "services"), "at most " + MAX_SERVICES.toString() + " entries, got " + services.length.toString());
+    return [];
+  }
+  return services;
+}
+
+/** Peer names as the agent writes them (agent link.peers[].name). */
+function isPeerName(s: string): bool {
+  if (s.length == 0 || s.length > 63) return false;
+  const c = s.charCodeAt(0);
+  if (c == 0x2e || c == 0x5f || c == 0x2d) return false;
+  return onlyChars(s, "._-");
+}
+
 function parseLink(r: ObjectReader, c: LinkConfig): void {
-  c.header = r.str("header", c.header);
-  if (!isHeaderName(c.header)) r.problems.add(join(r.path, "header"), "must be a lowercase header name");
-  if (c.header.startsWith(":")) r.problems.add(join(r.path, "header"), "must not be a pseudo-header");
+  c.header = parseHeaderField(r, "header", c.header);
   c.stalenessMs = r.int("stalenessMs", c.stalenessMs, 1, 3600000);
   const fm = r.oneOf("failMode", "degraded", ["degraded", "normal"]);
   c.failMode = fm == "normal" ? STATUS_NORMAL : STATUS_DEGRADED;
   c.stripUnmatched = r.bool("stripUnmatched", c.stripUnmatched);
-  const services = r.arr("services", true);
+  const services = readServices(r);
   if (services == null) return;
   const spath = join(r.path, "services");
   for (let i = 0; i < services.length; i++) {
@@ -153,13 +227,18 @@ function parseLink(r: ObjectReader, c: LinkConfig): void {
     const svc = new LinkService();
     svc.authorities = readAuthorities(sr);
     svc.peer = requiredName(sr, "peer");
+    if (svc.peer.length > 0 && !isPeerName(svc.peer)) {
+      sr.problems.add(join(sr.path, "peer"), "must be 1-63 letters, digits, '.', '_', '-', starting with a letter or digit");
+    }
     c.services.push(svc);
   }
 }
 
 function parseHeaderField(r: ObjectReader, key: string, def: string): string {
   const h = r.str(key, def);
-  if (!isHeaderName(h)) r.problems.add(join(r.path, key), "must be a lowercase header name");
+  if (!isHeaderName(h)) { r.problems.add(join(r.path, key), "must be a lowercase header name"); return h; }
+  const why = reservedHeaderReason(h);
+  if (why.length > 0) r.problems.add(join(r.path, key), why);
   return h;
 }
 
@@ -168,7 +247,7 @@ function parseLoadAware(r: ObjectReader, c: LoadAwareConfig): void {
   c.endpointHeader = parseHeaderField(r, "endpointHeader", c.endpointHeader);
   c.degradedHeader = parseHeaderField(r, "degradedHeader", c.degradedHeader);
   c.debugHeader = parseHeaderField(r, "debugHeader", c.debugHeader);
-  const services = r.arr("services", true);
+  const services = readServices(r);
   if (services == null) return;
   const spath = join(r.path, "services");
   for (let i = 0; i < services.length; i++) {
@@ -182,8 +261,8 @@ function parseLoadAware(r: ObjectReader, c: LoadAwareConfig): void {
     svc.service = requiredName(sr, "service");
     svc.maxUtilization = sr.num("maxUtilization", svc.maxUtilization, 0.01, 1.0);
     svc.stalenessMs = sr.int("stalenessMs", svc.stalenessMs, 1, 3600000);
-    svc.model = sr.oneOf("model", "conditional", ["conditional", "mg1"]) == "mg1" ? 1 : 0;
-    svc.picker = sr.oneOf("picker", "p2c", ["p2c", "band"]) == "band" ? 1 : 0;
+    svc.model = sr.oneOf("model", "conditional", ["conditional", "mg1"]) == "mg1" ? MODEL_MG1 : MODEL_CONDITIONAL;
+    svc.picker = sr.oneOf("picker", "p2c", ["p2c", "band"]) == "band" ? PICKER_BAND : PICKER_P2C;
     svc.band = sr.num("band", svc.band, 0, 10);
     const policy = sr.oneOf("allIneligible", "forward-degraded", ["forward-degraded", "reject-503"]);
     svc.allIneligible = policy == "reject-503" ? ALL_INELIGIBLE_REJECT : ALL_INELIGIBLE_FORWARD;
@@ -196,6 +275,10 @@ function parseLoadAware(r: ObjectReader, c: LoadAwareConfig): void {
 export function parseConfig(text: string): ConfigResult {
   const res = new ConfigResult();
   if (text.length == 0) { res.error = "configuration: empty (a JSON object is required)"; return res; }
+  if (text.length > MAX_CONFIG_BYTES) {
+    res.error = "configuration: larger than " + MAX_CONFIG_BYTES.toString() + " bytes";
+    return res;
+  }
   const parsed = parseJson(text);
   if (parsed.value == null) { res.error = "configuration: invalid JSON: " + parsed.error; return res; }
   const root = parsed.value!;

@@ -94,13 +94,45 @@ export function kindName(kind: JKind): string {
   return v.kindName();
 }
 
-/** Header names Envoy accepts from a filter: lowercase token characters. */
+/** Header names Envoy accepts from a filter: lowercase token characters, at most 128. */
 export function isHeaderName(s: string): bool {
   if (s.length == 0 || s.length > 128) return false;
   for (let i = 0; i < s.length; i++) {
     const c = s.charCodeAt(i);
     const ok = (c >= 0x61 && c <= 0x7a) || (c >= 0x30 && c <= 0x39) || c == 0x2d || c == 0x5f || c == 0x2e;
     if (!ok) return false;
+  }
+  return true;
+}
+
+// Headers that Envoy, HTTP itself or the mesh own: a filter that set or stripped one of them would
+// break framing, authentication, tracing or Envoy's own routing. Pseudo-headers are already
+// refused by isHeaderName (no ':'). Mirrored in filter/config.schema.json (definitions.headerName).
+const RESERVED_HEADERS: Array<string> = [
+  "authorization", "proxy-authorization", "cookie", "set-cookie", "host", "content-length", "content-type",
+  "transfer-encoding", "te", "trailer", "connection", "keep-alive", "proxy-connection", "upgrade", "expect",
+  "forwarded", "via", "x-request-id", "traceparent", "tracestate", "x-ot-span-context", "x-cloud-trace-context",
+  "grpc-timeout", "x-client-trace-id",
+];
+const RESERVED_PREFIXES: Array<string> = ["x-envoy-", "x-forwarded-", "x-istio-", "x-b3-"];
+
+/** "" when `name` may be owned by the filter, else why not. */
+export function reservedHeaderReason(name: string): string {
+  for (let i = 0; i < RESERVED_HEADERS.length; i++) {
+    if (name == RESERVED_HEADERS[i]) return "must not be " + name + " (a header Envoy, HTTP or the mesh owns)";
+  }
+  for (let i = 0; i < RESERVED_PREFIXES.length; i++) {
+    if (name.startsWith(RESERVED_PREFIXES[i])) return "must not start with " + RESERVED_PREFIXES[i] + " (headers Envoy or the mesh own)";
+  }
+  return "";
+}
+
+/** Every character is in [A-Za-z0-9] or in `extra`. */
+export function onlyChars(s: string, extra: string): bool {
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if ((c >= 0x61 && c <= 0x7a) || (c >= 0x41 && c <= 0x5a) || (c >= 0x30 && c <= 0x39)) continue;
+    if (extra.indexOf(String.fromCharCode(c)) < 0) return false;
   }
   return true;
 }

@@ -5,19 +5,25 @@
 
 export const enum JKind { Null = 0, Bool = 1, Num = 2, Str = 3, Arr = 4, Obj = 5 }
 
+// Scalars share these (never written: the parser gives arrays and objects their own), so a
+// number or string costs one allocation, not three.
+const NO_ITEMS: Array<JValue> = [];
+const NO_KEYS: Array<string> = [];
+
 export class JValue {
   kind: JKind = JKind.Null;
   b: bool = false;
   n: f64 = 0;
   s: string = "";
-  items: Array<JValue> = [];
-  keys: Array<string> = [];
+  items: Array<JValue> = NO_ITEMS;
+  keys: Array<string> = NO_KEYS;
+  /** Objects: key → index in items/keys, so lookups and the duplicate-key check are O(1). */
+  index: Map<string, i32> | null = null;
 
   get(key: string): JValue | null {
-    for (let i = 0; i < this.keys.length; i++) {
-      if (this.keys[i] == key) return this.items[i];
-    }
-    return null;
+    const ix = this.index;
+    if (ix == null || !ix.has(key)) return null;
+    return this.items[ix.get(key)];
   }
 
   kindName(): string {
@@ -91,6 +97,10 @@ class Parser {
     this.pos++; // {
     const v = new JValue();
     v.kind = JKind.Obj;
+    v.items = new Array<JValue>();
+    v.keys = new Array<string>();
+    const index = new Map<string, i32>();
+    v.index = index;
     this.skipWs();
     if (this.pos < this.src.length && this.src.charCodeAt(this.pos) == 0x7d) { this.pos++; return v; }
     while (true) {
@@ -98,12 +108,13 @@ class Parser {
       if (this.pos >= this.src.length || this.src.charCodeAt(this.pos) != 0x22) return this.fail("expected a string key");
       const key = this.string();
       if (key == null) return null;
-      if (v.get(key) != null) return this.fail("duplicate key \"" + key + "\"");
+      if (index.has(key)) return this.fail("duplicate key \"" + key + "\"");
       this.skipWs();
       if (this.pos >= this.src.length || this.src.charCodeAt(this.pos) != 0x3a) return this.fail("expected ':'");
       this.pos++;
       const item = this.value(depth + 1);
       if (item == null) return null;
+      index.set(key, v.keys.length);
       v.keys.push(key);
       v.items.push(item);
       this.skipWs();
@@ -121,6 +132,7 @@ class Parser {
     this.pos++; // [
     const v = new JValue();
     v.kind = JKind.Arr;
+    v.items = new Array<JValue>();
     this.skipWs();
     if (this.pos < this.src.length && this.src.charCodeAt(this.pos) == 0x5d) { this.pos++; return v; }
     while (true) {
@@ -156,36 +168,39 @@ class Parser {
 
   string(): string | null {
     this.pos++; // opening quote
-    let out = "";
+    // Pieces joined once at the end: appending to a string per escape would copy it each time
+    // (quadratic in the number of escapes).
+    const out = new Array<string>();
     let start = this.pos;
     const s = this.src;
     while (true) {
       if (this.pos >= s.length) { this.fail("unterminated string"); return null; }
       const c = s.charCodeAt(this.pos);
       if (c == 0x22) {
-        out += s.substring(start, this.pos);
+        if (out.length == 0) { const whole = s.substring(start, this.pos); this.pos++; return whole; }
+        out.push(s.substring(start, this.pos));
         this.pos++;
-        return out;
+        return out.join("");
       }
       if (c < 0x20) { this.fail("control character in string"); return null; }
       if (c == 0x5c) {
-        out += s.substring(start, this.pos);
+        out.push(s.substring(start, this.pos));
         this.pos++;
         if (this.pos >= s.length) { this.fail("unterminated escape"); return null; }
         const e = s.charCodeAt(this.pos);
         this.pos++;
-        if (e == 0x22) out += "\"";
-        else if (e == 0x5c) out += "\\";
-        else if (e == 0x2f) out += "/";
-        else if (e == 0x62) out += "\b";
-        else if (e == 0x66) out += "\f";
-        else if (e == 0x6e) out += "\n";
-        else if (e == 0x72) out += "\r";
-        else if (e == 0x74) out += "\t";
+        if (e == 0x22) out.push("\"");
+        else if (e == 0x5c) out.push("\\");
+        else if (e == 0x2f) out.push("/");
+        else if (e == 0x62) out.push("\b");
+        else if (e == 0x66) out.push("\f");
+        else if (e == 0x6e) out.push("\n");
+        else if (e == 0x72) out.push("\r");
+        else if (e == 0x74) out.push("\t");
         else if (e == 0x75) {
           const u = this.hex4();
           if (u < 0) { this.fail("bad \\u escape"); return null; }
-          out += String.fromCharCode(u);
+          out.push(String.fromCharCode(u));
         } else { this.pos--; this.fail("bad escape"); return null; }
         start = this.pos;
         continue;
@@ -224,12 +239,28 @@ class Parser {
     }
     const v = new JValue();
     v.kind = JKind.Num;
-    v.n = parseFloat(s.substring(start, this.pos));
+    v.n = this.pos - start <= 15 && isPlainInt(s, start, this.pos) ? intValue(s, start, this.pos) : parseFloat(s.substring(start, this.pos));
     return v;
   }
 }
 
 function isDigit(c: i32): bool { return c >= 0x30 && c <= 0x39; }
+
+/** Digits with an optional leading '-': exact in f64 up to 15 digits, no parseFloat needed. */
+function isPlainInt(s: string, from: i32, to: i32): bool {
+  for (let i = from; i < to; i++) {
+    const c = s.charCodeAt(i);
+    if (!isDigit(c) && !(c == 0x2d && i == from)) return false;
+  }
+  return true;
+}
+
+function intValue(s: string, from: i32, to: i32): f64 {
+  const neg = s.charCodeAt(from) == 0x2d;
+  let n: f64 = 0;
+  for (let i = neg ? from + 1 : from; i < to; i++) n = n * 10 + <f64>(s.charCodeAt(i) - 0x30);
+  return neg ? -n : n;
+}
 
 export function parseJson(src: string): JsonParseResult {
   const p = new Parser(src);

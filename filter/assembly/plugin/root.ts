@@ -11,14 +11,14 @@ import {
   getSharedData, setSharedData, getHeader, serializePairs, httpCall, incrementMetric,
   OK, CAS_MISMATCH, MAP_HTTP_CALL_RESPONSE_HEADERS, BUFFER_HTTP_CALL_RESPONSE_BODY,
 } from "../abi/host";
-import { parseConfig, PluginConfig } from "../lib/config";
-import { AuthorityMatcher } from "../lib/authority";
+import { parseConfig, PluginConfig, MAX_CONFIG_BYTES } from "../lib/config";
 import { decodeSnapshot, peekSeq, Snapshot, MAX_SNAPSHOT_BYTES } from "../lib/snapshot";
 import { isStale, resolveLink, LinkView } from "../lib/link";
 import { claimLease, encodeLease, LEASE_BYTES } from "../lib/lease";
 import { Metrics } from "./metrics";
 import { LoadAware } from "./loadaware";
 import { SwitchyardStream } from "./stream";
+import { RequestView } from "./view";
 
 const SNAPSHOT_KEY = String.UTF8.encode("switchyard.snapshot.v1");
 const WRITER_KEY = String.UTF8.encode("switchyard.writer.v1");
@@ -28,16 +28,10 @@ const STATUS_KEY = String.UTF8.encode(":status");
 
 export class SwitchyardRoot extends RootContext {
   config: PluginConfig | null = null;
-  matcher: AuthorityMatcher = new AuthorityMatcher();
-  loadAwareMatcher: AuthorityMatcher = new AuthorityMatcher();
   loadAware: LoadAware = new LoadAware();
-  /** Time of the last tick (ms): the request path's clock, so it makes no host call for time. */
-  tickNowMs: f64 = 0;
   metrics: Metrics | null = null;
-
-  // Pre-encoded header name and values: the request path allocates nothing for them.
-  linkHeader: ArrayBuffer = new ArrayBuffer(0);
-  statusValues: StaticArray<ArrayBuffer> = [String.UTF8.encode("normal"), String.UTF8.encode("degraded")];
+  /** Everything a request needs; replaced on configuration, refreshed on snapshot changes. */
+  requestView: RequestView | null = null;
 
   snapshot: Snapshot | null = null;
   snapshotSeq: u64 = 0;
@@ -55,10 +49,14 @@ export class SwitchyardRoot extends RootContext {
   decodeFailing: bool = false;
 
   createContext(context_id: u32): Context {
-    return new SwitchyardStream(context_id, this);
+    return new SwitchyardStream(context_id, this, this.requestView);
   }
 
   onConfigure(configuration_size: u32): bool {
+    if (configuration_size > <u32>MAX_CONFIG_BYTES) {
+      log(LOG_ERROR, "switchyard: invalid plugin configuration: configuration: larger than " + MAX_CONFIG_BYTES.toString() + " bytes");
+      return false;
+    }
     const text = readPluginConfiguration(configuration_size);
     const parsed = parseConfig(text);
     if (parsed.config == null) {
@@ -67,13 +65,12 @@ export class SwitchyardRoot extends RootContext {
     }
     const cfg = parsed.config!;
     this.config = cfg;
-    this.matcher = cfg.linkMatcher();
-    this.linkHeader = String.UTF8.encode(cfg.link.header);
     if (this.metrics == null) this.metrics = new Metrics(); // defined once per VM; survives reconfiguration
     this.vmToken = this.allocateVmToken();
-    this.loadAwareMatcher = cfg.loadAwareMatcher();
     this.loadAware.configure(cfg, this.vmToken ^ <u32>(nowMs() & 0xffffffff));
-    this.tickNowMs = <f64>nowMs();
+    const view = new RequestView(cfg, this.loadAware, this.metrics!);
+    view.nowMs = <f64>nowMs();
+    this.requestView = view;
     this.recompute(cfg);
     setTickPeriod(<u32>cfg.refreshMs);
     log(LOG_INFO, "switchyard: configured: " + cfg.link.services.length.toString() + " link services, agent cluster " +
@@ -102,7 +99,7 @@ export class SwitchyardRoot extends RootContext {
     const cfg = this.config;
     if (cfg == null) return;
     const now = nowMs();
-    this.tickNowMs = <f64>now;
+    this.requestView!.nowMs = <f64>now;
     this.refreshFromSharedData();
     this.updateStaleness(now, cfg);
     this.elect(now, cfg);
@@ -123,10 +120,11 @@ export class SwitchyardRoot extends RootContext {
     }
   }
 
-  /** Derived state: link view and load-aware plans, after a snapshot or staleness change. */
+  /** Derived state: link view, load-aware plans and the request view, after a snapshot or staleness change. */
   private recompute(cfg: PluginConfig): void {
     this.view = resolveLink(cfg.link, this.snapshot, this.stale);
     if (cfg.loadAware.enabled) this.loadAware.rebuild(cfg, this.snapshot, this.stale);
+    this.requestView!.refresh(this.view);
   }
 
   private updateStaleness(now: u64, cfg: PluginConfig): void {

@@ -1,8 +1,13 @@
-// Per-request work, on request headers:
-//  1. link status: match `:authority`, set (replace) the link-status header from the precomputed
-//     view; strip a client-sent copy on other authorities;
-//  2. load-aware choice: for load-aware authorities pick an instance and set (replace) the
-//     ORIGINAL_DST endpoint header; a client-sent endpoint or degraded header is always removed.
+// Per-request work, from the RequestView the root context hands over (plugin/view.ts):
+//  on request headers:
+//   1. one authority lookup gives the route: its link status is set (replace) in the link-status
+//      header; on authorities with no link service a client-sent copy is stripped;
+//   2. load-aware choice: for routes with a load-aware service pick an instance and set (replace)
+//      the ORIGINAL_DST endpoint header; a client-sent endpoint, degraded or debug header is
+//      always removed;
+//  on response headers: the debug header is replaced when this request produced one and removed
+//  otherwise, and an upstream-set copy of the other filter-owned headers never reaches the
+//  client (an echoing upstream would otherwise reveal instance addresses and link state).
 // No decoding of agent data and no host call for time on this path.
 import {
   Context, RootContext, FilterHeadersStatusValues, send_local_response, HeaderPair, GrpcStatusValues,
@@ -12,7 +17,8 @@ import {
 } from "../abi/host";
 import { STATUS_DEGRADED, ALL_INELIGIBLE_REJECT } from "../lib/config";
 import { pick } from "../lib/choose";
-import { SwitchyardRoot } from "./root";
+import { RequestView, NOT_LINKED } from "./view";
+import { ServicePlan } from "./loadaware";
 
 const AUTHORITY_KEY = String.UTF8.encode(":authority");
 const NO_SLOT: i32 = -1;
@@ -21,65 +27,66 @@ export class SwitchyardStream extends Context {
   slot: i32 = NO_SLOT;
   debug: string | null = null;
 
-  constructor(context_id: u32, root: RootContext) {
+  constructor(context_id: u32, root: RootContext, private view: RequestView | null) {
     super(context_id, root);
   }
 
   onRequestHeaders(_n: u32, _endOfStream: bool): FilterHeadersStatusValues {
-    const root = changetype<SwitchyardRoot>(this.root_context);
-    const cfg = root.config;
-    if (cfg == null) return FilterHeadersStatusValues.Continue;
+    const v = this.view;
+    if (v == null) return FilterHeadersStatusValues.Continue;
     const authority = getHeader(MAP_REQUEST_HEADERS, AUTHORITY_KEY);
+    const route = authority == null ? -1 : v.routes.match(authority);
 
-    const idx = authority == null ? -1 : root.matcher.matchRaw(authority);
-    if (idx >= 0) {
-      const status = unchecked(root.view.status[idx]);
+    const status = route < 0 ? NOT_LINKED : unchecked(v.linkStatus[route]);
+    if (status != NOT_LINKED) {
       // replace, never add: whatever the client sent is overwritten.
-      replaceHeader(MAP_REQUEST_HEADERS, root.linkHeader, unchecked(root.statusValues[status]));
-      const m = root.metrics!;
+      replaceHeader(MAP_REQUEST_HEADERS, v.linkHeader, unchecked(v.statusValues[status]));
+      const m = v.metrics;
       if (status == STATUS_DEGRADED) m.decisionDegraded.add(1); else m.decisionNormal.add(1);
-      if (root.view.isFailMode(idx)) m.failMode.add(1);
-    } else if (cfg.link.stripUnmatched) {
-      if (getHeader(MAP_REQUEST_HEADERS, root.linkHeader) != null) {
-        removeHeader(MAP_REQUEST_HEADERS, root.linkHeader);
-        root.metrics!.headerStripped.add(1);
+      if (unchecked(v.linkFailMode[route])) m.failMode.add(1);
+    } else if (v.stripUnmatched) {
+      if (getHeader(MAP_REQUEST_HEADERS, v.linkHeader) != null) {
+        removeHeader(MAP_REQUEST_HEADERS, v.linkHeader);
+        v.metrics.headerStripped.add(1);
       }
     }
+    // The debug header is a response header only; a client-sent copy must not reach the upstream.
+    removeHeader(MAP_REQUEST_HEADERS, v.debugHeader);
 
-    if (!cfg.loadAware.enabled) {
+    if (!v.loadAwareEnabled) {
       // An ORIGINAL_DST cluster may route on this header even where load-aware choice is not
       // configured: a client-sent value would let the client pick any ip:port. Always strip it.
-      removeHeader(MAP_REQUEST_HEADERS, root.loadAware.endpointHeader);
+      removeHeader(MAP_REQUEST_HEADERS, v.endpointHeader);
       return FilterHeadersStatusValues.Continue;
     }
-    return this.chooseInstance(root, authority);
+    return this.chooseInstance(v, route);
   }
 
-  private chooseInstance(root: SwitchyardRoot, authority: ArrayBuffer | null): FilterHeadersStatusValues {
-    const la = root.loadAware;
+  private chooseInstance(v: RequestView, route: i32): FilterHeadersStatusValues {
+    const la = v.loadAware;
     // An unsanitised ORIGINAL_DST header lets a client route anywhere: never pass one through.
-    removeHeader(MAP_REQUEST_HEADERS, la.degradedHeader);
-    const idx = authority == null ? -1 : root.loadAwareMatcher.matchRaw(authority);
-    if (idx < 0) {
-      removeHeader(MAP_REQUEST_HEADERS, la.endpointHeader);
+    removeHeader(MAP_REQUEST_HEADERS, v.degradedHeader);
+    const found: ServicePlan | null = route < 0 ? null : unchecked(v.plans[route]);
+    if (found == null) {
+      removeHeader(MAP_REQUEST_HEADERS, v.endpointHeader);
       return FilterHeadersStatusValues.Continue;
     }
-    const sp = unchecked(la.plans[idx]);
+    const sp = found!;
     const plan = sp.plan;
-    const p = pick(plan, la.inflight.total, root.tickNowMs, sp.cfg.picker, sp.cfg.band, la.rng);
+    const p = pick(plan, la.inflight.total, v.nowMs, sp.cfg.picker, sp.cfg.band, la.rng);
     if (p.index < 0) {
-      removeHeader(MAP_REQUEST_HEADERS, la.endpointHeader);
+      removeHeader(MAP_REQUEST_HEADERS, v.endpointHeader);
       la.allIneligiblePending++;
       if (sp.cfg.debug) this.debug = "none eligible: " + plan.n.toString() + " instances";
       if (sp.cfg.allIneligible == ALL_INELIGIBLE_REJECT) {
-        const headers: Array<HeaderPair> = [new HeaderPair(String.UTF8.encode("retry-after"), String.UTF8.encode(sp.cfg.retryAfterS.toString()))];
-        if (this.debug != null) headers.push(new HeaderPair(la.debugHeader, String.UTF8.encode(this.debug!)));
+        const headers: Array<HeaderPair> = [new HeaderPair(v.retryAfterName, String.UTF8.encode(sp.cfg.retryAfterS.toString()))];
+        if (this.debug != null) headers.push(new HeaderPair(v.debugHeader, String.UTF8.encode(this.debug!)));
         send_local_response(503, "switchyard_all_instances_ineligible", String.UTF8.encode("no eligible instance for " + sp.cfg.service + "\n"),
           headers, GrpcStatusValues.Unavailable);
         return FilterHeadersStatusValues.StopIteration;
       }
       // Forward on the default route: the route table sends `x-degraded: true` to the regular cluster.
-      replaceHeader(MAP_REQUEST_HEADERS, la.degradedHeader, la.trueValue);
+      replaceHeader(MAP_REQUEST_HEADERS, v.degradedHeader, v.trueValue);
       return FilterHeadersStatusValues.Continue;
     }
     const i = p.index;
@@ -88,7 +95,7 @@ export class SwitchyardStream extends Context {
       this.debug = "instance=" + unchecked(plan.addr[i]) + " w_ms=" + plan.waitMs(i, unchecked(la.inflight.total[slot])).toString() +
         " rho=" + unchecked(plan.rho[i]).toString() + " eligible=" + p.eligible.toString() + " considered=" + p.considered.toString();
     }
-    replaceHeader(MAP_REQUEST_HEADERS, la.endpointHeader, unchecked(plan.addrBytes[i]));
+    replaceHeader(MAP_REQUEST_HEADERS, v.endpointHeader, unchecked(plan.addrBytes[i]));
     la.inflight.inc(slot);
     this.slot = slot;
     unchecked(plan.chosen[i]++);
@@ -96,17 +103,21 @@ export class SwitchyardStream extends Context {
   }
 
   onResponseHeaders(_n: u32, _endOfStream: bool): FilterHeadersStatusValues {
+    const v = this.view;
+    if (v == null) return FilterHeadersStatusValues.Continue;
     const d = this.debug;
-    if (d != null) {
-      const root = changetype<SwitchyardRoot>(this.root_context);
-      replaceHeader(MAP_RESPONSE_HEADERS, root.loadAware.debugHeader, String.UTF8.encode(d));
-    }
+    if (d != null) replaceHeader(MAP_RESPONSE_HEADERS, v.debugHeader, String.UTF8.encode(d));
+    else removeHeader(MAP_RESPONSE_HEADERS, v.debugHeader);
+    removeHeader(MAP_RESPONSE_HEADERS, v.endpointHeader);
+    removeHeader(MAP_RESPONSE_HEADERS, v.degradedHeader);
+    removeHeader(MAP_RESPONSE_HEADERS, v.linkHeader);
     return FilterHeadersStatusValues.Continue;
   }
 
   private release(): void {
-    if (this.slot != NO_SLOT) {
-      changetype<SwitchyardRoot>(this.root_context).loadAware.inflight.dec(this.slot);
+    const v = this.view;
+    if (this.slot != NO_SLOT && v != null) {
+      v.loadAware.inflight.dec(this.slot);
       this.slot = NO_SLOT;
     }
   }

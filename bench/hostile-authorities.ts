@@ -1,0 +1,46 @@
+// Wasm memory of one worker VM under a stream of distinct hostile `:authority` values
+// (issue 11 #2): the authority cache is bounded in bytes and long authorities are never cached.
+//
+//   tsx bench/hostile-authorities.ts [--requests 1000000] [--bytes 300] [--large 2000]
+//
+// `--requests` distinct authorities of `--bytes` bytes (just under the cache's cut-off: the
+// worst case for the cache), then `--large` distinct 60 KB authorities.
+import * as path from 'node:path';
+import { ProxyWasmHost } from '../host/src';
+
+const ROOT = path.resolve(__dirname, '..');
+const arg = (name: string, def: number): number => {
+  const i = process.argv.indexOf(name);
+  return i >= 0 ? Number(process.argv[i + 1]) : def;
+};
+
+export async function hostileAuthorities(requests: number, bytes: number, large: number): Promise<{ startMiB: number; afterSmallMiB: number; afterLargeMiB: number }> {
+  const config = JSON.stringify({ agent: { cluster: 'switchyard_agent' },
+    link: { services: [{ authorities: ['payment.example', '*.payments.example'], peer: 'cloud-b' }] }, loadAware: { services: [] } });
+  const host = await ProxyWasmHost.create({ wasm: path.join(ROOT, 'build/switchyard.wasm'), pluginConfig: config, workers: 1,
+    mainThread: false, canary: false, clock: 'manual', clusters: { switchyard_agent: { handler: () => ({ status: 503 }) } } });
+  try {
+    const vm = host.workers[0];
+    const mib = () => vm.memoryBytes() / 1048576;
+    const startMiB = mib();
+    const pad = 'a'.repeat(Math.max(1, bytes - 30));
+    for (let i = 0; i < requests; i++) host.requestSync({ ':method': 'GET', ':path': '/', ':authority': `${i}.${pad}.payments.example` });
+    const afterSmallMiB = mib();
+    const big = 'b'.repeat(60_000);
+    for (let i = 0; i < large; i++) host.requestSync({ ':method': 'GET', ':path': '/', ':authority': `${i}.${big}.payments.example:80:80` });
+    return { startMiB, afterSmallMiB, afterLargeMiB: mib() };
+  } finally {
+    await host.close();
+  }
+}
+
+if (require.main === module) {
+  const requests = arg('--requests', 1_000_000);
+  const bytes = arg('--bytes', 300);
+  const large = arg('--large', 2000);
+  const t0 = performance.now();
+  hostileAuthorities(requests, bytes, large).then((r) => {
+    console.log(`wasm memory of one VM: ${r.startMiB.toFixed(1)} MiB at start, ${r.afterSmallMiB.toFixed(1)} MiB after ${requests} distinct ${bytes}-byte authorities, ` +
+      `${r.afterLargeMiB.toFixed(1)} MiB after ${large} more distinct 60 KB authorities (${((performance.now() - t0) / 1000).toFixed(0)} s)`);
+  });
+}
