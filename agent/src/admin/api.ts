@@ -61,15 +61,13 @@ function readBody(req: http.IncomingMessage): Promise<Record<string, unknown>> {
     let size = 0;
     req.on('data', (c: Buffer) => {
       size += c.length;
-      if (size > MAX_BODY_BYTES) {
-        reject(new HttpError(413, `body larger than ${MAX_BODY_BYTES} bytes`));
-        req.destroy();
-        return;
-      }
+      // keep draining without storing, so that the 413 reaches the client
+      if (size > MAX_BODY_BYTES) return void reject(new HttpError(413, `body larger than ${MAX_BODY_BYTES} bytes`));
       chunks.push(c);
     });
     req.on('error', reject);
     req.on('end', () => {
+      if (size > MAX_BODY_BYTES) return;
       const text = Buffer.concat(chunks).toString('utf8');
       if (text.trim() === '') return resolve({});
       try {
@@ -87,7 +85,7 @@ export function createAdminHandler(b: AdminBackend, o: AdminOptions): (req: http
   const send = (res: http.ServerResponse, code: number, body: unknown): void => {
     if (res.headersSent || res.destroyed) return;
     const buf = Buffer.from(JSON.stringify(body, null, 2) + '\n');
-    res.writeHead(code, { 'content-type': 'application/json', 'content-length': buf.length, 'cache-control': 'no-store' });
+    res.writeHead(code, { 'content-type': 'application/json', 'content-length': buf.length, 'cache-control': 'no-store', ...(code === 413 ? { connection: 'close' } : {}) });
     res.end(buf);
   };
 
