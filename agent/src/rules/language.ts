@@ -186,8 +186,8 @@ export function compileCondition(src: string, slots: ReadonlyMap<string, number>
   return { source: src, code: Int32Array.from(code), reads, alwaysTrue: ast.t === 'const' && ast.v };
 }
 
-/** Stack shared by every evaluation: conditions are bounded by MAX_CONDITION_CHARS. */
-const stack = new Uint8Array(MAX_CONDITION_CHARS + 1);
+/** Stack shared by every evaluation (single-threaded): conditions are bounded by MAX_CONDITION_CHARS. */
+const stack = new Int32Array(MAX_CONDITION_CHARS + 1);
 
 /** Run compiled bytecode over variable values indexed by slot. */
 export function evaluate(code: Int32Array, values: ArrayLike<boolean | number>): boolean {
@@ -195,13 +195,14 @@ export function evaluate(code: Int32Array, values: ArrayLike<boolean | number>):
   for (let i = 0; i < code.length; i++) {
     const op = code[i];
     if (op >= 0) stack[sp++] = values[op] ? 1 : 0;
-    else if (op === OP_TRUE) stack[sp++] = 1;
-    else if (op === OP_FALSE) stack[sp++] = 0;
-    else if (op === OP_NOT) stack[sp - 1] ^= 1;
-    else {
-      const r = stack[--sp];
-      stack[sp - 1] = op === OP_AND ? stack[sp - 1] & r : stack[sp - 1] | r;
-    }
+    else if (op === OP_AND) {
+      sp--;
+      stack[sp - 1] &= stack[sp];
+    } else if (op === OP_OR) {
+      sp--;
+      stack[sp - 1] |= stack[sp];
+    } else if (op === OP_NOT) stack[sp - 1] ^= 1;
+    else stack[sp++] = op === OP_TRUE ? 1 : 0;
   }
   return stack[0] === 1;
 }
