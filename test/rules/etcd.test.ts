@@ -101,6 +101,13 @@ test('flags and overrides shared by two agents through a real etcd: propagation,
   const w = await admin('PUT', '/v1/flags/maintenance_mode_on', { value: true, author: 'alice', reason: 'x' });
   assert.equal(w.status, 503, 'a write while etcd is down fails loudly');
 
+  // an agent (re)started during the outage has nothing to keep: it says so and runs on defaults
+  const a3agent = await startAgent({ listen: { port: 0 }, link: { peers: [] }, rules: { ...rules, admin: { enabled: false } } } as any, { logger: pino({ level: 'silent' }), defaultMetrics: false });
+  agents.push(a3agent);
+  const a3 = a3agent.rules!;
+  assert.equal(a3.status().store.connected, false);
+  assert.equal(rule(a3), 'default');
+
   // 4. the override expires on both by their own timers, without etcd (nobody can delete it)
   await until(() => rule(a1) === 'canary' && rule(a2) === 'canary', 6000, 'override expired on both while etcd is down');
 
@@ -108,6 +115,8 @@ test('flags and overrides shared by two agents through a real etcd: propagation,
   await etcd.restart();
   await until(() => a1.status().store.connected && a2.status().store.connected, 10_000, 'both reconnect');
   assert.equal(a1.status().store.note, undefined);
+  // the late agent lists what it missed
+  await until(() => a3.status().store.connected && a3.status().flags.some((f) => f.name === 'canary_release_active' && f.value), 10_000, 'late agent re-lists');
   ctl('put', `${prefix}flags/maintenance_mode_on`, JSON.stringify({ value: true, author: 'carol', reason: 'set with etcdctl', setAtMs: Date.now() }));
   await until(() => rule(a1) === 'maint' && rule(a2) === 'maint', 3000, 'etcdctl write seen by both after recovery');
   ctl('del', `${prefix}flags/maintenance_mode_on`);
