@@ -122,11 +122,11 @@ test('variables from every source: probe N/M, peer, pool threshold, flag; visibl
   assert.equal(toLocal.set, 's');
 });
 
-async function adminRig(t: any, adminExtra: Record<string, unknown> = {}, env: NodeJS.ProcessEnv = { SWITCHYARD_ADMIN_TOKEN: TOKEN }) {
+async function adminRig(t: any, adminExtra: Record<string, unknown> = {}, env: NodeJS.ProcessEnv = { SWITCHYARD_ADMIN_TOKEN: TOKEN }, setExtra: Record<string, unknown> = {}) {
   const cfg = resolveConfig({
     rules: {
       variables: [{ name: 'maintenance_mode_on', kind: 'flag' }],
-      sets: [{ name: 'pay', authorities: ['pay.example'], hysteresis: { holdMs: 0 }, cooldownS: 0, rules: [
+      sets: [{ name: 'pay', authorities: ['pay.example'], hysteresis: { holdMs: 0 }, cooldownS: 0, ...setExtra, rules: [
         { id: 'maint', condition: 'maintenance_mode_on', priority: 1, action: { kind: 'local-reply', status: 503, body: 'maintenance' } },
         { id: 'default', condition: 'TRUE', action: { kind: 'route', target: 'dc1' } },
       ] }],
@@ -234,4 +234,20 @@ test('admin auth: constant-time bearer check, token file, loopback detection, no
   };
   assert.equal(fake(), 401);
   assert.equal(fake(`Bearer ${TOKEN}`), 200);
+});
+
+test('one flag change is one evaluation: H = 2 needs a second one', async (t) => {
+  const { h, call } = await adminRig(t, {}, { SWITCHYARD_ADMIN_TOKEN: TOKEN }, { hysteresis: { evaluations: 2, holdMs: 0 }, evaluateIntervalMs: 600000 });
+  const before = h.status().sets[0].evaluations;
+  const r = await call('PUT', '/v1/flags/maintenance_mode_on', { value: true, author: 'a', reason: 'b' }, TOKEN);
+  assert.equal(r.status, 200);
+  await until(() => h.status().sets[0].pending !== undefined, 300, 'candidate');
+  const st = h.status().sets[0];
+  assert.equal(st.pending!.evaluations, 1);
+  assert.equal(st.evaluations, before + 1);
+  assert.equal(h.decisions()[0].ruleId, 'default');
+  await sleep(50);
+  assert.equal(h.decisions()[0].ruleId, 'default', 'still one evaluation');
+  h.evaluate();
+  assert.equal(h.decisions()[0].ruleId, 'maint');
 });

@@ -110,9 +110,16 @@ export async function startRules(ctx: RulesContext): Promise<RulesHandle> {
   let heartbeat: NodeJS.Timeout[] = [];
   let pending = false;
 
+  let evaluating = false;
   function evaluateNow(): void {
     if (stopped) return;
-    vars.applyFlags(runtime.liveFlags(store.flags()));
+    // flags applied here change variables: that is this evaluation, not a second one (H counts)
+    evaluating = true;
+    try {
+      vars.applyFlags(runtime.liveFlags(store.flags()));
+    } finally {
+      evaluating = false;
+    }
     const switches = runtime.evaluate(store.overrides());
     for (const d of runtime.decisions()) {
       metrics.version.set({ set: d.set }, d.version);
@@ -144,7 +151,7 @@ export async function startRules(ctx: RulesContext): Promise<RulesHandle> {
   }
   // several inputs changing in one tick give one evaluation
   function schedule(): void {
-    if (pending || stopped) return;
+    if (pending || stopped || evaluating) return;
     pending = true;
     queueMicrotask(() => {
       pending = false;
