@@ -251,3 +251,54 @@ test('one flag change is one evaluation: H = 2 needs a second one', async (t) =>
   h.evaluate();
   assert.equal(h.decisions()[0].ruleId, 'maint');
 });
+
+test('shipped defaults of the rules section: loopback admin on 8010, token from $SWITCHYARD_ADMIN_TOKEN, memory store', () => {
+  const c = resolveConfig({ rules: {} }).rules!;
+  assert.deepEqual(c, {
+    variables: [],
+    sets: [],
+    admin: { enabled: true, host: '127.0.0.1', port: 8010, tokenEnv: 'SWITCHYARD_ADMIN_TOKEN', maxOverrideS: 86400 },
+    store: { kind: 'memory' },
+  });
+  assert.deepEqual(resolveConfig({ rules: { store: { kind: 'etcd', endpoints: ['http://127.0.0.1:2379'] } } }).rules!.store, {
+    kind: 'etcd', endpoints: ['http://127.0.0.1:2379'], prefix: '/switchyard/v1/', dialTimeoutMs: 1000, healthIntervalMs: 500, maxEntries: 1000,
+  });
+});
+
+test('agent integration: startAgent starts the rules, exposes the handle and metrics, and publishes a snapshot at every switch', async (t) => {
+  const { startAgent } = await import('../../agent/src/agent');
+  const fs = await import('node:fs');
+  const os = await import('node:os');
+  const path = await import('node:path');
+  const tokenFile = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'swy-rules-')), 'token');
+  fs.writeFileSync(tokenFile, TOKEN);
+  const { logger } = capture();
+  const agent = await startAgent(
+    {
+      listen: { port: 0 },
+      publishIntervalMs: 60000,
+      link: { peers: [] },
+      rules: {
+        variables: [{ name: 'maintenance_mode_on', kind: 'flag' }],
+        sets: [{ name: 'pay', authorities: ['pay.example'], hysteresis: { holdMs: 0 }, cooldownS: 0, rules: [
+          { id: 'maint', condition: 'maintenance_mode_on', priority: 1, action: { kind: 'local-reply', status: 503, body: 'm' } },
+          { id: 'default', condition: 'TRUE', action: { kind: 'route', target: 'dc1' } },
+        ] }],
+        admin: { port: 0, tokenFile },
+      },
+    } as any,
+    { logger, defaultMetrics: false },
+  );
+  t.after(() => agent.stop());
+  const rules = agent.rules!;
+  assert.equal(rules.decisions()[0].ruleId, 'default');
+  assert.match(await agent.metrics.registry.metrics(), /switchyard_rule_active\{set="pay",rule="default"\} 1/);
+  const before = agent.snapshot().snapshot.seq;
+  // the periodic publication is a minute away: a publication now can only come from the switch
+  const published = new Promise<number>((r) => agent.events.once('publish', (p) => r(p.snapshot.seq)));
+  const body = JSON.stringify({ value: true, author: 'alice', reason: 'test' });
+  const res = await request(`${rules.adminUrl}/v1/flags/maintenance_mode_on`, { method: 'PUT', body, headers: { authorization: `Bearer ${TOKEN}`, 'content-length': String(body.length) } });
+  assert.equal(res.status, 200, res.body.toString());
+  assert.ok((await published) > before);
+  assert.equal(rules.decisions()[0].ruleId, 'maint');
+});

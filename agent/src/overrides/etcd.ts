@@ -32,6 +32,9 @@ export class EtcdStore extends EventEmitter<StoreEvents> implements OverrideStor
   private health?: NodeJS.Timeout;
   private stopped = false;
   private listing = false;
+  private relistAgain = false;
+  /** +1 per watch event: a list that raced with one is repeated, so the newer event wins */
+  private watchEvents = 0;
   private readonly now: () => number;
 
   constructor(private readonly opts: EtcdStoreOptions) {
@@ -105,6 +108,7 @@ export class EtcdStore extends EventEmitter<StoreEvents> implements OverrideStor
 
   /** one put/delete from the watch */
   private apply(kv: IKeyValue, deleted: boolean): void {
+    this.watchEvents++;
     const key = kv.key.toString();
     const rest = key.slice(this.opts.prefix.length);
     const slash = rest.indexOf('/');
@@ -140,8 +144,13 @@ export class EtcdStore extends EventEmitter<StoreEvents> implements OverrideStor
   }
 
   private async relist(): Promise<void> {
-    if (this.listing || this.stopped) return;
+    if (this.stopped) return;
+    if (this.listing) {
+      this.relistAgain = true;
+      return;
+    }
     this.listing = true;
+    const eventsBefore = this.watchEvents;
     try {
       const all = await this.client.getAll().prefix(this.opts.prefix).limit(this.opts.maxEntries + 1).strings();
       const f = new Map<string, FlagEntry>();
@@ -170,6 +179,10 @@ export class EtcdStore extends EventEmitter<StoreEvents> implements OverrideStor
       this.setConnected(false, (err as Error).message);
     } finally {
       this.listing = false;
+    }
+    if (this.relistAgain || this.watchEvents !== eventsBefore) {
+      this.relistAgain = false;
+      await this.relist();
     }
   }
 
