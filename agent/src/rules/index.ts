@@ -9,7 +9,6 @@ import type { Logger } from 'pino';
 import { Counter, Gauge, type Registry } from 'prom-client';
 import { createAdminHandler } from '../admin/api';
 import { loadToken } from '../admin/auth';
-import { EtcdStore } from '../overrides/etcd';
 import { MemoryStore } from '../overrides/memory';
 import type { OverrideStore, StoreStatus } from '../overrides/types';
 import type { InstanceRecord } from '../snapshot/codec';
@@ -91,11 +90,13 @@ export async function startRules(ctx: RulesContext): Promise<RulesHandle> {
   const events = new EventEmitter<{ switch: [SwitchEvent]; change: [RuleDecision[]] }>();
   const vars = new Variables(compiled.variables, { now, peers: ctx.peers, instances: ctx.instances, prober: ctx.prober });
   const runtime = new RulesRuntime(compiled, vars.values, now, cfg.admin.maxOverrideS * 1000);
-  const store: OverrideStore =
-    ctx.store ??
-    (cfg.store.kind === 'etcd'
-      ? new EtcdStore({ endpoints: cfg.store.endpoints, prefix: cfg.store.prefix, dialTimeoutMs: cfg.store.dialTimeoutMs, healthIntervalMs: cfg.store.healthIntervalMs, maxEntries: cfg.store.maxEntries, now })
-      : new MemoryStore());
+  let store: OverrideStore;
+  if (ctx.store) store = ctx.store;
+  else if (cfg.store.kind === 'etcd') {
+    // loaded only when configured: etcd3 reads its gRPC definitions from disk at load time
+    const { EtcdStore } = await import('../overrides/etcd');
+    store = new EtcdStore({ endpoints: cfg.store.endpoints, prefix: cfg.store.prefix, dialTimeoutMs: cfg.store.dialTimeoutMs, healthIntervalMs: cfg.store.healthIntervalMs, maxEntries: cfg.store.maxEntries, now });
+  } else store = new MemoryStore();
 
   compiled.variables.forEach((v, i) => metrics.variable.set({ variable: v.name, kind: v.kind }, vars.values[i] ? 1 : 0));
   vars.on('change', (c) => {
