@@ -71,7 +71,7 @@ function createRulesMetrics(registry: Registry) {
   return {
     variable: new Gauge({ name: 'switchyard_rule_variable', help: 'State variable value (0/1)', labelNames: ['variable', 'kind'], registers }),
     variableChanges: new Counter({ name: 'switchyard_rule_variable_changes_total', help: 'State variable changes', labelNames: ['variable'], registers }),
-    active: new Gauge({ name: 'switchyard_rule_active', help: '1 for the rule in force in each rule set (override:<target> for an override by target)', labelNames: ['set', 'rule'], registers }),
+    active: new Gauge({ name: 'switchyard_rule_active', help: '1 for the rule in force in each rule set (override:target for an override by target)', labelNames: ['set', 'rule'], registers }),
     switches: new Counter({ name: 'switchyard_rule_switches_total', help: 'Switches of the decision of a rule set, by cause (initial, rules, override-set, override-end)', labelNames: ['set', 'to', 'cause'], registers }),
     version: new Gauge({ name: 'switchyard_rule_decision_version', help: 'Version of the decision of each rule set', labelNames: ['set'], registers }),
     override: new Gauge({ name: 'switchyard_rule_override_active', help: '1 while an operator override is in force on the rule set', labelNames: ['set'], registers }),
@@ -79,6 +79,9 @@ function createRulesMetrics(registry: Registry) {
     adminRequests: new Counter({ name: 'switchyard_admin_requests_total', help: 'Admin API requests by kind (read/write) and outcome', labelNames: ['method', 'outcome'], registers }),
   };
 }
+
+/** Metric label of a rule id: an override by target is one label, whatever the target (bounded cardinality). */
+const ruleLabel = (id: string): string => (id.startsWith('override:') ? 'override:target' : id);
 
 /** Compile, start variables and the store, make the first decision, open the admin API. */
 export async function startRules(ctx: RulesContext): Promise<RulesHandle> {
@@ -127,9 +130,9 @@ export async function startRules(ctx: RulesContext): Promise<RulesHandle> {
       metrics.override.set({ set: d.set }, d.override ? 1 : 0);
     }
     for (const s of switches) {
-      if (s.from !== undefined) metrics.active.set({ set: s.set, rule: s.from }, 0);
-      metrics.active.set({ set: s.set, rule: s.to }, 1);
-      metrics.switches.inc({ set: s.set, to: s.to, cause: s.cause });
+      if (s.from !== undefined) metrics.active.set({ set: s.set, rule: ruleLabel(s.from) }, 0);
+      metrics.active.set({ set: s.set, rule: ruleLabel(s.to) }, 1);
+      metrics.switches.inc({ set: s.set, to: ruleLabel(s.to), cause: s.cause });
       log.info(
         { event: 'rule_switch', set: s.set, from: s.from ?? null, to: s.to, cause: s.cause, variables: Object.fromEntries(s.because.map((b) => [b.name, b.value])), override: s.override ?? null, at: new Date(s.atMs).toISOString() },
         `rule set ${s.set}: ${s.from ?? '(none)'} -> ${s.to} (${s.cause})`,
