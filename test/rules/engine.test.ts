@@ -173,7 +173,7 @@ test('an override wins at once over every rule, bypassing hysteresis and cooldow
   let sw = h.advance(0);
   assert.equal(h.rule(), 'dc2-failover');
   assert.equal(sw[0].cause, 'override-set');
-  assert.equal(h.decision().override?.author, 'alice');
+  assert.deepEqual(h.decision().override, { rule: 'dc2-failover', author: 'alice', reason: 'INC-42 drain dc1', setAtMs: h.t, expiresAtMs: h.t + 60_000 });
   assert.equal(h.rt.nextWake(new Map(), h.overrides), h.t + 60_000);
   // the rules keep running underneath: maintenance turns on, still the override
   h.set('maintenance_mode_on', true);

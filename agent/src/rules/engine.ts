@@ -120,7 +120,14 @@ export class SetEngine {
     const cfg = this.set.config;
     let next: Omit<RuleDecision, 'version'>;
     if (ov) {
-      const { set: _s, ...o } = ov;
+      // exactly the contract's fields (callers may pass a richer record)
+      const o: Omit<OverrideRecord, 'set'> = {
+        ...(ov.rule !== undefined ? { rule: ov.rule } : { target: ov.target }),
+        author: ov.author,
+        reason: ov.reason,
+        setAtMs: ov.setAtMs,
+        expiresAtMs: ov.expiresAtMs,
+      };
       const rule = ov.rule !== undefined ? this.set.byId.get(ov.rule) : undefined;
       const action: RuleAction = rule ? rule.action : { kind: 'route', target: ov.target ?? '' };
       const ruleId = rule ? rule.id : `override:${ov.target}`;
