@@ -302,3 +302,33 @@ test('agent integration: startAgent starts the rules, exposes the handle and met
   assert.ok((await published) > before);
   assert.equal(rules.decisions()[0].ruleId, 'maint');
 });
+
+test('the first decision waits for every probe variable\'s first result (a slow probe included)', async (t) => {
+  const fast = http.createServer((_q, s) => s.writeHead(200).end());
+  const slow = http.createServer((_q, s) => setTimeout(() => s.writeHead(200).end(), 150));
+  for (const s of [fast, slow]) await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+  t.after(() => {
+    fast.close();
+    slow.close();
+  });
+  const url = (s: http.Server) => `http://127.0.0.1:${(s.address() as any).port}/`;
+  const cfg = resolveConfig({
+    rules: {
+      variables: [
+        { name: 'a_up', kind: 'probe', probe: { kind: 'http', url: url(fast) }, timeoutMs: 1000 },
+        { name: 'b_up', kind: 'probe', probe: { kind: 'http', url: url(slow) }, timeoutMs: 1000 },
+      ],
+      // shipped hold (500 ms) and cooldown: a decision made before b_up's answer would be stuck on "default"
+      sets: [{ name: 's', authorities: ['x'], rules: [
+        { id: 'both', condition: 'a_up AND b_up', priority: 1, action: { kind: 'route', target: 'both' } },
+        { id: 'default', condition: 'TRUE', action: { kind: 'route', target: 'none' } },
+      ] }],
+      admin: { enabled: false },
+    },
+  });
+  const { logger, lines } = capture();
+  const h = await startRules({ config: cfg.rules!, logger, registry: new Registry() });
+  t.after(() => h.stop());
+  assert.equal(h.decisions()[0].ruleId, 'both');
+  assert.deepEqual(lines.filter((l) => l.event === 'rule_switch').map((l) => `${l.from}->${l.to}:${l.cause}`), ['null->both:initial']);
+});

@@ -113,7 +113,8 @@ export async function startRules(ctx: RulesContext): Promise<RulesHandle> {
   let timer: NodeJS.Timeout | undefined;
   let heartbeat: NodeJS.Timeout[] = [];
   let pending = false;
-
+  // no decision before every probe variable has its first result (startRules waits for them)
+  let ready = false;
   let evaluating = false;
   function evaluateNow(): void {
     if (stopped) return;
@@ -155,7 +156,7 @@ export async function startRules(ctx: RulesContext): Promise<RulesHandle> {
   }
   // several inputs changing in one tick give one evaluation
   function schedule(): void {
-    if (pending || stopped || evaluating) return;
+    if (pending || stopped || evaluating || !ready) return;
     pending = true;
     queueMicrotask(() => {
       pending = false;
@@ -172,6 +173,7 @@ export async function startRules(ctx: RulesContext): Promise<RulesHandle> {
   await store.start();
   metrics.storeConnected.set(store.status().connected ? 1 : 0);
   await vars.start();
+  ready = true;
   evaluateNow();
   for (const s of compiled.sets) {
     const h = setInterval(evaluateNow, s.config.evaluateIntervalMs);
