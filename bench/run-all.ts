@@ -7,6 +7,7 @@ const runs: [string, string[]][] = [
   ['bench/request-cost.ts', quick ? ['--rounds', '8'] : []],
   ['bench/reaction.ts', quick ? ['--trials', '20'] : ['--trials', '30']],
   ['bench/snapshot-size.ts', []],
+  ['bench/rules-eval.ts', quick ? ['--quick'] : []],
   ['bench/routing/run.ts', quick ? ['--quick'] : []],
 ];
 let failed = 0;

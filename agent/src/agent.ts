@@ -9,6 +9,7 @@ import { PeerMonitor, type ProbeEndEvent, type SampleEvent, type StateEvent } fr
 import { CONTENT_TYPE, type InstanceRecord } from './snapshot/codec';
 import { SnapshotPublisher, type Published, type PublishReason } from './snapshot/publisher';
 import { InferenceCollector } from './inference/collector';
+import { startRules, type RulesHandle } from './rules';
 
 export const MAX_WAIT_MS = 30000;
 
@@ -46,6 +47,8 @@ export interface AgentHandle {
    * publication; returning undefined omits the section.
    */
   setInstancesProvider(fn: (() => InstanceRecord[] | undefined) | undefined): void;
+  /** state-driven routing rules (issue 8), when config.rules is set */
+  rules?: RulesHandle;
   stop(): Promise<void>;
 }
 
@@ -232,7 +235,13 @@ export async function startAgent(input: AgentConfigInput | AgentConfig = {}, opt
     // A health flip is published at once; value changes ride the periodic publication.
     collector.on('health', () => pub.publish('instances'));
   }
+  // Rules: decisions change the snapshot, so a switch publishes at once.
+  const rules = config.rules
+    ? await startRules({ config: config.rules, logger, registry: metrics.registry, peers, instances: () => instancesProvider?.(), onChange: () => pub.publish('state_change') })
+    : undefined;
+  collector?.on('health', () => rules?.instancesChanged());
   const stopAll = async (): Promise<void> => {
+    await rules?.stop();
     await collector?.stop();
     await stop();
   };
@@ -252,6 +261,7 @@ export async function startAgent(input: AgentConfigInput | AgentConfig = {}, opt
     setInstancesProvider(fn) {
       instancesProvider = fn;
     },
+    rules,
     stop: stopAll,
   };
 }

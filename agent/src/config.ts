@@ -7,6 +7,7 @@ import addFormats from 'ajv-formats';
 import * as YAML from 'yaml';
 import baseSchema from '../config.schema.json';
 import * as inferenceModule from './inference/schema';
+import { rulesSchema, checkRulesConfig, type RulesConfig } from './rules/schema';
 
 export const DEFAULT_CONFIG_PATH = '/etc/switchyard/agent.yaml';
 
@@ -32,6 +33,8 @@ export interface AgentConfig {
   link: { peers: PeerConfig[] };
   /** owned by the load-aware scraping; passed through untouched */
   inference?: Record<string, unknown>;
+  /** state-driven routing rules (agent/src/rules/schema.ts) */
+  rules?: RulesConfig;
 }
 
 /** Deep-partial input accepted by resolveConfig / startAgent. */
@@ -41,6 +44,7 @@ export type AgentConfigInput = {
   log?: Partial<AgentConfig['log']>;
   link?: { peers?: Array<Partial<PeerConfig> & { name: string; probe: ProbeSpec }> };
   inference?: Record<string, unknown>;
+  rules?: Record<string, unknown>;
 };
 
 /** Used when no --config is given and DEFAULT_CONFIG_PATH does not exist: the local rig. */
@@ -74,6 +78,7 @@ function inferenceSubSchema(): Record<string, unknown> {
 export function effectiveSchema(): Record<string, unknown> {
   const schema = JSON.parse(JSON.stringify(baseSchema)) as Record<string, any>;
   schema.properties.inference = inferenceSubSchema();
+  schema.properties.rules = rulesSchema;
   return schema;
 }
 
@@ -167,6 +172,7 @@ function inferenceChecks(cfg: unknown): string[] {
 function semanticChecks(c: AgentConfig): string[] {
   const problems: string[] = [];
   if (c.inference !== undefined) problems.push(...inferenceChecks(c.inference));
+  if (c.rules !== undefined) problems.push(...checkRulesConfig(c.rules, 'rules', c.link.peers.map((p) => p.name)));
   const seen = new Map<string, number>();
   c.link.peers.forEach((p, i) => {
     const f = `link.peers[${i}]`;
