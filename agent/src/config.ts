@@ -22,6 +22,10 @@ export interface PeerConfig {
   degradeAfter: number;
   recoverThresholdMs: number;
   recoverAfter: number;
+  /** minimum dwell time between link transitions, ms (0 = none) */
+  cooldownMs: number;
+  /** do not count slow samples the agent's own lateness could explain */
+  starvationGuard: boolean;
   initialState: 'degraded' | 'normal';
 }
 

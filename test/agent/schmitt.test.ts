@@ -15,7 +15,7 @@ test('classify: >= degrade is high, < recover is low, in between is mid, failure
 });
 
 test('initial state is degraded with zero streaks (safe default)', () => {
-  assert.deepEqual(initialSchmitt(), { state: 'degraded', degradeStreak: 0, recoverStreak: 0 });
+  assert.deepEqual(initialSchmitt(), { state: 'degraded', degradeStreak: 0, recoverStreak: 0, lastChangeAtMs: -Infinity });
   // it takes exactly N good samples to become normal
   assert.equal(states([1, 1, 1, 1, 1], cfg, initialSchmitt()), 'dddnn');
   const r = run([1, 1, 1], cfg, initialSchmitt());
@@ -75,11 +75,57 @@ test('step reports changed exactly on transitions and is pure', () => {
   const r = step(s0, 70, c1);
   assert.equal(r.changed, true);
   assert.equal(r.next.state, 'degraded');
-  assert.deepEqual(s0, { state: 'normal', degradeStreak: 0, recoverStreak: 0 }, 'input not mutated');
+  assert.deepEqual(s0, { state: 'normal', degradeStreak: 0, recoverStreak: 0, lastChangeAtMs: -Infinity }, 'input not mutated');
   assert.equal(step(r.next, 70, c1).changed, false);
 });
 
 test('equal thresholds (empty mid band) work', () => {
   const c = { degradeThresholdMs: 50, degradeAfter: 1, recoverThresholdMs: 50, recoverAfter: 2 };
   assert.equal(states([49, 50, 49, 49], c), 'nddn');
+});
+
+test('cooldown: no transition within cooldownMs of the previous one; a held transition happens on the first qualifying sample after it', () => {
+  const c = { ...cfg, degradeAfter: 1, recoverAfter: 2, cooldownMs: 1000 };
+  let s = initialSchmitt('normal');
+  // first transition after start: never held
+  let r = step(s, 80, c, 5000);
+  assert.deepEqual([r.changed, r.held, r.next.state, r.next.lastChangeAtMs], [true, false, 'degraded', 5000]);
+  s = r.next;
+  // recovery streak met at 5200 but held until 6000 (cooldown from 5000)
+  s = step(s, 1, c, 5100).next;
+  r = step(s, 1, c, 5200);
+  assert.deepEqual([r.changed, r.held, r.next.state, r.next.recoverStreak], [false, true, 'degraded', 2]);
+  s = r.next;
+  r = step(s, 1, c, 5999);
+  assert.deepEqual([r.changed, r.held], [false, true]);
+  s = r.next;
+  r = step(s, 1, c, 6000);
+  assert.deepEqual([r.changed, r.held, r.next.state, r.next.lastChangeAtMs], [true, false, 'normal', 6000]);
+  s = r.next;
+  // degrade right after recovering: held for the cooldown, then on the next high sample
+  r = step(s, 80, c, 6500);
+  assert.deepEqual([r.changed, r.held, r.next.state], [false, true, 'normal']);
+  // the line got better during the cooldown: nothing pending any more
+  r = step(r.next, 1, c, 7100);
+  assert.deepEqual([r.changed, r.held, r.next.state], [false, false, 'normal']);
+  r = step(r.next, 80, c, 7200);
+  assert.deepEqual([r.changed, r.next.state, r.next.lastChangeAtMs], [true, 'degraded', 7200]);
+});
+
+test('cooldown: a line flapping every sample changes state at most once per cooldown (virtual clock)', () => {
+  const c = { ...cfg, degradeAfter: 1, recoverAfter: 1, cooldownMs: 1000 };
+  const samples = Array.from({ length: 100 }, (_, i) => (i % 2 ? 80 : 1)); // 10 s at 100 ms
+  const out = run(samples, c, initialSchmitt('normal'), 100);
+  const transitions = out.filter((x, i) => x.state !== (i ? out[i - 1].state : 'normal')).length;
+  assert.ok(transitions <= 10 && transitions >= 9, `transitions: ${transitions}`);
+  // without a cooldown every sample flips
+  const free = run(samples, { ...c, cooldownMs: 0 }, initialSchmitt('normal'), 100);
+  assert.equal(free.filter((x, i) => x.state !== (i ? free[i - 1].state : 'normal')).length, 99);
+});
+
+test('the shipped default cooldown is 1000 ms (agent config schema) and starvation guard is on', async () => {
+  const { resolveConfig } = await import('../../agent/src/config');
+  const c = resolveConfig({ link: { peers: [{ name: 'p', probe: { kind: 'tcp', address: '127.0.0.1:1' } }] } });
+  assert.equal(c.link.peers[0].cooldownMs, 1000);
+  assert.equal(c.link.peers[0].starvationGuard, true);
 });

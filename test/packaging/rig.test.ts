@@ -485,3 +485,26 @@ test('agent/Dockerfile: multi-stage esbuild bundle, non-root runtime, /healthz c
   const args = JSON.parse(/^CMD\s+(\[.*\])$/m.exec(finalStage)![1]);
   assert.equal(args[0], 'build/agent.js');
 });
+
+test("rig --once verdict: fails when the normal or restored phase is mostly degraded, not only when the slow phase leaks", async () => {
+  const { judgeOnce } = await import('../../rig/verdict');
+  const good = { normal: { cloudB: 95, total: 199, degraded: 0 }, slow: { cloudB: 0, total: 180, degraded: 180 }, restored: { cloudB: 120, total: 250, degraded: 12 } };
+  assert.deepEqual(judgeOnce(good), { ok: true, problems: [] });
+  // The starved run of issue 8: 141 of 183 degraded in "normal", 154 of 267 in "restored".
+  const starvedNormal = judgeOnce({ ...good, normal: { cloudB: 20, total: 183, degraded: 141 } });
+  assert.equal(starvedNormal.ok, false);
+  assert.match(starvedNormal.problems.join(), /normal: mostly degraded \(141 of 183\)/);
+  const starvedRestored = judgeOnce({ ...good, restored: { cloudB: 50, total: 267, degraded: 154 } });
+  assert.equal(starvedRestored.ok, false);
+  assert.match(starvedRestored.problems.join(), /restored: mostly degraded \(154 of 267\)/);
+  // Exactly half is tolerated (the restored phase includes the recovery), more is not.
+  assert.equal(judgeOnce({ ...good, restored: { cloudB: 50, total: 100, degraded: 50 } }).ok, true);
+  assert.equal(judgeOnce({ ...good, restored: { cloudB: 50, total: 100, degraded: 51 } }).ok, false);
+  // What the old verdict already caught still fails.
+  assert.equal(judgeOnce({ ...good, slow: { cloudB: 1, total: 180, degraded: 180 } }).ok, false);
+  assert.equal(judgeOnce({ ...good, slow: { cloudB: 0, total: 180, degraded: 179 } }).ok, false);
+  assert.equal(judgeOnce({ ...good, normal: { cloudB: 0, total: 199, degraded: 0 } }).ok, false);
+  assert.equal(judgeOnce({ ...good, restored: { cloudB: 0, total: 0, degraded: 0 } }).ok, false);
+  // rig/main.ts uses it for --once.
+  assert.match(readText('rig/main.ts'), /judgeOnce\(verdict/);
+});
