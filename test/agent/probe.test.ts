@@ -32,8 +32,8 @@ async function rig(peer: Partial<PeerConfig> = {}, rttMs = 5) {
             degradeAfter: 1,
             recoverThresholdMs: RECOVER,
             recoverAfter: N,
-            // These tests time the trigger itself: transitions follow each other within the
-            // shipped 1 s cooldown (held transitions are tested in schmitt.test.ts).
+            // These tests time the trigger itself: recoveries follow degradations within the
+            // shipped 2 s cooldown (held recoveries are tested in schmitt.test.ts).
             cooldownMs: 0,
             ...peer,
           },

@@ -17,11 +17,13 @@
 //   * Both streaks are counted in both states (the snapshot publishes recoverStreak
 //     whatever the state); they saturate at a large number.
 //
-// Cooldown (minimum dwell time, `cooldownMs`): a transition happens only when at least
-// cooldownMs have passed since the previous one (sample times come in as `nowMs`). A transition
-// whose streak condition is met during the cooldown is held; the streaks keep counting, so it
-// happens on the first sample after the cooldown that still meets it. The first transition
-// after start is never held. cooldownMs 0 = no cooldown.
+// Cooldown (minimum dwell time in `degraded`, `cooldownMs`): degraded -> normal happens only
+// when at least cooldownMs have passed since the link became degraded (sample times come in as
+// `nowMs`). A recovery whose streak is complete earlier is held; the recover streak keeps
+// counting, so it happens on the first low sample after the cooldown. normal -> degraded is
+// NEVER held: a cooldown there would send traffic over a line known to be slow for up to
+// cooldownMs after every recovery (measured: reaction p99 ~1 s instead of < 200 ms). Each
+// flap cycle therefore keeps traffic local for at least cooldownMs. 0 = no cooldown.
 //
 // Initial state: `degraded` with both streaks at 0, so a peer only becomes `normal` after N
 // consecutive good samples. Rationale: the data plane's fail mode defaults to "degraded"
@@ -39,7 +41,7 @@ export interface SchmittConfig {
   degradeAfter: number;
   recoverThresholdMs: number;
   recoverAfter: number;
-  /** minimum dwell time in a state, ms (0 or absent = none) */
+  /** minimum dwell time in degraded before a recovery, ms (0 or absent = none) */
   cooldownMs?: number;
 }
 
@@ -55,7 +57,7 @@ export interface SchmittStep {
   next: SchmittState;
   changed: boolean;
   sampleClass: SampleClass;
-  /** the streak condition for a transition was met but the cooldown held it */
+  /** the recover streak was complete but the cooldown held the recovery */
   held: boolean;
 }
 
@@ -91,7 +93,7 @@ export function step(s: SchmittState, sampleMs: number | null, cfg: SchmittConfi
       recoverStreak = 0;
       break;
   }
-  const held = want !== s.state && nowMs - s.lastChangeAtMs < (cfg.cooldownMs ?? 0);
+  const held = want === 'normal' && s.state === 'degraded' && nowMs - s.lastChangeAtMs < (cfg.cooldownMs ?? 0);
   const changed = want !== s.state && !held;
   const next: SchmittState = {
     state: changed ? want : s.state,
