@@ -268,7 +268,7 @@ class Checker {
       const n = Object.keys(v).length;
       if (rules?.map?.min_pairs !== undefined && n < Number(rules.map.min_pairs)) this.err(at, 'pgv', `value must contain at least ${rules.map.min_pairs} pair(s)`);
       if (rules?.map?.max_pairs !== undefined && n > Number(rules.map.max_pairs)) this.err(at, 'pgv', `value must contain no more than ${rules.map.max_pairs} pair(s)`);
-      const keyType = (f as protobuf.MapField).keyType;
+      const keyType = (f as unknown as protobuf.MapField).keyType;
       for (const [k, val] of Object.entries(v)) {
         if (keyType !== 'string') this.scalar(keyType, k, `${at}[${JSON.stringify(k)}]`, true);
         if (rules?.map?.keys) this.scalarRules(keyType, k, rules.map.keys, `${at}[${JSON.stringify(k)}] (key)`);
