@@ -6,6 +6,7 @@ const quick = process.argv.includes('--quick');
 const runs: [string, string[]][] = [
   ['bench/request-cost.ts', quick ? ['--rounds', '8'] : []],
   ['bench/reaction.ts', quick ? ['--trials', '20'] : ['--trials', '30']],
+  ['bench/link-flap.ts', quick ? ['--quick'] : []],
   ['bench/snapshot-size.ts', []],
   ['bench/rules-eval.ts', quick ? ['--quick'] : []],
   ['bench/routing/run.ts', quick ? ['--quick'] : []],

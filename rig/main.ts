@@ -7,6 +7,7 @@
 //   --once: one scenario cycle, then a verdict (exit 0 if routing behaved, 1 if not)
 import { startRig, type Rig } from './rig';
 import { Traffic, quantile, type WindowStats } from './traffic';
+import { judgeOnce, type Verdict } from './verdict';
 
 interface Phase { name: string; rttMs: number; seconds: number }
 const PHASES: Phase[] = [
@@ -92,8 +93,8 @@ async function main(): Promise<void> {
     if (o.once) break;
   }
   if (o.once) {
-    const ok = verdict.normal.cloudB > 0 && verdict.slow.cloudB === 0 && verdict.slow.degraded === verdict.slow.total && verdict.restored.cloudB > 0;
-    process.stdout.write(`verdict: ${JSON.stringify(verdict)} -> ${ok ? 'OK: traffic stayed local while the line was slow' : 'UNEXPECTED ROUTING'}\n`);
+    const { ok, problems } = judgeOnce(verdict as Verdict);
+    process.stdout.write(`verdict: ${JSON.stringify(verdict)} -> ${ok ? 'OK: traffic crossed the steady line and stayed local while it was slow' : `UNEXPECTED ROUTING: ${problems.join('; ')}`}\n`);
     await stop(ok ? 0 : 1);
   }
 }

@@ -23,6 +23,10 @@ export interface PeerConfig {
   degradeAfter: number;
   recoverThresholdMs: number;
   recoverAfter: number;
+  /** minimum dwell time in degraded before a recovery, ms (0 = none); degrading is never delayed */
+  cooldownMs: number;
+  /** do not count slow samples the agent's own lateness could explain */
+  starvationGuard: boolean;
   initialState: 'degraded' | 'normal';
 }
 

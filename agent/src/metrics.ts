@@ -38,7 +38,7 @@ export function createMetrics(opts: { defaultMetrics?: boolean; waiterCount?: ()
     }),
     samples: new Counter({
       name: 'switchyard_probe_samples_total',
-      help: 'Schmitt-trigger samples by result (ok, slow, error, http_error, timeout); one per probe',
+      help: 'Probe samples by result (ok, slow, error, http_error, timeout; starved = not counted by the Schmitt trigger, the agent itself was late); one per probe',
       labelNames: ['peer', 'result'],
       registers,
     }),

@@ -339,6 +339,34 @@ function parseHeaderMatcher(v: unknown, at: string): HeaderMatcher {
   };
 }
 
+/**
+ * Envoy's HeaderMatcher evaluation (HeaderUtility::HeaderData::matchesHeaders) over all values of
+ * the header (`values`, joined with "," as Envoy does for repeated headers). A missing header only
+ * matches a presence test: `present_match: false`, or `present_match: true` inverted. Every other
+ * matcher does NOT match a missing header, inverted or not (route_components.proto,
+ * treat_missing_header_as_empty: "the header matcher rule ... will be ignored so it will not match")
+ * — so `invert_match` on `exact: normal` does not catch a request without the header.
+ */
+export function headerMatcherMatches(m: HeaderMatcher, values: readonly string[]): boolean {
+  if (!values.length) {
+    return m.kind === 'present' && (m.invert ? m.present === true : m.present === false);
+  }
+  let r: boolean;
+  if (m.kind === 'present') {
+    r = m.present === true;
+  } else {
+    let v = values.join(',');
+    let want = m.value ?? '';
+    if (m.ignoreCase) {
+      v = v.toLowerCase();
+      want = want.toLowerCase();
+    }
+    r = m.kind === 'exact' ? v === want : m.kind === 'prefix' ? v.startsWith(want)
+      : m.kind === 'suffix' ? v.endsWith(want) : v.includes(want);
+  }
+  return m.invert ? !r : r;
+}
+
 function parseCluster(v: unknown, at: string): ClusterConfig {
   const o = obj(v, at, ['name', 'type', 'connect_timeout', 'lb_policy', 'load_assignment', 'original_dst_lb_config',
     'dns_lookup_family', 'respect_dns_ttl', 'dns_refresh_rate'], ['name']);

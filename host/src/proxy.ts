@@ -13,7 +13,7 @@ import { randomUUID } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { LogLevelName } from './abi';
-import { ClusterConfig, ProxyConfig, RouteConfig, VirtualHostConfig, loadEnvoyConfig, parseEnvoyConfig } from './envoy-config';
+import { ClusterConfig, ProxyConfig, RouteConfig, VirtualHostConfig, headerMatcherMatches, loadEnvoyConfig, parseEnvoyConfig } from './envoy-config';
 import { HeaderMap } from './header-map';
 import { Endpoint, destroyAgents, sendHttp } from './http-client';
 import { ClusterSpec, DEFAULT_BUFFER_LIMIT_BYTES, ProxyWasmHost, parseIpPort } from './host';
@@ -296,23 +296,7 @@ export function findVirtualHost(vhs: VirtualHostConfig[], authority: string): Vi
 }
 
 function headerMatches(h: HeaderMap, m: RouteConfig['match']['headers'][number]): boolean {
-  const all = h.getAll(m.name);
-  let r: boolean;
-  if (m.kind === 'present') {
-    r = (all.length > 0) === (m.present ?? true);
-  } else if (!all.length) {
-    r = false;
-  } else {
-    let v = all.join(',');
-    let want = m.value ?? '';
-    if (m.ignoreCase) {
-      v = v.toLowerCase();
-      want = want.toLowerCase();
-    }
-    r = m.kind === 'exact' ? v === want : m.kind === 'prefix' ? v.startsWith(want)
-      : m.kind === 'suffix' ? v.endsWith(want) : v.includes(want);
-  }
-  return m.invert ? !r : r;
+  return headerMatcherMatches(m, h.getAll(m.name));
 }
 
 export function matchRoute(vhs: VirtualHostConfig[], h: HeaderMap): RouteConfig | undefined {

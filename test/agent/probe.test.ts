@@ -32,6 +32,9 @@ async function rig(peer: Partial<PeerConfig> = {}, rttMs = 5) {
             degradeAfter: 1,
             recoverThresholdMs: RECOVER,
             recoverAfter: N,
+            // These tests time the trigger itself: recoveries follow degradations within the
+            // shipped 2 s cooldown (held recoveries are tested in schmitt.test.ts).
+            cooldownMs: 0,
             ...peer,
           },
         ],
@@ -182,4 +185,146 @@ test('blackhole: unanswered probes count at the threshold, time out later uncoun
   } finally {
     await close();
   }
+});
+
+// --- starvation guard (agent/src/link/starvation.ts) -------------------------------------------
+
+import { judgeSlowSample, nextCheckInMs, LatenessMonitor, type Scheduler } from '../../agent/src/link/starvation';
+import { PeerMonitor } from '../../agent/src/link/peer-monitor';
+import type { Prober, ProbeResult } from '../../agent/src/link/probe';
+
+test('judgeSlowSample: slow only if slow after removing the stalled time and one resolution', () => {
+  assert.equal(judgeSlowSample(80, 0, 50, 10), 'slow', 'no stall: as measured');
+  assert.equal(judgeSlowSample(80, 30, 50, 10), 'starved', '80 - 30 - 10 = 40 < 50');
+  assert.equal(judgeSlowSample(90, 30, 50, 10), 'slow', '90 - 30 - 10 = 50');
+  assert.equal(judgeSlowSample(210, 40, 50, 10), 'slow', 'a 200 ms line stays slow under a 40 ms stall');
+  assert.equal(judgeSlowSample(1000, 995, 50, 10), 'starved', 'a timeout while the agent was stalled');
+  assert.equal(nextCheckInMs(50, 30, 50, 10), 40, 'the stall and the resolution have to be made up');
+  assert.equal(nextCheckInMs(100, 1, 50, 10), 1, 'at least 1 ms');
+});
+
+/** A scheduler on a virtual clock: timers fire when the clock is advanced past them. */
+function virtualScheduler(): Scheduler & { advance(ms: number, lateBy?: number): void; t: number } {
+  const timers = new Map<number, { at: number; fn: () => void }>();
+  let id = 0;
+  const v = {
+    t: 0,
+    now: () => v.t,
+    setTimeout: (fn: () => void, ms: number) => {
+      timers.set(++id, { at: v.t + ms, fn });
+      return id;
+    },
+    clearTimeout: (h: unknown) => void timers.delete(h as number),
+    /** advance time; a timer due in this span fires `lateBy` ms late (a stall) */
+    advance(ms: number, lateBy = 0) {
+      const end = v.t + ms;
+      for (;;) {
+        const due = [...timers.entries()].filter(([, x]) => x.at <= end).sort((a, b) => a[1].at - b[1].at)[0];
+        if (!due) break;
+        timers.delete(due[0]);
+        v.t = Math.min(end, due[1].at + lateBy);
+        due[1].fn();
+      }
+      v.t = end;
+    },
+  };
+  return v;
+}
+
+test('LatenessMonitor: records timer lateness as stalls, sums them over a window, sees a stall in progress', () => {
+  const sch = virtualScheduler();
+  const m = new LatenessMonitor({ intervalMs: 10, minStallMs: 2, scheduler: sch });
+  m.start();
+  sch.advance(100); // on time
+  assert.equal(m.stalledMs(0, 100), 0);
+  // the loop is blocked 40 ms: the timer due at 110 fires at 150
+  sch.advance(50, 40);
+  assert.equal(m.stalledMs(0, 150), 40);
+  assert.equal(m.stalledMs(120, 150), 30, 'only the overlap with the window');
+  assert.equal(m.stalledMs(150, 160), 0, 'after the stall');
+  // a stall still in progress: the next timer (due 160) has not fired at 175
+  sch.t = 175;
+  assert.equal(m.stalledMs(150, 175), 15);
+  sch.advance(0);
+  // tiny lateness is noise
+  const m2 = new LatenessMonitor({ intervalMs: 10, minStallMs: 2, scheduler: sch });
+  m2.start();
+  sch.advance(100, 1);
+  assert.equal(m2.stalledMs(0, sch.t), 0);
+  m.stop();
+  m2.stop();
+});
+
+/** A prober whose answers take `rttMs` of real time; returns its results in order. */
+function fakeProber(rttMs: () => number): Prober {
+  return {
+    run: (signal) => new Promise<ProbeResult>((resolve) => {
+      const t0 = performance.now();
+      const t = setTimeout(() => resolve({ outcome: 'ok', rttMs: performance.now() - t0, status: 200 }), rttMs());
+      signal.addEventListener('abort', () => {
+        clearTimeout(t);
+        resolve({ outcome: 'aborted', rttMs: performance.now() - t0 });
+      });
+    }),
+    close() {},
+  };
+}
+
+const peerCfg = (over: Partial<PeerConfig> = {}): PeerConfig => ({
+  name: 'p', probe: { kind: 'tcp', address: '127.0.0.1:1' }, intervalMs: 100, timeoutMs: 1000, maxInFlight: 4,
+  degradeThresholdMs: 50, degradeAfter: 1, recoverThresholdMs: 40, recoverAfter: 3, cooldownMs: 1000,
+  starvationGuard: true, initialState: 'normal', ...over,
+});
+
+async function watch(m: PeerMonitor, ms: number): Promise<{ samples: SampleEvent[]; states: StateEvent[] }> {
+  const samples: SampleEvent[] = [];
+  const states: StateEvent[] = [];
+  m.on('sample', (s) => samples.push(s));
+  m.on('state', (s) => states.push(s));
+  m.start();
+  await sleep(ms);
+  m.stop();
+  return { samples, states };
+}
+
+test('starved agent: slow samples explained by injected lateness are not counted, the link stays normal', async () => {
+  // Every answer takes 70 ms of wall time, but the agent reports it was stalled 60 ms of it.
+  const lateness = { resolutionMs: 10, stalledMs: (from: number, to: number) => Math.min(60, to - from) };
+  const m = new PeerMonitor(peerCfg(), { prober: fakeProber(() => 70), lateness });
+  const { samples, states } = await watch(m, 700);
+  assert.deepEqual(states, [], 'no transition');
+  assert.ok(samples.length >= 3, `samples: ${samples.length}`);
+  assert.ok(samples.every((s) => s.kind === 'starved' && !s.counted), JSON.stringify(samples.map((s) => s.kind)));
+  assert.equal(m.state, 'normal');
+});
+
+test('guard off (starvationGuard: false): the same samples degrade the link (what the guard prevents)', async () => {
+  const lateness = { resolutionMs: 10, stalledMs: (from: number, to: number) => Math.min(60, to - from) };
+  const m = new PeerMonitor(peerCfg({ starvationGuard: false }), { prober: fakeProber(() => 70), lateness });
+  const { states } = await watch(m, 400);
+  assert.equal(states[0]?.to, 'degraded');
+});
+
+test('slow line while starved: still degraded (re-checked once the stall is made up)', async () => {
+  // 200 ms answers, 30 ms stalled in every window: 200 - 30 - 10 >= 50.
+  const lateness = { resolutionMs: 10, stalledMs: (from: number, to: number) => Math.min(30, to - from) };
+  const m = new PeerMonitor(peerCfg(), { prober: fakeProber(() => 200), lateness });
+  const t0 = performance.now();
+  let at = NaN;
+  m.on('state', (e) => { if (e.to === 'degraded' && Number.isNaN(at)) at = performance.now() - t0; });
+  const { samples } = await watch(m, 400);
+  assert.ok(at > 0 && at < 200, `degraded after ${at} ms: before the answer arrived (at 50 + 30 + 10 ms)`);
+  const first = samples.find((s) => s.counted)!;
+  assert.equal(first.kind, 'slow');
+  assert.ok(first.elapsedMs >= 89, `counted at ${first.elapsedMs.toFixed(1)} ms, after the stall was made up`);
+});
+
+test('no stall: a slow answer counts at the threshold timer, as before', async () => {
+  const lateness = { resolutionMs: 10, stalledMs: () => 0 };
+  const m = new PeerMonitor(peerCfg(), { prober: fakeProber(() => 200), lateness });
+  const { samples, states } = await watch(m, 250);
+  assert.equal(states[0]?.to, 'degraded');
+  const first = samples.find((s) => s.counted)!;
+  assert.equal(first.kind, 'slow');
+  assert.ok(first.elapsedMs < 80, `counted at ${first.elapsedMs.toFixed(1)} ms`);
 });

@@ -101,6 +101,16 @@ test('embedded host runs envoy/envoy.yaml with the real filter (no agent: fail m
       assert.equal(r.body, 'cloud-a');
     }
     assert.ok(seen.every((s) => s.headers[C.statusHeader] === 'degraded'), 'upstream sees the filter decision');
+    // Authority forms the filter may not recognise reach the same virtual host (":*" domain);
+    // whatever status they carry (none, or the client's), the fail-safe default route keeps them local.
+    for (const host of [`${C.demoAuthority}:80:80`, `${C.demoAuthority}:a:b`]) {
+      for (let i = 0; i < 10; i++) {
+        const r = await get(proxy.listenPort, host, { [C.statusHeader]: 'normal' });
+        assert.equal(r.status, 200);
+        assert.equal(r.body, 'cloud-a', `Host: ${host}`);
+      }
+    }
+    seen.length = 0;
     // Load-aware authority without a snapshot: no instance is eligible, allIneligible is
     // forward-degraded -> the filter removes the client's endpoint and marker, sets
     // x-degraded: true, and the route table sends it to inference_default. The spoofed

@@ -257,33 +257,35 @@ test('inference DestinationRule: Switchyard clients only, LEAST_REQUEST like the
   }
 });
 
-test('VirtualService mirrors the seed and envoy.yaml: degraded -> local 100, else 50/50', () => {
+test('VirtualService mirrors envoy.yaml and is fail-safe: normal -> 50/50, anything else -> local 100', () => {
   const rig = readYaml('envoy/envoy.yaml');
   const vh = rig.static_resources.listeners[0].filter_chains[0].filters[0].typed_config.route_config.virtual_hosts.find((v: Obj) =>
     v.domains.includes(C.demoAuthority),
   );
-  const rigDegraded = vh.routes[0];
-  const rigSplit = vh.routes[1];
+  const rigSplit = vh.routes[0];
+  const rigLocal = vh.routes[1];
   for (const k of ['istio/base', 'istio/overlays/cloud-a', 'istio/overlays/cloud-b']) {
     const objs = rendered.get(k)!;
     const vs = one(objs, 'VirtualService');
     const dr = one(objs, 'DestinationRule', 'payment-service-subsets');
     assert.deepEqual(vs.spec.hosts, [C.demoAuthority]);
     assert.equal(dr.spec.host, C.demoAuthority);
-    const [degraded, split] = vs.spec.http;
-    // Same header and value as the rig's first route.
-    const hdr = rigDegraded.match.headers[0];
+    assert.equal(vs.spec.http.length, 2, `${k}: exactly the split and the local default`);
+    const [split, degraded] = vs.spec.http;
+    // Same header and value as the rig's first route: only an explicit "normal" splits.
+    const hdr = rigSplit.match.headers[0];
     assert.equal(hdr.name, C.statusHeader);
-    assert.deepEqual(degraded.match, [{ headers: { [hdr.name]: { exact: hdr.string_match.exact } } }]);
-    assert.equal(hdr.string_match.exact, 'degraded');
+    assert.deepEqual(split.match, [{ headers: { [hdr.name]: { exact: hdr.string_match.exact } } }]);
+    assert.equal(hdr.string_match.exact, 'normal');
+    assert.equal(degraded.match, undefined, 'the local route is the default route (absent / unknown / degraded)');
     assert.deepEqual(degraded.route.map((r: Obj) => [r.destination.subset, r.weight]), [['local-cloud', 100]]);
-    assert.equal(split.match, undefined, 'the split route is the default route');
     const rigWeights = rigSplit.route.weighted_clusters.clusters.map((c: Obj) => c.weight);
     assert.deepEqual(split.route.map((r: Obj) => [r.destination.subset, r.weight]), [
       ['local-cloud', rigWeights[0]],
       ['remote-cloud', rigWeights[1]],
     ]);
-    assert.equal(rigSplit.route.weighted_clusters.clusters[0].name, rigDegraded.route.cluster, 'rig: first split cluster is the local one');
+    assert.equal(rigSplit.route.weighted_clusters.clusters[0].name, rigLocal.route.cluster, 'rig: first split cluster is the local one');
+    assert.deepEqual(rigLocal.match, { prefix: '/' }, 'rig: the local route is the default route');
     for (const r of [...degraded.route, ...split.route]) assert.equal(r.destination.host, C.demoAuthority);
     // Every subset used exists, keyed on the network label, local != remote.
     const subsets = new Map(dr.spec.subsets.map((s: Obj) => [s.name, s.labels]));

@@ -125,12 +125,14 @@ test('envoy.yaml clusters: names, types and loopback ports from the contract', (
 test('envoy.yaml routes mirror the seed VirtualService and reference existing clusters', () => {
   const pay = vhosts.find((v) => v.domains.includes(C.demoAuthority));
   assert.ok(pay, 'a virtual host for the demo authority');
-  const [degraded, split] = pay.routes;
-  assert.deepEqual(degraded.match, { prefix: '/', headers: [{ name: pluginConfig.link.header, string_match: { exact: 'degraded' } }] });
+  // Fail-safe: only the filter's explicit "normal" splits; the default route is local.
+  assert.equal(pay.routes.length, 2);
+  const [split, local] = pay.routes;
+  assert.deepEqual(split.match, { prefix: '/', headers: [{ name: pluginConfig.link.header, string_match: { exact: 'normal' } }] });
   assert.equal(pluginConfig.link.header, C.statusHeader);
-  assert.deepEqual(degraded.route, { cluster: 'cloud_a' });
-  assert.deepEqual(split.match, { prefix: '/' });
   assert.deepEqual(split.route, { weighted_clusters: { clusters: [{ name: 'cloud_a', weight: 50 }, { name: 'cloud_b', weight: 50 }] } });
+  assert.deepEqual(local.match, { prefix: '/' });
+  assert.deepEqual(local.route, { cluster: 'cloud_a' });
   // Every authority the filter manages has a virtual host.
   for (const svc of pluginConfig.link.services) {
     for (const a of svc.authorities) {
@@ -482,4 +484,27 @@ test('agent/Dockerfile: multi-stage esbuild bundle, non-root runtime, /healthz c
   }
   const args = JSON.parse(/^CMD\s+(\[.*\])$/m.exec(finalStage)![1]);
   assert.equal(args[0], 'build/agent.js');
+});
+
+test("rig --once verdict: fails when the normal or restored phase is mostly degraded, not only when the slow phase leaks", async () => {
+  const { judgeOnce } = await import('../../rig/verdict');
+  const good = { normal: { cloudB: 95, total: 199, degraded: 0 }, slow: { cloudB: 0, total: 180, degraded: 180 }, restored: { cloudB: 120, total: 250, degraded: 12 } };
+  assert.deepEqual(judgeOnce(good), { ok: true, problems: [] });
+  // The starved run of issue 8: 141 of 183 degraded in "normal", 154 of 267 in "restored".
+  const starvedNormal = judgeOnce({ ...good, normal: { cloudB: 20, total: 183, degraded: 141 } });
+  assert.equal(starvedNormal.ok, false);
+  assert.match(starvedNormal.problems.join(), /normal: mostly degraded \(141 of 183\)/);
+  const starvedRestored = judgeOnce({ ...good, restored: { cloudB: 50, total: 267, degraded: 154 } });
+  assert.equal(starvedRestored.ok, false);
+  assert.match(starvedRestored.problems.join(), /restored: mostly degraded \(154 of 267\)/);
+  // Exactly half is tolerated (the restored phase includes the recovery), more is not.
+  assert.equal(judgeOnce({ ...good, restored: { cloudB: 50, total: 100, degraded: 50 } }).ok, true);
+  assert.equal(judgeOnce({ ...good, restored: { cloudB: 50, total: 100, degraded: 51 } }).ok, false);
+  // What the old verdict already caught still fails.
+  assert.equal(judgeOnce({ ...good, slow: { cloudB: 1, total: 180, degraded: 180 } }).ok, false);
+  assert.equal(judgeOnce({ ...good, slow: { cloudB: 0, total: 180, degraded: 179 } }).ok, false);
+  assert.equal(judgeOnce({ ...good, normal: { cloudB: 0, total: 199, degraded: 0 } }).ok, false);
+  assert.equal(judgeOnce({ ...good, restored: { cloudB: 0, total: 0, degraded: 0 } }).ok, false);
+  // rig/main.ts uses it for --once.
+  assert.match(readText('rig/main.ts'), /judgeOnce\(verdict/);
 });

@@ -159,18 +159,46 @@ test('blackhole stall holds data, drop discards it; lifting the stall delivers i
   });
 });
 
-test('upstream refused: the client connection is closed', async () => {
+test('upstream refused: the client connection is closed', { timeout: 10000 }, async () => {
   const free = await new Promise<number>((r) => {
     const srv = net.createServer().listen(0, '127.0.0.1', () => {
       const p = (srv.address() as net.AddressInfo).port;
       srv.close(() => r(p));
     });
   });
-  const l = await startLeasedLine({ targetPort: free, rttMs: 10 });
+  const logs: string[] = [];
+  const l = await startLeasedLine({ targetPort: free, rttMs: 10, log: (msg) => logs.push(msg) });
   try {
+    const t0 = performance.now();
     const s = await connect(l.port);
-    s.on('error', () => {});
-    await new Promise<void>((r) => s.on('close', () => r()));
+    let bytes = 0;
+    let ended = false;
+    let error: Error | undefined;
+    s.on('data', (c: Buffer) => (bytes += c.length));
+    s.on('end', () => (ended = true));
+    s.on('error', (e) => (error = e));
+    // Bounded: a proxy that keeps the client open after the upstream failed fails here, not by
+    // hanging the suite.
+    const closed = await new Promise<boolean>((r) => {
+      const t = setTimeout(() => r(false), 3000);
+      s.on('close', () => {
+        clearTimeout(t);
+        r(true);
+      });
+    });
+    const tookMs = performance.now() - t0;
+    assert.ok(closed, 'the client connection was not closed within 3 s of the upstream refusing');
+    assert.equal(bytes, 0, 'nothing was delivered to the client');
+    assert.equal(error, undefined, 'closed with EOF, not reset');
+    assert.ok(ended, 'the client saw EOF');
+    // The EOF travels the line like data: it arrives after (about) the one-way delay, not at once.
+    assert.ok(tookMs >= 4, `EOF after the one-way delay (took ${tookMs.toFixed(1)} ms)`);
+    assert.ok(logs.includes('upstream error'), 'the refused upstream was logged');
+    // Both sides released.
+    const deadline = Date.now() + 2000;
+    while (l.stats().connectionsActive !== 0 && Date.now() < deadline) await sleep(10);
+    assert.deepEqual([l.stats().connectionsTotal, l.stats().connectionsActive], [1, 0]);
+    s.destroy();
   } finally {
     await l.close();
   }

@@ -13,22 +13,34 @@
 //   sets it to the elapsed time so far (a lower bound) until the real RTT arrives; NaN when
 //   the latest probe failed. avgRttMs: EWMA (alpha 0.2) of successful RTTs only (failures do
 //   not move it; lastRttMs = NaN says it failed). Both NaN before the first result.
+// * Starvation guard (starvation.ts, `starvationGuard`, default on): a sample at or above the
+//   threshold (or a timeout) that the agent's own event-loop lateness during the probe could
+//   explain is not fed to the Schmitt trigger; it is emitted as a sample of kind 'starved' with
+//   counted: false. A probe still unanswered at the threshold timer while the agent was stalled
+//   is re-checked once the stalled time is made up, so a slow line is still caught.
+// * Cooldown (`cooldownMs`): the Schmitt trigger holds a transition until cooldownMs after the
+//   previous one (schmitt.ts).
 import { EventEmitter } from 'node:events';
 import type { PeerConfig } from '../config';
 import type { PeerRecord } from '../snapshot/codec';
 import { createProber, type Prober, type ProbeResult } from './probe';
-import { initialSchmitt, step, type LinkState, type SampleClass, type SchmittState } from './schmitt';
+import { classify, initialSchmitt, step, type LinkState, type SampleClass, type SchmittState } from './schmitt';
+import { acquireLatenessMonitor, judgeSlowSample, nextCheckInMs, releaseLatenessMonitor, type LatenessMonitor, type LatenessSource } from './starvation';
 
 export const EWMA_ALPHA = 0.2;
 
-export type SampleKind = 'ok' | 'slow' | 'error' | 'http_error' | 'timeout';
+export type SampleKind = 'ok' | 'slow' | 'error' | 'http_error' | 'timeout' | 'starved';
 
 export interface SampleEvent {
   peer: string;
   probeId: number;
   kind: SampleKind;
-  /** value fed to the Schmitt trigger (null = failed) */
+  /** value fed to the Schmitt trigger (null = failed); for 'starved', the measured value (not fed) */
   valueMs: number | null;
+  /** false for 'starved' samples: the Schmitt trigger did not see it */
+  counted: boolean;
+  /** ms the agent's event loop was stalled during this probe */
+  stalledMs: number;
   /** ms from probe start to this sample */
   elapsedMs: number;
   sampleClass: SampleClass;
@@ -64,10 +76,20 @@ export interface PeerMonitorEvents {
   skip: [{ peer: string; inFlight: number }];
 }
 
+export interface PeerMonitorOptions {
+  /** tests: a fake prober */
+  prober?: Prober;
+  /** tests: injected lateness; default the process-wide LatenessMonitor */
+  lateness?: LatenessSource;
+}
+
 export class PeerMonitor extends EventEmitter<PeerMonitorEvents> {
   readonly name: string;
   private schmitt: SchmittState;
   private prober: Prober;
+  private lateness?: LatenessSource;
+  private ownsLateness = false;
+  private readonly injectedLateness?: LatenessSource;
   private ticker?: NodeJS.Timeout;
   private inFlight = new Map<number, { abort: AbortController; slowTimer?: NodeJS.Timeout }>();
   private nextProbeId = 1;
@@ -77,11 +99,16 @@ export class PeerMonitor extends EventEmitter<PeerMonitorEvents> {
   avgRttMs = NaN;
   lastSampleAtMs = 0;
 
-  constructor(readonly cfg: PeerConfig) {
+  constructor(readonly cfg: PeerConfig, opts: PeerMonitorOptions = {}) {
     super();
     this.name = cfg.name;
     this.schmitt = initialSchmitt(cfg.initialState);
-    this.prober = createProber(cfg.probe, cfg.timeoutMs, cfg.maxInFlight);
+    this.prober = opts.prober ?? createProber(cfg.probe, cfg.timeoutMs, cfg.maxInFlight);
+    this.injectedLateness = opts.lateness;
+  }
+
+  private get guard(): boolean {
+    return this.cfg.starvationGuard !== false;
   }
 
   get state(): LinkState {
@@ -96,6 +123,13 @@ export class PeerMonitor extends EventEmitter<PeerMonitorEvents> {
 
   start(): void {
     if (this.ticker || this.stopped) return;
+    if (this.guard) {
+      this.lateness = this.injectedLateness;
+      if (!this.lateness) {
+        this.lateness = acquireLatenessMonitor();
+        this.ownsLateness = true;
+      }
+    }
     this.tick();
     this.ticker = setInterval(() => this.tick(), this.cfg.intervalMs);
   }
@@ -110,6 +144,8 @@ export class PeerMonitor extends EventEmitter<PeerMonitorEvents> {
     }
     this.inFlight.clear();
     this.prober.close();
+    if (this.ownsLateness) releaseLatenessMonitor(this.lateness as LatenessMonitor);
+    this.ownsLateness = false;
   }
 
   record(): PeerRecord {
@@ -131,19 +167,29 @@ export class PeerMonitor extends EventEmitter<PeerMonitorEvents> {
     }
     const probeId = this.nextProbeId++;
     const abort = new AbortController();
-    const t0 = process.hrtime.bigint();
-    const elapsed = (): number => Number(process.hrtime.bigint() - t0) / 1e6;
+    const t0 = performance.now();
+    const elapsed = (): number => performance.now() - t0;
+    const stalled = (): number => this.lateness?.stalledMs(t0, performance.now()) ?? 0;
+    const threshold = this.cfg.degradeThresholdMs;
+    const resolution = this.lateness?.resolutionMs ?? 0;
     let counted = false;
     const entry: { abort: AbortController; slowTimer?: NodeJS.Timeout } = { abort };
     this.inFlight.set(probeId, entry);
-    entry.slowTimer = setTimeout(() => {
+    const slowCheck = (): void => {
       entry.slowTimer = undefined;
       if (counted || this.stopped) return;
-      counted = true;
       const e = elapsed();
+      const st = stalled();
+      if (judgeSlowSample(e, st, threshold, resolution) === 'starved') {
+        // Still unanswered, but the agent was stalled: look again once the stall is made up.
+        entry.slowTimer = setTimeout(slowCheck, nextCheckInMs(e, st, threshold, resolution));
+        return;
+      }
+      counted = true;
       this.setLastRtt(probeId, e);
-      this.sample(probeId, 'slow', Math.max(e, this.cfg.degradeThresholdMs), e);
-    }, this.cfg.degradeThresholdMs);
+      this.sample(probeId, 'slow', Math.max(e, threshold), e, st);
+    };
+    entry.slowTimer = setTimeout(slowCheck, threshold);
     this.emit('probe-start', { peer: this.name, probeId, inFlight: this.inFlight.size });
 
     this.prober.run(abort.signal).then((res) => {
@@ -160,11 +206,34 @@ export class PeerMonitor extends EventEmitter<PeerMonitorEvents> {
       }
       if (late) return;
       counted = true;
-      if (res.outcome === 'ok') {
-        this.sample(probeId, res.rttMs >= this.cfg.degradeThresholdMs ? 'slow' : 'ok', res.rttMs, res.rttMs);
+      const st = stalled();
+      // Slow answers and timeouts are judged: the agent's lateness only ever adds time.
+      const judged = res.outcome === 'timeout' || (res.outcome === 'ok' && res.rttMs >= threshold);
+      if (this.guard && judged && judgeSlowSample(res.rttMs, st, threshold, resolution) === 'starved') {
+        this.starved(probeId, res.rttMs, st);
+      } else if (res.outcome === 'ok') {
+        this.sample(probeId, res.rttMs >= threshold ? 'slow' : 'ok', res.rttMs, res.rttMs, st);
       } else {
-        this.sample(probeId, res.outcome, null, res.rttMs);
+        this.sample(probeId, res.outcome, null, res.rttMs, st);
       }
+    });
+  }
+
+  /** A sample the agent's own lateness may explain: reported, not fed to the Schmitt trigger. */
+  private starved(probeId: number, elapsedMs: number, stalledMs: number): void {
+    this.emit('sample', {
+      peer: this.name,
+      probeId,
+      kind: 'starved',
+      valueMs: elapsedMs,
+      counted: false,
+      stalledMs,
+      elapsedMs,
+      sampleClass: classify(elapsedMs, this.cfg),
+      state: this.schmitt.state,
+      degradeStreak: this.schmitt.degradeStreak,
+      recoverStreak: this.schmitt.recoverStreak,
+      atMs: Date.now(),
     });
   }
 
@@ -175,9 +244,9 @@ export class PeerMonitor extends EventEmitter<PeerMonitorEvents> {
     this.lastRttMs = v;
   }
 
-  private sample(probeId: number, kind: SampleKind, valueMs: number | null, elapsedMs: number): void {
+  private sample(probeId: number, kind: SampleKind, valueMs: number | null, elapsedMs: number, stalledMs: number): void {
     const from = this.schmitt.state;
-    const r = step(this.schmitt, valueMs, this.cfg);
+    const r = step(this.schmitt, valueMs, this.cfg, performance.now());
     this.schmitt = r.next;
     this.lastSampleAtMs = Date.now();
     this.emit('sample', {
@@ -185,6 +254,8 @@ export class PeerMonitor extends EventEmitter<PeerMonitorEvents> {
       probeId,
       kind,
       valueMs,
+      counted: true,
+      stalledMs,
       elapsedMs,
       sampleClass: r.sampleClass,
       state: r.next.state,
