@@ -132,17 +132,29 @@ class Scanner {
   str(): i32 {
     let i = this.pos + 1;
     const n = this.n;
-    while (i < n) {
-      const c = this.at(i);
+    const p = this.p;
+    while (true) {
+      // 8 bytes at a time while none is a quote, a backslash or a control character: prompt
+      // text is almost all of a body, and this is most of the scan's time
+      while (i + 8 <= n) {
+        const v = load<u64>(p + <usize>i);
+        const q = v ^ 0x2222222222222222;
+        const b = v ^ 0x5c5c5c5c5c5c5c5c;
+        const t = ((q - 0x0101010101010101) & ~q) | ((b - 0x0101010101010101) & ~b) | ((v - 0x2020202020202020) & ~v);
+        if ((t & 0x8080808080808080) != 0) break;
+        i += 8;
+      }
+      if (i >= n) break;
+      const c = load<u8>(p + <usize>i);
       if (c == Q) { this.pos = i + 1; return i; }
       if (c < 0x20) { this.pos = i; this.fail(ReqError.NotJson); return -1; }
       if (c == BS) {
         if (i + 1 >= n) break;
-        const e = this.at(i + 1);
+        const e = load<u8>(p + <usize>i + 1);
         if (e == 0x75) { // \uXXXX
           if (i + 6 > n) break;
           for (let k = 2; k < 6; k++) {
-            if (!isHex(this.at(i + k))) { this.pos = i; this.fail(ReqError.NotJson); return -1; }
+            if (!isHex(load<u8>(p + <usize>(i + k)))) { this.pos = i; this.fail(ReqError.NotJson); return -1; }
           }
           i += 6;
           continue;

@@ -36,6 +36,24 @@ const K3: u64 = 0x165667b19e3779f9;
   return rotl<u64>(h, 29) * K2 + K3;
 }
 
+/** One block into the chain: four independent lanes over 32-byte strides (the multiplies of
+ *  one lane wait on each other; four run side by side), words past the last stride into lane a. */
+@inline function block(h: u64, q: usize, len: i32): u64 {
+  let a = h;
+  let b = h ^ K1;
+  let c = h ^ K2;
+  let d = h ^ K3;
+  let w = 0;
+  for (; w + 32 <= len; w += 32) {
+    a = mix(a, load<u64>(q + <usize>w));
+    b = mix(b, load<u64>(q + <usize>w, 8));
+    c = mix(c, load<u64>(q + <usize>w, 16));
+    d = mix(d, load<u64>(q + <usize>w, 24));
+  }
+  for (; w < len; w += 8) a = mix(a, load<u64>(q + <usize>w));
+  return finish(a ^ rotl<u64>(b, 17) ^ rotl<u64>(c, 31) ^ rotl<u64>(d, 47));
+}
+
 @inline function finish(h: u64): u64 {
   h ^= h >> 33;
   h *= 0xff51afd7ed558ccd;
@@ -80,9 +98,7 @@ export function hashPromptBlocks(body: ArrayBuffer, spans: Array<i32>, seed: u64
       if (fill == 0) {
         // whole blocks straight from the body, no copy
         while (b - i >= blockBytes && n < limit) {
-          const q = base + <usize>i;
-          for (let w = 0; w < blockBytes; w += 8) h = mix(h, load<u64>(q + <usize>w));
-          h = finish(h);
+          h = block(h, base + <usize>i, blockBytes);
           unchecked(out[n++] = h);
           i += blockBytes;
         }
@@ -99,8 +115,7 @@ export function hashPromptBlocks(body: ArrayBuffer, spans: Array<i32>, seed: u64
         sep = true;
       }
       if (fill == blockBytes) {
-        for (let w = 0; w < blockBytes; w += 8) h = mix(h, load<u64>(sp + <usize>w));
-        h = finish(h);
+        h = block(h, sp, blockBytes);
         unchecked(out[n++] = h);
         fill = 0;
       }
@@ -108,6 +123,11 @@ export function hashPromptBlocks(body: ArrayBuffer, spans: Array<i32>, seed: u64
     }
   }
   return n;
+}
+
+/** Whether the 4 packed u16 slots `w` include `s`. */
+@inline function holds(w: u64, s: u16): bool {
+  return s != NO_SLOT && (<u16>w == s || <u16>(w >> 16) == s || <u16>(w >> 32) == s || <u16>(w >> 48) == s);
 }
 
 export class PrefixMatch {
@@ -279,35 +299,30 @@ export class PrefixIndex {
   lookup(hashes: StaticArray<u64>, n: i32, nowMs: u64, out: PrefixMatch): void {
     out.slots.length = 0;
     out.blocks.length = 0;
-    for (let i = 0; i < n; i++) {
-      const x = this.find(unchecked(hashes[i]));
-      if (x == 0) return;
-      if (this.expired(x, nowMs)) {
-        this.remove(x);
-        this.expirations++;
-        return;
-      }
-      const ep = this.e(x - 1);
-      let extended = false;
-      for (let k = 0; k < SLOTS_PER_ENTRY; k++) {
-        const s = <i32>load<u16>(ep + 28 + (<usize>k << 1));
-        if (s == <i32>NO_SLOT) continue;
-        if (i == 0) {
-          out.slots.push(s);
-          out.blocks.push(1);
-          extended = true;
-          continue;
-        }
-        for (let j = 0; j < out.slots.length; j++) {
-          if (unchecked(out.slots[j]) == s && unchecked(out.blocks[j]) == i) {
-            unchecked(out.blocks[j] = i + 1);
-            extended = true;
-            break;
-          }
-        }
-      }
-      if (!extended) return;
+    if (n <= 0) return;
+    // only the (at most 4) slots of block 0 can hold a prefix: track them in locals
+    let x = this.find(unchecked(hashes[0]));
+    if (x == 0) return;
+    if (this.expired(x, nowMs)) { this.remove(x); this.expirations++; return; }
+    const first = load<u64>(this.e(x - 1), 28);
+    let c0: i32 = 1, c1: i32 = 1, c2: i32 = 1, c3: i32 = 1;
+    const s0 = <u16>first, s1 = <u16>(first >> 16), s2 = <u16>(first >> 32), s3 = <u16>(first >> 48);
+    for (let i = 1; i < n; i++) {
+      x = this.find(unchecked(hashes[i]));
+      if (x == 0) break;
+      if (this.expired(x, nowMs)) { this.remove(x); this.expirations++; break; }
+      const w = load<u64>(this.e(x - 1), 28);
+      let ext = false;
+      if (c0 == i && holds(w, s0)) { c0++; ext = true; }
+      if (c1 == i && holds(w, s1)) { c1++; ext = true; }
+      if (c2 == i && holds(w, s2)) { c2++; ext = true; }
+      if (c3 == i && holds(w, s3)) { c3++; ext = true; }
+      if (!ext) break;
     }
+    if (s0 != NO_SLOT) { out.slots.push(<i32>s0); out.blocks.push(c0); }
+    if (s1 != NO_SLOT) { out.slots.push(<i32>s1); out.blocks.push(c1); }
+    if (s2 != NO_SLOT) { out.slots.push(<i32>s2); out.blocks.push(c2); }
+    if (s3 != NO_SLOT) { out.slots.push(<i32>s3); out.blocks.push(c3); }
   }
 
   /** Drop a slot everywhere (its instance left; the slot number may be reused). O(capacity). */
