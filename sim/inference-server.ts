@@ -248,8 +248,8 @@ const LLM_FLAGS: Record<string, keyof LlmEngineConfig> = {
 /** --mode llm options (LLM engine flags; --speed divides every cost). */
 export function parseLlmArgs(argv: string[]): LlmServerOptions {
   const a = parseRaw(argv);
-  const known = new Set(['mode', 'port', 'host', 'name', 'model-name', 'adapters', 'prefix-caching', 'bytes-per-token', 'default-max-tokens', 'max-body-bytes', 'speed', ...Object.keys(LLM_FLAGS)]);
-  for (const k of Object.keys(a)) if (!known.has(k)) throw new Error(`unknown option --${k} (in --mode llm)`);
+  const llmKnown = new Set(['mode', 'port', 'host', 'name', 'model-name', 'adapters', 'prefix-caching', 'bytes-per-token', 'default-max-tokens', 'max-body-bytes', 'speed', ...Object.keys(LLM_FLAGS)]);
+  for (const k of Object.keys(a)) if (!llmKnown.has(k)) throw new Error(`unknown option --${k} (in --mode llm)`);
   const num = (k: string): number | undefined => {
     if (a[k] === undefined) return undefined;
     const v = Number(a[k]);
