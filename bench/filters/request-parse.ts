@@ -1,11 +1,11 @@
 // Bench entry (AssemblyScript) for bench/request-parse.ts: the pure request modules alone,
 // called the way the filter will call them on a complete body.
-import { parseOpenAiRequest, ParseLimits, API_CHAT, ReqError } from "../../filter/assembly/lib/request/openai";
+import { RequestParser, ParseLimits, ReqError } from "../../filter/assembly/lib/request/openai";
 import { hashPromptBlocks, modelSeed, PrefixIndex, PrefixMatch, DEFAULT_BLOCK_BYTES, DEFAULT_MAX_BLOCKS } from "../../filter/assembly/lib/request/prefix";
 import { parseJson } from "../../filter/assembly/lib/json";
 
 let body: ArrayBuffer = new ArrayBuffer(0);
-const limits = new ParseLimits();
+const parser = new RequestParser(new ParseLimits());
 const hashes = new StaticArray<u64>(DEFAULT_MAX_BLOCKS);
 const index = PrefixIndex.withBudget(1 << 16, 4 << 20, 600000);
 const match = new PrefixMatch();
@@ -18,7 +18,7 @@ export function bodyBuffer(len: i32): usize {
 
 /** Parse + hash + lookup + record (slot = call % 8). Returns the number of hashed blocks, or -error. */
 export function run(api: u8, nowMs: u64, slot: u16): i32 {
-  const r = parseOpenAiRequest(body, api, limits);
+  const r = parser.parse(body, api);
   if (r.error != ReqError.None) return -(<i32>r.error);
   const n = hashPromptBlocks(body, r.spans, modelSeed(r.model), DEFAULT_BLOCK_BYTES, DEFAULT_MAX_BLOCKS, hashes);
   index.lookup(hashes, n, nowMs, match);
@@ -28,7 +28,7 @@ export function run(api: u8, nowMs: u64, slot: u16): i32 {
 
 /** Parse only. */
 export function parseOnly(api: u8): i32 {
-  const r = parseOpenAiRequest(body, api, limits);
+  const r = parser.parse(body, api);
   return r.error != ReqError.None ? -(<i32>r.error) : r.spanCount();
 }
 
@@ -45,7 +45,7 @@ export function indexCount(): i32 { return index.count(); }
 
 /** Parse + hash only (no index). */
 export function parseHash(api: u8): i32 {
-  const r = parseOpenAiRequest(body, api, limits);
+  const r = parser.parse(body, api);
   if (r.error != ReqError.None) return -(<i32>r.error);
   return hashPromptBlocks(body, r.spans, modelSeed(r.model), DEFAULT_BLOCK_BYTES, DEFAULT_MAX_BLOCKS, hashes);
 }

@@ -1,4 +1,4 @@
-import { parseOpenAiRequest, ParseLimits, ReqError, API_CHAT, API_COMPLETIONS, PROMPT_TEXT, PROMPT_TOKENS, OpenAiRequest } from "../assembly/lib/request/openai";
+import { parseOpenAiRequest, RequestParser, ParseLimits, ReqError, API_CHAT, API_COMPLETIONS, PROMPT_TEXT, PROMPT_TOKENS, OpenAiRequest } from "../assembly/lib/request/openai";
 
 function parse(body: string, api: u8 = API_COMPLETIONS, limits: ParseLimits = new ParseLimits()): OpenAiRequest {
   return parseOpenAiRequest(String.UTF8.encode(body), api, limits);
@@ -146,5 +146,36 @@ describe("parseOpenAiRequest: errors, each with its own code", () => {
     expect(r.error).toBe(ReqError.TooManyParts);
     expect(r.errorField).toBe("prompt");
     expect(parse('{"model":"m","prompt":["a","b","c"]}', API_COMPLETIONS, l).error).toBe(ReqError.None);
+  });
+});
+
+describe("RequestParser", () => {
+  it("reuses its result: each parse starts from a clean state; the model cache returns the right name", () => {
+    const p = new RequestParser(new ParseLimits());
+    const a = p.parse(String.UTF8.encode('{"model":"m1","prompt":["a","b"],"max_tokens":3,"stream":true}'), API_COMPLETIONS);
+    expect(a.error).toBe(ReqError.None);
+    expect(a.spanCount()).toBe(2);
+    const b = p.parse(String.UTF8.encode('{"model":"m2","prompt":"c"}'), API_COMPLETIONS);
+    expect(b.model).toBe("m2");
+    expect(b.spanCount()).toBe(1);
+    expect(b.maxTokens).toBe(-1);
+    expect(b.stream).toBe(false);
+    expect(p.parse(String.UTF8.encode('{"model":"m2","prompt":"c"}'), API_COMPLETIONS).model).toBe("m2");
+    expect(p.parse(String.UTF8.encode('{"model":"m3"}'), API_COMPLETIONS).model).toBe("m3");
+    const bad = p.parse(String.UTF8.encode('{"prompt":"x"}'), API_COMPLETIONS);
+    expect(bad.error).toBe(ReqError.NoModel);
+    expect(p.parse(String.UTF8.encode('{"model":"m1","prompt":"x"}'), API_COMPLETIONS).error).toBe(ReqError.None);
+  });
+
+  it("follows a limits change made after construction (deeper stack)", () => {
+    const l = new ParseLimits();
+    l.maxDepth = 2;
+    const p = new RequestParser(l);
+    expect(p.parse(String.UTF8.encode('{"model":"m","x":[[1]]}'), API_COMPLETIONS).error).toBe(ReqError.TooDeep);
+    l.maxDepth = 40;
+    let ok = '{"model":"m","x":';
+    for (let i = 0; i < 38; i++) ok += "[";
+    for (let i = 0; i < 38; i++) ok += "]";
+    expect(p.parse(String.UTF8.encode(ok + "}"), API_COMPLETIONS).error).toBe(ReqError.None);
   });
 });

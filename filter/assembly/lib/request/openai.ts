@@ -65,6 +65,18 @@ export class OpenAiRequest {
 
   spanCount(): i32 { return this.spans.length >> 1; }
 
+  reset(): void {
+    this.error = ReqError.None;
+    this.errorField = "";
+    this.errorOffset = 0;
+    this.model = "";
+    this.promptKind = PROMPT_NONE;
+    this.spans.length = 0;
+    this.promptBytes = 0;
+    this.maxTokens = -1;
+    this.stream = false;
+  }
+
   errorName(): string {
     switch (this.error) {
       case ReqError.None: return "none";
@@ -96,15 +108,26 @@ const Q: u8 = 0x22; // "
 const BS: u8 = 0x5c; // backslash
 
 class Scanner {
-  p: usize;
+  p: usize = 0;
   pos: i32 = 0;
-  n: i32;
+  n: i32 = 0;
   failed: bool = false;
   stack: StaticArray<u8>;
-  constructor(body: ArrayBuffer, public limits: ParseLimits, public out: OpenAiRequest) {
+  /** the last model name's bytes and string: most requests repeat a few models */
+  lastModelRaw: ArrayBuffer = new ArrayBuffer(0);
+  lastModel: string = "";
+  constructor(public limits: ParseLimits, public out: OpenAiRequest) {
+    this.stack = new StaticArray<u8>(max(limits.maxDepth, 0) + 1);
+  }
+
+  reset(body: ArrayBuffer): void {
+    // the limits object may have been changed since construction
+    if (this.stack.length < this.limits.maxDepth + 1) this.stack = new StaticArray<u8>(this.limits.maxDepth + 1);
     this.p = changetype<usize>(body);
     this.n = body.byteLength;
-    this.stack = new StaticArray<u8>(limits.maxDepth + 1);
+    this.pos = 0;
+    this.failed = false;
+    this.out.reset();
   }
 
   @inline at(i: i32): u8 { return load<u8>(this.p + <usize>i); }
@@ -119,7 +142,7 @@ class Scanner {
     return false;
   }
 
-  ws(): void {
+  @inline ws(): void {
     while (this.pos < this.n) {
       const c = this.at(this.pos);
       if (c == 0x20 || c == 0x0a || c == 0x0d || c == 0x09) this.pos++;
@@ -268,12 +291,12 @@ class Scanner {
   }
 
   /** Iterate an object's members: calls back per key with pos at the value. */
-  peek(): i32 {
+  @inline peek(): i32 {
     this.ws();
     return this.pos < this.n ? <i32>this.at(this.pos) : -1;
   }
 
-  keyIs(start: i32, end: i32, word: string): bool {
+  @inline keyIs(start: i32, end: i32, word: string): bool {
     const len = word.length;
     if (end - start != len) return false;
     for (let k = 0; k < len; k++) if (<i32>this.at(start + k) != word.charCodeAt(k)) return false;
@@ -301,7 +324,18 @@ function readModel(s: Scanner): bool {
   const end = s.str();
   if (end < 0) return false;
   if (end == start || end - start > s.limits.maxModelBytes) return s.fail(ReqError.NoModel, "model");
-  s.out.model = decodeJsonString(s.p, start, end);
+  const len = end - start;
+  const raw = s.lastModelRaw;
+  if (raw.byteLength == len && memory.compare(changetype<usize>(raw), s.p + <usize>start, <usize>len) == 0) {
+    s.out.model = s.lastModel;
+    return true;
+  }
+  const m = decodeJsonString(s.p, start, end);
+  const copy = new ArrayBuffer(len);
+  memory.copy(changetype<usize>(copy), s.p + <usize>start, <usize>len);
+  s.lastModelRaw = copy;
+  s.lastModel = m;
+  s.out.model = m;
   return true;
 }
 
@@ -497,21 +531,45 @@ function readMessages(s: Scanner): bool {
 }
 
 /**
- * Parse an OpenAI request body. `api` selects which prompt field counts (`prompt` for
- * completions, `messages` for chat). On error, `error` says which of the distinct cases it is.
- * A fresh result per call; the body is only read.
+ * A reusable parser: one per VM (or per configured service, for its limits). `parse` returns the
+ * parser's own result object, valid until the next call; nothing is allocated per call beyond
+ * span growth and a model name not seen last time.
  */
-export function parseOpenAiRequest(body: ArrayBuffer, api: u8, limits: ParseLimits): OpenAiRequest {
-  const out = new OpenAiRequest();
-  if (body.byteLength > limits.maxBodyBytes) {
-    out.error = ReqError.TooLarge;
+export class RequestParser {
+  readonly out: OpenAiRequest;
+  private s: Scanner;
+  constructor(public limits: ParseLimits) {
+    const out = new OpenAiRequest();
+    this.out = out;
+    this.s = new Scanner(limits, out);
+  }
+
+  /** `api` selects which prompt field counts (`prompt` for completions, `messages` for chat). */
+  parse(body: ArrayBuffer, api: u8): OpenAiRequest {
+    const s = this.s;
+    s.reset(body);
+    const out = this.out;
+    if (body.byteLength > this.limits.maxBodyBytes) {
+      out.error = ReqError.TooLarge;
+      return out;
+    }
+    parseInto(s, api);
     return out;
   }
-  const s = new Scanner(body, limits, out);
+}
+
+/** Parse with fresh objects (tests, one-off use); see RequestParser for the request path. */
+export function parseOpenAiRequest(body: ArrayBuffer, api: u8, limits: ParseLimits): OpenAiRequest {
+  const p = new RequestParser(limits);
+  return p.parse(body, api);
+}
+
+function parseInto(s: Scanner, api: u8): void {
+  const out = s.out;
   if (s.peek() != 0x7b) {
-    if (s.pos >= s.n) { s.fail(ReqError.NotJson); return out; }
+    if (s.pos >= s.n) { s.fail(ReqError.NotJson); return; }
     if (s.skip(0)) { s.ws(); if (s.pos == s.n) s.fail(ReqError.NotObject); else s.fail(ReqError.NotJson); }
-    return out;
+    return;
   }
   s.pos++;
   let mtc: i64 = -1;
@@ -519,12 +577,12 @@ export function parseOpenAiRequest(body: ArrayBuffer, api: u8, limits: ParseLimi
   if (s.peek() == 0x7d) s.pos++;
   else {
     while (true) {
-      if (s.peek() != Q) { s.fail(ReqError.NotJson); return out; }
+      if (s.peek() != Q) { s.fail(ReqError.NotJson); return; }
       const ks = s.pos + 1;
       const ke = s.str();
-      if (ke < 0) return out;
+      if (ke < 0) return;
       s.ws();
-      if (s.pos >= s.n || s.at(s.pos) != 0x3a) { s.fail(ReqError.NotJson); return out; }
+      if (s.pos >= s.n || s.at(s.pos) != 0x3a) { s.fail(ReqError.NotJson); return; }
       s.pos++;
       s.ws();
       let ok = true;
@@ -536,21 +594,21 @@ export function parseOpenAiRequest(body: ArrayBuffer, api: u8, limits: ParseLimi
       else if (len == 21 && s.keyIs(ks, ke, "max_completion_tokens")) { mtc = readInt(s, "max_completion_tokens"); ok = mtc != -2; }
       else if (len == 6 && s.keyIs(ks, ke, "stream")) ok = readStream(s);
       else ok = s.skip(1);
-      if (!ok) return out; // the first error found is the one reported
+      if (!ok) return; // the first error found is the one reported
       const c = s.peek();
       s.pos++;
       if (c == 0x2c) continue;
       if (c == 0x7d) break;
       s.pos--;
       s.fail(ReqError.NotJson);
-      return out;
+      return;
     }
   }
   s.ws();
-  if (s.pos != s.n) { s.fail(ReqError.NotJson); return out; }
-  if (out.model.length == 0) { s.fail(ReqError.NoModel, "model"); return out; }
+  if (s.pos != s.n) { s.fail(ReqError.NotJson); return; }
+  if (out.model.length == 0) { s.fail(ReqError.NoModel, "model"); return; }
   out.maxTokens = mtc >= 0 ? mtc : mt;
-  return out;
+  return;
 }
 
 @inline function isDigit(c: u8): bool { return c >= 0x30 && c <= 0x39; }

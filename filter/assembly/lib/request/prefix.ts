@@ -68,6 +68,9 @@ export function modelSeed(model: string): u64 {
   return finish(h);
 }
 
+/** where a block that straddles spans is assembled (reused across calls) */
+let scratch = new StaticArray<u8>(DEFAULT_BLOCK_BYTES);
+
 /**
  * Chain hashes of the full `blockBytes`-byte blocks of the byte stream formed by the spans
  * [spans[2k], spans[2k+1]) of `body`, each span followed by one 0x00 byte (a raw JSON string
@@ -80,7 +83,7 @@ export function hashPromptBlocks(body: ArrayBuffer, spans: Array<i32>, seed: u64
   if (limit <= 0 || blockBytes <= 0 || (blockBytes & 7) != 0) return 0;
   const base = changetype<usize>(body);
   const bodyLen = body.byteLength;
-  const scratch = new StaticArray<u8>(blockBytes);
+  if (scratch.length < blockBytes) scratch = new StaticArray<u8>(blockBytes);
   const sp = changetype<usize>(scratch);
   let fill = 0;
   let n = 0;
@@ -201,7 +204,7 @@ export class PrefixIndex {
   capacity(): i32 { return <i32>this.cap; }
   byteSize(): i32 { return this.buf.byteLength; }
 
-  private find(h: u64): u32 {
+  @inline private find(h: u64): u32 {
     let x = load<u32>(this.bucketsP + (<usize>(<u32>h & this.mask) << 2));
     while (x != 0) {
       const ep = this.e(x - 1);
@@ -211,7 +214,7 @@ export class PrefixIndex {
     return 0;
   }
 
-  private lruUnlink(x: u32): void {
+  @inline private lruUnlink(x: u32): void {
     const ep = this.e(x - 1);
     const prev = load<u32>(ep, 20);
     const next = load<u32>(ep, 24);
@@ -219,7 +222,7 @@ export class PrefixIndex {
     if (next != 0) store<u32>(this.e(next - 1), prev, 20); else store<u32>(this.p, prev, 24);
   }
 
-  private lruPushFront(x: u32): void {
+  @inline private lruPushFront(x: u32): void {
     const ep = this.e(x - 1);
     const head = load<u32>(this.p, 20);
     store<u32>(ep, 0, 20);
@@ -249,7 +252,7 @@ export class PrefixIndex {
     store<u32>(this.p, load<u32>(this.p, 16) - 1, 16);
   }
 
-  private expired(x: u32, nowMs: u64): bool {
+  @inline private expired(x: u32, nowMs: u64): bool {
     const maxAge = load<u64>(this.p, 32);
     return maxAge > 0 && nowMs > load<u64>(this.e(x - 1), 8) + maxAge;
   }
