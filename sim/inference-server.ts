@@ -15,12 +15,20 @@
 //                            Header x-sim-service-ms: N forces this request's service time.
 // Programmatic: startInferenceServer(opts) -> { url, port, stop(), stats(), setSpeed() };
 // the queue model and distributions (sim/inference/*) are importable for virtual time.
+//
+// --mode llm (opt-in; the default mode is the queue above): a token-level LLM engine with
+// continuous batching, a prefix-caching KV cache and LoRA adapters behind OpenAI endpoints and
+// vLLM metrics (sim/inference/llm/*, docs/inference-sim.md):
+//   tsx sim/inference-server.ts --mode llm --port 9301 --model-name llama-3-8b \
+//       --adapters sql-lora:llama-3-8b,chat-lora:llama-3-8b --max-loras 2 --num-blocks 4096
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { type DistSpec, makeDistribution } from './inference/distributions';
 import { mulberry32 } from './inference/prng';
 import { FifoQueueModel, type QueueJob, TGI_DURATION_BUCKETS, VLLM_FINE_BUCKETS, VLLM_REQUEST_LATENCY_BUCKETS } from './inference/queue';
 import { render, type SimKind } from './inference/render';
+import { DEFAULT_LLM_CONFIG, type LlmEngineConfig } from './inference/llm/engine';
+import { type LlmServerOptions, startLlmServer } from './inference/llm/server';
 
 export type BucketSpec = 'vllm' | 'vllm-fine' | 'tgi' | number[];
 
@@ -212,7 +220,7 @@ export async function startInferenceServer(opts: InferenceServerOptions = {}): P
 
 // ---------------------------------------------------------------- CLI
 
-function parseArgs(argv: string[]): InferenceServerOptions {
+function parseRaw(argv: string[]): Record<string, string> {
   const a: Record<string, string> = {};
   for (let i = 0; i < argv.length; i++) {
     const k = argv[i];
@@ -222,14 +230,75 @@ function parseArgs(argv: string[]): InferenceServerOptions {
     else if (i + 1 < argv.length && !argv[i + 1].startsWith('--')) a[k.slice(2)] = argv[++i];
     else a[k.slice(2)] = 'true';
   }
+  return a;
+}
+
+const LLM_FLAGS: Record<string, keyof LlmEngineConfig> = {
+  'block-size': 'blockSize',
+  'num-blocks': 'numBlocks',
+  'max-num-batched-tokens': 'maxNumBatchedTokens',
+  'max-num-seqs': 'maxNumSeqs',
+  'max-loras': 'maxLoras',
+  'lora-load-ms': 'loraLoadMs',
+  'step-ms': 'stepBaseMs',
+  'prefill-ms-per-token': 'prefillMsPerToken',
+  'decode-ms-per-seq': 'decodeMsPerSeq',
+};
+
+/** --mode llm options (LLM engine flags; --speed divides every cost). */
+export function parseLlmArgs(argv: string[]): LlmServerOptions {
+  const a = parseRaw(argv);
+  const llmKnown = new Set(['mode', 'port', 'host', 'name', 'model-name', 'adapters', 'prefix-caching', 'bytes-per-token', 'default-max-tokens', 'max-body-bytes', 'speed', ...Object.keys(LLM_FLAGS)]);
+  for (const k of Object.keys(a)) if (!llmKnown.has(k)) throw new Error(`unknown option --${k} (in --mode llm)`);
+  const num = (k: string): number | undefined => {
+    if (a[k] === undefined) return undefined;
+    const v = Number(a[k]);
+    if (!Number.isFinite(v)) throw new Error(`--${k}: not a number`);
+    return v;
+  };
+  const engine: Partial<LlmEngineConfig> = {};
+  for (const [flag, key] of Object.entries(LLM_FLAGS)) {
+    const v = num(flag);
+    if (v !== undefined) (engine as Record<string, number>)[key] = v;
+  }
+  const speed = num('speed') ?? 1;
+  if (!(speed > 0)) throw new Error('--speed: must be > 0');
+  for (const k of ['stepBaseMs', 'prefillMsPerToken', 'decodeMsPerSeq', 'loraLoadMs'] as const) engine[k] = (engine[k] ?? DEFAULT_LLM_CONFIG[k]) / speed;
+  const models = (a['model-name'] ?? DEFAULT_LLM_CONFIG.models.join(',')).split(',').filter(Boolean);
+  engine.models = models;
+  if (a.adapters) {
+    engine.adapters = {};
+    for (const spec of a.adapters.split(',').filter(Boolean)) {
+      const [name, base = models[0]] = spec.split(':');
+      engine.adapters[name] = base;
+    }
+  }
+  if (a['prefix-caching'] !== undefined) {
+    if (a['prefix-caching'] !== 'true' && a['prefix-caching'] !== 'false') throw new Error('--prefix-caching: true | false');
+    engine.enablePrefixCaching = a['prefix-caching'] === 'true';
+  }
+  return {
+    port: num('port') ?? 9301,
+    host: a.host ?? '127.0.0.1',
+    name: a.name,
+    engine,
+    bytesPerToken: num('bytes-per-token'),
+    defaultMaxTokens: num('default-max-tokens'),
+    maxBodyBytes: num('max-body-bytes'),
+  };
+}
+
+function parseArgs(argv: string[]): InferenceServerOptions {
+  const a = parseRaw(argv);
   const num = (k: string, d: number): number => {
     if (a[k] === undefined) return d;
     const v = Number(a[k]);
     if (!Number.isFinite(v)) throw new Error(`--${k}: not a number`);
     return v;
   };
-  const known = new Set(['port', 'host', 'kind', 'concurrency', 'dist', 'mean-ms', 'sigma', 'alpha', 'min-ms', 'max-ms', 'speed', 'seed', 'buckets', 'model-name', 'gpu-metrics', 'name']);
+  const known = new Set(['mode', 'port', 'host', 'kind', 'concurrency', 'dist', 'mean-ms', 'sigma', 'alpha', 'min-ms', 'max-ms', 'speed', 'seed', 'buckets', 'model-name', 'gpu-metrics', 'name']);
   for (const k of Object.keys(a)) if (!known.has(k)) throw new Error(`unknown option --${k}`);
+  if (a.mode !== undefined && a.mode !== 'queue') throw new Error('--mode: queue | llm');
   const kind = (a.kind ?? 'vllm') as SimKind;
   if (!['vllm', 'triton', 'tgi'].includes(kind)) throw new Error('--kind: vllm | triton | tgi');
   const meanMs = num('mean-ms', 80);
@@ -257,7 +326,34 @@ function parseArgs(argv: string[]): InferenceServerOptions {
   };
 }
 
-if (require.main === module) {
+function mainLlm(argv: string[]): void {
+  let opts: LlmServerOptions;
+  try {
+    opts = parseLlmArgs(argv);
+  } catch (e) {
+    process.stderr.write(`inference-server: ${(e as Error).message}\n`);
+    process.exit(2);
+  }
+  startLlmServer(opts).then(
+    (h) => {
+      const c = h.engine.cfg;
+      process.stdout.write(`inference-server llm models=${c.models.join(',')} adapters=${Object.keys(c.adapters).join(',') || '-'} blocks=${c.numBlocks}x${c.blockSize} budget=${c.maxNumBatchedTokens} seqs=${c.maxNumSeqs} listening on ${h.url}\n`);
+      const bye = (): void => {
+        void h.stop().then(() => process.exit(0));
+      };
+      process.on('SIGINT', bye);
+      process.on('SIGTERM', bye);
+    },
+    (e) => {
+      process.stderr.write(`inference-server: ${(e as Error).message}\n`);
+      process.exit(1);
+    },
+  );
+}
+
+if (require.main === module && process.argv.slice(2).some((x, i, all) => x === '--mode=llm' || (x === '--mode' && all[i + 1] === 'llm'))) {
+  mainLlm(process.argv.slice(2));
+} else if (require.main === module) {
   let opts: InferenceServerOptions;
   try {
     opts = parseArgs(process.argv.slice(2));
