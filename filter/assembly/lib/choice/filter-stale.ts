@@ -2,8 +2,9 @@
 // service's stalenessMs is left out. The plan keeps the earliest expiry, so until then the check
 // costs one compare per request, not one per instance.
 import { Plan } from "./plan";
+import { ptr, f64At } from "./flat";
 
 /** Whether some candidate's data may be stale at nowMs. */
 @inline export function anyStale(plan: Plan, nowMs: f64): bool { return nowMs >= plan.minStaleAtMs; }
 
-@inline export function staleAt(plan: Plan, i: i32, nowMs: f64): bool { return nowMs >= unchecked(plan.staleAtMs[i]); }
+@inline export function staleAt(plan: Plan, i: i32, nowMs: f64): bool { return nowMs >= f64At(ptr(plan.staleAtMs), i); }

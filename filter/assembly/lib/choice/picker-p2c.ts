@@ -9,6 +9,7 @@ import { drawFirst, drawSecond } from "./draw";
 import { anyStale } from "./filter-stale";
 import { saturatedAt } from "./filter-saturated";
 import { backlogAt, costAt } from "./scorer-wait";
+import { ptr, f64At } from "./flat";
 
 /**
  * O(1) p2c: draws two of the statically eligible candidates and scores only those. Valid while no
@@ -39,14 +40,17 @@ export function p2cScored(plan: Plan, eligible: i32, rng: Rng, p: Pick): void {
   const b = drawSecond(rng, eligible, a);
   const ia = nthEligible(plan, a);
   const ib = nthEligible(plan, b);
-  p.index = unchecked(plan.cost[ib]) < unchecked(plan.cost[ia]) ? ib : ia;
+  const costP = ptr(plan.cost);
+  p.index = f64At(costP, ib) < f64At(costP, ia) ? ib : ia;
   p.considered = 2;
 }
 
 /** Index of the k-th (0-based) candidate with a finite cost. */
 function nthEligible(plan: Plan, k: i32): i32 {
-  for (let i = 0; i < plan.n; i++) {
-    if (unchecked(plan.cost[i]) < Infinity) {
+  const costP = ptr(plan.cost);
+  const n = plan.n;
+  for (let i = 0; i < n; i++) {
+    if (f64At(costP, i) < Infinity) {
       if (k == 0) return i;
       k--;
     }

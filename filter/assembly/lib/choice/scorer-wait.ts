@@ -4,6 +4,7 @@
 // backlog = max(0, q − n_scrape + n_now): the queue the agent scraped plus what this proxy added
 // since (our in-flight count across worker VMs). docs/architecture-choice.md explains the terms.
 import { Plan } from "./plan";
+import { ptr, f64At, i32At } from "./flat";
 
 export const MODEL_CONDITIONAL: i32 = 0;
 export const MODEL_MG1: i32 = 1;
@@ -36,11 +37,11 @@ export function baseWaitMs(model: i32, rho: f64, esMs: f64, es2Ms2: f64, linkRtt
 
 /** Requests ahead of the next one at candidate i: the scraped queue plus what we added since. */
 @inline export function backlogAt(plan: Plan, inflightP: usize, i: i32): f64 {
-  const b = unchecked(plan.qAdj[i]) + <f64>load<i32>(inflightP + (<usize>unchecked(plan.slot[i]) << 2));
+  const b = f64At(ptr(plan.qAdj), i) + <f64>i32At(inflightP, i32At(ptr(plan.slot), i));
   return b > 0 ? b : 0;
 }
 
 /** De-weighted W of candidate i given its backlog: bw + backlog·pw (both divided by the weight). */
 @inline export function costAt(plan: Plan, i: i32, backlog: f64): f64 {
-  return unchecked(plan.bw[i]) + backlog * unchecked(plan.pw[i]);
+  return f64At(ptr(plan.bw), i) + backlog * f64At(ptr(plan.pw), i);
 }
