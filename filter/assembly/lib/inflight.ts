@@ -132,15 +132,13 @@ export class Inflight {
   /** Slots allocated (live + free for reuse): the high-water mark of size(). */
   capacity(): i32 { return this.addrs.length; }
 
-  /** This VM's section. */
+  /** This VM's section (allocates the section only: this runs on every tick). */
   encodeOwn(token: u32, nowMs: u64): ArrayBuffer {
     let n = 0;
     let size = 14;
-    const enc = new Array<ArrayBuffer>(this.addrs.length);
     for (let i = 0; i < this.addrs.length; i++) {
-      if (this.local[i] <= 0) continue;
-      enc[i] = String.UTF8.encode(this.addrs[i]);
-      size += 5 + enc[i].byteLength;
+      if (unchecked(this.local[i]) <= 0) continue;
+      size += 5 + String.UTF8.byteLength(unchecked(this.addrs[i]));
       n++;
     }
     const out = new ArrayBuffer(size);
@@ -150,12 +148,12 @@ export class Inflight {
     store<u16>(p + 12, <u16>n);
     let off: usize = 14;
     for (let i = 0; i < this.addrs.length; i++) {
-      if (this.local[i] <= 0) continue;
-      const a = enc[i];
-      store<u8>(p + off, <u8>a.byteLength);
-      memory.copy(p + off + 1, changetype<usize>(a), a.byteLength);
-      off += 1 + <usize>a.byteLength;
-      store<u32>(p + off, <u32>this.local[i]);
+      if (unchecked(this.local[i]) <= 0) continue;
+      const a = unchecked(this.addrs[i]);
+      const len = <usize>String.UTF8.encodeUnsafe(changetype<usize>(a), a.length, p + off + 1);
+      store<u8>(p + off, <u8>len);
+      off += 1 + len;
+      store<u32>(p + off, <u32>unchecked(this.local[i]));
       off += 4;
     }
     return out;

@@ -9,9 +9,13 @@ import { defineMetric, incrementMetric, METRIC_COUNTER } from "../abi/host";
 
 /**
  * How long the in-flight slot of an address that left the snapshots is kept: an instance that is
- * briefly missing (one scrape) keeps its counts; one that was replaced is forgotten.
+ * briefly missing (one scrape) keeps its counts; one that was replaced is forgotten. The table
+ * holds the live fleet plus the addresses churned within the grace; at 100 addresses replaced
+ * per second, 10 s keeps the tick at ~0.1 ms (30 s: ~0.3-0.5 ms, docs/architecture-choice.md).
  */
-export const SLOT_GRACE_MS: f64 = 30000;
+export const SLOT_GRACE_MS: f64 = 10000;
+/** Sweeps run at most this often: the grace is coarse, and a sweep walks every slot. */
+const SWEEP_EVERY_MS: f64 = 1000;
 
 export class ServicePlan {
   plan: Plan = new Plan([]);
@@ -41,6 +45,7 @@ export class LoadAware {
   trueValue: ArrayBuffer = String.UTF8.encode("true");
   skipMetrics: StaticArray<u32> = new StaticArray<u32>(SKIP_REASONS);
   allIneligibleMetric: u32 = 0;
+  nextSweepMs: f64 = 0;
 
   configure(cfg: PluginConfig, seed: u32): void {
     const la = cfg.loadAware;
@@ -62,7 +67,10 @@ export class LoadAware {
   /** Every tick: counters to the host, then frees the in-flight slots of addresses long gone. */
   onTick(nowMs: f64): void {
     this.flush();
-    this.inflight.sweep(nowMs, SLOT_GRACE_MS);
+    if (nowMs >= this.nextSweepMs) {
+      this.inflight.sweep(nowMs, SLOT_GRACE_MS);
+      this.nextSweepMs = nowMs + SWEEP_EVERY_MS;
+    }
   }
 
   /** Hands the counts gathered on the request path to the host (on tick). */
