@@ -38,11 +38,12 @@ describe("filter-static: numbers that cannot be priced", () => {
     const s = good(); s.slots = NaN; expect(priceable(s)).toBe(false);
   });
 
-  it("orders the static reasons: unhealthy or unpriceable, then link, then slow", () => {
+  it("orders the static reasons: unhealthy, link, unpriceable (counted as unhealthy), slow", () => {
     const sick = good(); sick.healthy = false;
     expect(staticSkip(sick, true, 0)).toBe(SKIP_UNHEALTHY);
     const nan = good(); nan.esMs = NaN;
-    expect(staticSkip(nan, true, 0)).toBe(SKIP_UNHEALTHY);
+    expect(staticSkip(nan, true, 0)).toBe(SKIP_LINK); // a remote instance behind a bad link: E[S] often unknown
+    expect(staticSkip(nan, false, 0)).toBe(SKIP_UNHEALTHY);
     expect(staticSkip(good(), true, 0)).toBe(SKIP_LINK);
     expect(staticSkip(good(), false, 0)).toBe(SKIP_SLOW);
   });

@@ -83,7 +83,7 @@ test('every metric in the dashboard is defined by the filter or the agent', () =
     assert.ok(!/envoy_wasmcustom|wasmcustom_/.test(e), `Envoy strips the wasmcustom namespace in /stats/prometheus: ${e}`);
     for (const m of e.matchAll(/\b(switchyard_[a-z0-9_]+)/g)) {
       const name = m[1];
-      // A name built at run time (switchyard_lb_choice_<service>_<addr>) may appear as its
+      // A name built at run time (switchyard_lb_choice_<service>) may appear as its
       // prefix only inside a regex (e.g. __name__=~"switchyard_lb_choice_.+").
       const asPattern = f.prefixes.includes(name) && /^[.(]/.test(e.slice(m.index! + name.length));
       const ok = f.exact.has(name) || a.has(name) || asPattern || f.prefixes.some((pre) => name.startsWith(pre) && name.length > pre.length);

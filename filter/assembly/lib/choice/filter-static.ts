@@ -25,10 +25,15 @@ export function priceable(s: InstanceState): bool {
     finite(age) && age >= 0 && finite(<f64>s.slots);
 }
 
-/** The static skip reason of an instance with health weight `weight` (0: too slow). */
+/**
+ * The static skip reason of an instance with health weight `weight` (0: too slow). A degraded
+ * link is reported before unpriceable numbers: a remote instance behind it gets no traffic, so
+ * its E[S] is often still unknown, and the link is the reason an operator needs to see.
+ */
 export function staticSkip(s: InstanceState, linkDegraded: bool, weight: f64): i32 {
-  if (!s.healthy || !priceable(s)) return SKIP_UNHEALTHY;
+  if (!s.healthy) return SKIP_UNHEALTHY;
   if (linkDegraded) return SKIP_LINK;
+  if (!priceable(s)) return SKIP_UNHEALTHY;
   if (weight == 0) return SKIP_SLOW;
   return SKIP_NONE;
 }
