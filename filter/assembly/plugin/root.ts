@@ -106,7 +106,7 @@ export class SwitchyardRoot extends RootContext {
     if (this.isWriter && !this.pollInFlight && now >= this.nextPollAtMs) this.poll(cfg);
     if (cfg.loadAware.enabled) this.shareInflight(now, cfg);
     this.metrics!.flush();
-    this.loadAware.flush();
+    this.loadAware.onTick(<f64>now);
   }
 
   /** Publishes this VM's in-flight counts and reads the other workers' (see lib/inflight.ts). */
