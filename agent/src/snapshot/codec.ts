@@ -220,6 +220,11 @@ export class Writer {
 }
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
+const MAX_SAFE_BIG = BigInt(MAX_SAFE_U64);
+
+function fieldName(list: string, index: number, prop: string): string {
+  return index < 0 ? list : `${list}[${index}].${prop}`;
+}
 
 export class Reader {
   constructor(private buf: Buffer, public pos: number, private end: number, private what: string) {}
@@ -242,11 +247,12 @@ export class Reader {
     this.pos += 4;
     return v;
   }
-  u64(field: string): number {
+  /** the field is named as list[index].prop (or list alone when index < 0), built only on error */
+  u64(list: string, index = -1, prop = ''): number {
     this.need(8);
     const v = this.buf.readBigUInt64LE(this.pos);
     this.pos += 8;
-    if (v > BigInt(MAX_SAFE_U64)) throw new SnapshotDecodeError(`${this.what}: ${field} ${v} exceeds 2^53`);
+    if (v > MAX_SAFE_BIG) throw new SnapshotDecodeError(`${this.what}: ${fieldName(list, index, prop)} ${v} exceeds 2^53`);
     return Number(v);
   }
   f32(): number {
@@ -255,16 +261,20 @@ export class Reader {
     this.pos += 4;
     return v;
   }
-  str(field: string): string {
+  str(list: string, index: number, prop: string): string {
     const n = this.u8();
     this.need(n);
-    let s: string;
-    try {
-      s = utf8.decode(this.buf.subarray(this.pos, this.pos + n));
-    } catch {
-      throw new SnapshotDecodeError(`${this.what}: ${field} is not valid UTF-8`);
+    const end = this.pos + n;
+    let s = this.buf.toString('utf8', this.pos, end);
+    // toString replaces invalid sequences with U+FFFD; only then is the strict decoder needed
+    if (s.includes('\uFFFD')) {
+      try {
+        s = utf8.decode(this.buf.subarray(this.pos, end));
+      } catch {
+        throw new SnapshotDecodeError(`${this.what}: ${fieldName(list, index, prop)} is not valid UTF-8`);
+      }
     }
-    this.pos += n;
+    this.pos = end;
     return s;
   }
   fail(msg: string): never {
@@ -318,7 +328,7 @@ export const PEERS_SECTION: SectionCodec<PeerRecord[]> = {
     r.u16();
     const peers: PeerRecord[] = [];
     for (let i = 0; i < count; i++) {
-      const name = r.str(`peers[${i}].name`);
+      const name = r.str('peers', i, 'name');
       if (!name) r.fail(`peers[${i}]: empty name`);
       const st = r.u8();
       if (st > 1) r.fail(`peers[${i}]: bad state ${st}`);
@@ -328,7 +338,7 @@ export const PEERS_SECTION: SectionCodec<PeerRecord[]> = {
         lastRttMs: r.f32(),
         avgRttMs: r.f32(),
         recoverStreak: r.u16(),
-        lastSampleAtMs: r.u64(`peers[${i}].lastSampleAtMs`),
+        lastSampleAtMs: r.u64('peers', i, 'lastSampleAtMs'),
       });
     }
     return peers;
@@ -367,9 +377,9 @@ export const INSTANCES_SECTION: SectionCodec<InstanceRecord[]> = {
     r.u16();
     const out: InstanceRecord[] = [];
     for (let i = 0; i < count; i++) {
-      const service = r.str(`instances[${i}].service`);
-      const addr = r.str(`instances[${i}].addr`);
-      const peer = r.str(`instances[${i}].peer`);
+      const service = r.str('instances', i, 'service');
+      const addr = r.str('instances', i, 'addr');
+      const peer = r.str('instances', i, 'peer');
       const flags = r.u8();
       const reasonCode = r.u8();
       if (!service) r.fail(`instances[${i}]: empty service`);

@@ -54,67 +54,112 @@ export function normalizeRtt(v: number): number {
 
 export const SLOTS_RULE = INSTANCE_NUMBER_RULES[INSTANCE_NUMBER_RULES.length - 1];
 
+const [RHO, ES, ES2, LAMBDA, QUEUE, P50, P99, BASELINE, GPU] = INSTANCE_NUMBER_RULES;
+
 /** First invalid number field of a record (slots given apart: it is optional on input), or undefined. */
 export function firstInvalidNumber(r: Record<Exclude<InstanceNumberField, 'slots'>, number>, slots: number): InstanceNumberField | undefined {
-  for (const rule of INSTANCE_NUMBER_RULES) {
-    const v = rule.field === 'slots' ? slots : r[rule.field];
-    if (judge(v, rule) === 'invalid') return rule.field;
-  }
+  // written out field by field: this runs per instance on every publish and decode
+  if (judge(r.rho, RHO) === 'invalid') return 'rho';
+  if (judge(r.esMs, ES) === 'invalid') return 'esMs';
+  if (judge(r.es2Ms2, ES2) === 'invalid') return 'es2Ms2';
+  if (judge(r.lambdaPerS, LAMBDA) === 'invalid') return 'lambdaPerS';
+  if (judge(r.queueDepth, QUEUE) === 'invalid') return 'queueDepth';
+  if (judge(r.p50Ms, P50) === 'invalid') return 'p50Ms';
+  if (judge(r.p99Ms, P99) === 'invalid') return 'p99Ms';
+  if (judge(r.baselineP99Ms, BASELINE) === 'invalid') return 'baselineP99Ms';
+  if (judge(r.gpuUtil, GPU) === 'invalid') return 'gpuUtil';
+  if (judge(slots, SLOTS_RULE) === 'invalid') return 'slots';
   return undefined;
 }
 
 // ---------------------------------------------------------------- addresses
+// The same character walk as the filter's (filter/assembly/lib/snapshot-rules.ts): no regular
+// expressions or splits, so both sides read alike and decoding stays cheap.
 
-function isDecimal(s: string, maxLen: number): boolean {
-  if (s.length === 0 || s.length > maxLen) return false;
-  if (s.length > 1 && s[0] === '0') return false; // no leading zeros: "010" is octal to some parsers
-  for (let i = 0; i < s.length; i++) {
+function isDecimal(s: string, from: number, to: number, maxLen: number): boolean {
+  const n = to - from;
+  if (n <= 0 || n > maxLen) return false;
+  if (n > 1 && s.charCodeAt(from) === 48) return false; // no leading zeros: "010" is octal to some parsers
+  for (let i = from; i < to; i++) {
     const c = s.charCodeAt(i);
     if (c < 48 || c > 57) return false;
   }
   return true;
 }
 
-export function isIPv4(s: string): boolean {
-  const parts = s.split('.');
-  return parts.length === 4 && parts.every((p) => isDecimal(p, 3) && Number(p) <= 255);
+function decimalValue(s: string, from: number, to: number): number {
+  let v = 0;
+  for (let i = from; i < to; i++) v = v * 10 + (s.charCodeAt(i) - 48);
+  return v;
 }
 
-function isHexGroup(s: string): boolean {
-  return s.length >= 1 && s.length <= 4 && /^[0-9a-fA-F]+$/.test(s);
-}
-
-/** IPv6 text form without zone id: hex groups, at most one "::", an optional dotted-quad tail. */
-export function isIPv6(s: string): boolean {
-  if (s.length < 2 || s.length > 45) return false;
-  const dbl = s.indexOf('::');
-  if (dbl >= 0 && s.indexOf('::', dbl + 1) >= 0) return false;
-  const groupsOf = (part: string): string[] | null => (part === '' ? [] : part.split(':'));
-  const head = dbl >= 0 ? groupsOf(s.slice(0, dbl)) : groupsOf(s);
-  const tail = dbl >= 0 ? groupsOf(s.slice(dbl + 2)) : [];
-  if (!head || !tail) return false;
-  const all = [...head, ...tail];
-  let units = 0;
-  for (let i = 0; i < all.length; i++) {
-    const g = all[i];
-    if (i === all.length - 1 && g.includes('.')) {
-      if (!isIPv4(g)) return false;
-      units += 2;
-    } else {
-      if (!isHexGroup(g)) return false;
-      units += 1;
+/** Dotted quad in s[from, to). */
+export function isIPv4(s: string, from = 0, to = s.length): boolean {
+  let parts = 0;
+  let start = from;
+  for (let i = from; i <= to; i++) {
+    if (i === to || s.charCodeAt(i) === 46) {
+      if (!isDecimal(s, start, i, 3) || decimalValue(s, start, i) > 255) return false;
+      parts++;
+      start = i + 1;
     }
   }
-  return dbl >= 0 ? units <= 7 : units === 8;
+  return parts === 4;
+}
+
+function isHex(c: number): boolean {
+  return (c >= 48 && c <= 57) || (c >= 97 && c <= 102) || (c >= 65 && c <= 70);
+}
+
+/** IPv6 text form in s[from, to) without zone id: hex groups, at most one "::", an optional dotted-quad tail. */
+export function isIPv6(s: string, from = 0, to = s.length): boolean {
+  const n = to - from;
+  if (n < 2 || n > 45) return false;
+  let units = 0;
+  let gap = false;
+  let i = from;
+  if (s.charCodeAt(i) === 58) {
+    // leading "::"
+    if (s.charCodeAt(i + 1) !== 58) return false;
+    gap = true;
+    i += 2;
+    if (i === to) return true;
+  }
+  while (i < to) {
+    let j = i;
+    while (j < to && s.charCodeAt(j) !== 58) j++;
+    let dotted = false;
+    for (let k = i; k < j; k++) if (s.charCodeAt(k) === 46) { dotted = true; break; }
+    if (dotted) {
+      if (j !== to || !isIPv4(s, i, j)) return false;
+      units += 2;
+    } else {
+      if (j - i < 1 || j - i > 4) return false;
+      for (let k = i; k < j; k++) if (!isHex(s.charCodeAt(k))) return false;
+      units += 1;
+    }
+    if (j === to) break;
+    if (j + 1 < to && s.charCodeAt(j + 1) === 58) {
+      if (gap) return false;
+      gap = true;
+      i = j + 2;
+      if (i === to) break;
+    } else {
+      i = j + 1;
+      if (i === to) return false; // trailing single ':'
+    }
+  }
+  return gap ? units <= 7 : units === 8;
 }
 
 /** "a.b.c.d:port" or "[ipv6]:port", port 1..65535 without leading zeros: what x-switchyard-endpoint may carry. */
 export function isEndpointAddress(s: string): boolean {
+  const n = s.length;
   const colon = s.lastIndexOf(':');
   if (colon <= 0) return false;
-  const port = s.slice(colon + 1);
-  if (!isDecimal(port, 5) || Number(port) < 1 || Number(port) > 65535) return false;
-  const host = s.slice(0, colon);
-  if (host.startsWith('[')) return host.endsWith(']') && isIPv6(host.slice(1, -1));
-  return isIPv4(host);
+  if (!isDecimal(s, colon + 1, n, 5)) return false;
+  const port = decimalValue(s, colon + 1, n);
+  if (port < 1 || port > 65535) return false;
+  if (s.charCodeAt(0) === 91) return colon >= 2 && s.charCodeAt(colon - 1) === 93 && isIPv6(s, 1, colon - 1);
+  return isIPv4(s, 0, colon);
 }
