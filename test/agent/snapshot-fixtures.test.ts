@@ -82,3 +82,15 @@ test('rules.ts agrees with the written-out table, and the encoder applies it bef
   assert.equal(isEndpointAddress('255.255.255.255:65535'), true);
   assert.equal(isEndpointAddress('0.0.0.0:80'), true);
 });
+
+// the same lists as filter/__tests__/snapshot-rules.spec.ts
+const VALID = ['0.0.0.0:80', '255.255.255.255:65535', '10.0.0.7:8000', '[::]:1', '[::1]:8000', '[1:2:3:4:5:6:7:8]:80',
+  '[1::]:80', '[fd00::7]:8000', '[::ffff:1.2.3.4]:80', '[FD00:0:0:0:0:0:0:AbCd]:443'];
+const INVALID = ['', ':80', '1.2.3.4:', '1.2.3.4', '1.2.3:80', '1.2.3.4.5:80', '01.2.3.4:80', '1.2.3.256:80', '1.2.3.4:0',
+  '1.2.3.4:65536', '1.2.3.4:08', '1.2.3.4:+80', 'a.b.c.d:80', '[1:2:3:4:5:6:7:8:9]:80', '[:1]:80', '[1:]:80', '[]:80', '[::1]80',
+  '[1::2::3]:80', '[12345::]:80', '[::1%lo]:80', '::1:80', '[::1.2.3]:80', '1.2.3.4:80\r\n', ' 1.2.3.4:80'];
+
+test('endpoint addresses: the same accept and refuse lists as the filter', () => {
+  for (const a of VALID) assert.equal(isEndpointAddress(a), true, a);
+  for (const a of INVALID) assert.equal(isEndpointAddress(a), false, JSON.stringify(a));
+});
