@@ -1,16 +1,25 @@
 import { parseConfig, STATUS_DEGRADED, STATUS_NORMAL } from "../assembly/lib/config";
 import { isStale, resolveLink, REASON_MISSING, REASON_SNAPSHOT, REASON_STALE, REASON_UNKNOWN_PEER } from "../assembly/lib/link";
-import { decodeSnapshot, Snapshot } from "../assembly/lib/snapshot";
-import { Bytes, peer, section, document } from "./snapshot-builder";
+import { PeerState, Snapshot } from "../assembly/lib/snapshot";
 
 function cfg(failMode: string): string {
   return '{"agent":{"cluster":"a"},"link":{"failMode":"' + failMode + '","services":[' +
     '{"authorities":["b.example"],"peer":"cloud-b"},{"authorities":["c.example"],"peer":"cloud-c"},{"authorities":["x.example"],"peer":"cloud-x"}]}}';
 }
 
+function peer(name: string, degraded: bool): PeerState {
+  const p = new PeerState();
+  p.name = name;
+  p.degraded = degraded;
+  return p;
+}
+
 function snap(): Snapshot {
-  const peers = new Bytes().append(peer("cloud-b", true, 80)).append(peer("cloud-c", false, 8));
-  return decodeSnapshot(document(1, 1000, [section(1, 2, peers)])).snapshot!;
+  const s = new Snapshot();
+  s.seq = 1;
+  s.generatedAtMs = 1000;
+  s.peers = [peer("cloud-b", true), peer("cloud-c", false)];
+  return s;
 }
 
 describe("isStale", () => {
