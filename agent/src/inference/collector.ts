@@ -13,7 +13,7 @@
 // Health SCORE (not on the wire; the filter recomputes it from p99Ms/baselineP99Ms):
 //   healthScore(p99, baseline, slowFactor) -- see estimator.ts.
 // E[S]/E[S²] of an instance that has not completed any request yet are imputed with the
-// median over the service's instances that have them (so a fresh instance gets traffic).
+// median over the service's instances that have them, local and remote (so a fresh instance gets traffic).
 import { EventEmitter } from 'node:events';
 import * as promClient from 'prom-client';
 import { Discovery, type DnsResolver, type DiscoveryChange, systemResolver } from './discovery';
@@ -316,8 +316,15 @@ export class InferenceCollector extends EventEmitter {
     });
   }
 
+  /**
+   * Over every instance of the service name, whatever its peer: a remote fleet that gets no
+   * traffic while its link is degraded would otherwise keep E[S] unknown, which the snapshot
+   * contract publishes as invalid_data (docs/contracts.md, Snapshot values), and never come back.
+   */
   private imputed(svc: ServiceRt): { es: number; es2: number } {
-    return imputeFrom([...svc.instances.values()].map((i) => i.state));
+    const states: (EstimatorState | undefined)[] = [];
+    for (const s of this.services) if (s.cfg.name === svc.cfg.name) for (const i of s.instances.values()) states.push(i.state);
+    return imputeFrom(states);
   }
 
 
