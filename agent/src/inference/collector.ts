@@ -84,7 +84,7 @@ function getOrCreate<T extends promClient.Metric<string>>(reg: promClient.Regist
 /** Record equality ignoring dataAgeMs (which changes continuously). */
 function sameRecord(a: InstanceRecord | undefined, b: InstanceRecord): boolean {
   if (!a) return false;
-  const keys: Array<keyof InstanceRecord> = ['healthy', 'reason', 'rho', 'esMs', 'es2Ms2', 'lambdaPerS', 'queueDepth', 'p50Ms', 'p99Ms', 'baselineP99Ms', 'gpuUtil', 'slots'];
+  const keys: Array<keyof InstanceRecord> = ['healthy', 'reason', 'rho', 'esMs', 'es2Ms2', 'lambdaPerS', 'queueDepth', 'p50Ms', 'p99Ms', 'baselineP99Ms', 'gpuUtil', 'slots', 'slotsSource'];
   return keys.every((k) => Object.is(a[k], b[k]) || (typeof a[k] === 'number' && Math.fround(a[k] as number) === Math.fround(b[k] as number)));
 }
 
@@ -202,7 +202,9 @@ export class InferenceCollector extends EventEmitter {
           assumedScv: this.config.assumedScv,
           rhoCombine: this.config.rhoCombine,
           baselineWindowMs: this.config.baselineWindowS * 1000,
+          baselineTrim: this.config.baselineTrim,
           minMomentCompletions: this.config.minMomentCompletions,
+          prior: () => priorFrom([...svc.instances.values()].filter((i) => i.addr !== addr).map((i) => i.state)),
         }),
         goodScrapes: 0,
         noData: false,
@@ -338,7 +340,7 @@ export class InferenceCollector extends EventEmitter {
       ...record,
       healthScore: healthScore(record.p99Ms, baseline, cfg.slowFactor),
       imputedService,
-      lastError: inst.lastFailure?.message,
+      lastError: inst.lastFailure?.message ?? (st?.invalid ? `inference instance ${svc.cfg.name}/${inst.addr}: ${st.invalid}` : undefined),
       consecutiveFailures: inst.consecutiveFailures,
       scrapesOk: inst.scrapesOk,
       scrapesFailed: inst.scrapesFailed,
@@ -365,6 +367,7 @@ export class InferenceCollector extends EventEmitter {
       gpuUtil: d.gpuUtil,
       dataAgeMs: d.dataAgeMs,
       slots: d.slots,
+      slotsSource: d.slotsSource,
     };
   }
 
@@ -417,6 +420,8 @@ export interface RecordInputs {
 export function buildInstanceRecord(x: RecordInputs): { record: InstanceRecord; imputedService: boolean } {
   const st = x.state;
   let reason = x.reason;
+  // broken exporter data (NaN/negative counters or gauges, repeated counter drops): never priced
+  if (reason === 'ok' && st?.invalid) reason = 'parse_error';
   // the filter skips an instance whose rho is not < its limit, NaN included: say why
   if (reason === 'ok' && !(st && Number.isFinite(st.rho))) reason = 'no_data';
   let es = st?.esMs ?? NaN;
@@ -449,8 +454,14 @@ export function buildInstanceRecord(x: RecordInputs): { record: InstanceRecord; 
       gpuUtil: st?.gpuUtil ?? NaN,
       dataAgeMs: x.lastOkAt === undefined ? 0xffffffff : Math.max(0, Math.min(0xffffffff, Math.round(x.now - x.lastOkAt))),
       slots: Math.max(1, st?.concurrency ?? x.concurrency ?? 1),
+      slotsSource: st?.slotsSource ?? (x.concurrency !== undefined ? 'configured' : 'inferred'),
     },
   };
+}
+
+/** Median E[S] and E[S²] over the instances with completions in their current window (the estimator's prior). */
+export function priorFrom(states: (EstimatorState | undefined)[]): { es: number; es2: number } {
+  return imputeFrom(states.filter((s) => s !== undefined && s.windowCompletions > 0));
 }
 
 /** Median E[S] and E[S²] over the instances that have them. */

@@ -35,6 +35,13 @@ export interface MetricMappings {
   gpuMemTotalBytes: ScaledRef[];
   /** completed requests (counter); used when no histogram gives a count */
   completions: string[];
+  /**
+   * slot count / max batch size (gauge). No built-in: vLLM (cache_config_info carries cache
+   * settings, not max_num_seqs), Triton (counts, durations, pending count, GPU) and TGI
+   * (tgi_batch_current_size is the current batch, not its limit) export none; a custom mapping
+   * can name one (e.g. a sidecar's gauge).
+   */
+  slots: string[];
   /** cumulative service (or request) time (counter) -- Triton style */
   serviceTimeSum: TimedRef[];
   /** cumulative queueing time (counter); subtracted from serviceTimeSum */
@@ -53,6 +60,7 @@ export interface CustomMappingsInput {
   running?: string | string[];
   kvCacheUsage?: string | string[];
   completions?: string | string[];
+  slots?: string | string[];
   gpuUtil?: { name: string; scale?: number };
   gpuMemUsedBytes?: { name: string; scale?: number };
   gpuMemFreeBytes?: { name: string; scale?: number };
@@ -85,6 +93,7 @@ function empty(): MetricMappings {
     running: [],
     kvCacheUsage: [],
     completions: [],
+    slots: [],
     serviceTimeSum: [],
     queueTimeSum: [],
     serviceHistogram: [],
@@ -139,7 +148,7 @@ const asList = (v: string | string[] | undefined): string[] => (v === undefined 
 export function resolveMappings(kind: ServerKind, custom?: CustomMappingsInput): MetricMappings {
   const m = structuredClone(BUILTIN_MAPPINGS[kind]);
   if (!custom) return m;
-  for (const k of ['waiting', 'running', 'kvCacheUsage', 'completions'] as const) m[k] = [...asList(custom[k]), ...m[k]];
+  for (const k of ['waiting', 'running', 'kvCacheUsage', 'completions', 'slots'] as const) m[k] = [...asList(custom[k]), ...m[k]];
   for (const k of ['gpuUtil', 'gpuMemUsedBytes', 'gpuMemFreeBytes'] as const) {
     const c = custom[k];
     if (c) m[k] = [{ name: c.name, scale: c.scale ?? 1 }, ...m[k]];
@@ -169,6 +178,8 @@ export interface Signals {
   gpuMemFreeBytes?: number;
   /** cumulative completions (counter) */
   completions?: number;
+  /** slot count (max batch size) when the server exports it (mapping `slots`) */
+  slots?: number;
   /** cumulative service time in ms (counter-based servers) */
   serviceSumMs?: number;
   serviceHist?: Hist;
@@ -179,9 +190,14 @@ export interface Signals {
   matched: string[];
 }
 
-function pickGauge(exp: Exposition, names: string[], agg: 'sum' | 'max' | 'mean', match?: Record<string, string>, scale = 1): [number, string] | undefined {
+/**
+ * `keepNaN`: the load gauges and counters (waiting, running, completions, service-time sums) keep
+ * a NaN sample, so the estimator sees the broken value and marks the instance unhealthy instead of
+ * silently reading a missing series; auxiliary signals (GPU, KV cache) drop NaN samples.
+ */
+function pickGauge(exp: Exposition, names: string[], agg: 'sum' | 'max' | 'mean', match?: Record<string, string>, scale = 1, keepNaN = false): [number, string] | undefined {
   for (const name of names) {
-    const ss = exp.samples.get(name)?.filter((s) => labelsMatch(s.labels, match) && !Number.isNaN(s.value));
+    const ss = exp.samples.get(name)?.filter((s) => labelsMatch(s.labels, match) && (keepNaN || !Number.isNaN(s.value)));
     if (!ss || ss.length === 0) continue;
     let v = agg === 'max' ? -Infinity : 0;
     for (const s of ss) v = agg === 'max' ? Math.max(v, s.value) : v + s.value;
@@ -236,8 +252,10 @@ export function extractSignals(exp: Exposition, m: MetricMappings, match?: Recor
     set(got[0]);
     sig.matched.push(got[1]);
   };
-  take(pickGauge(exp, m.waiting, 'sum', match), (v) => (sig.waiting = Math.max(0, v)));
-  take(pickGauge(exp, m.running, 'sum', match), (v) => (sig.running = Math.max(0, v)));
+  // negative / non-finite values are passed through: the estimator rejects them with a reason
+  take(pickGauge(exp, m.waiting, 'sum', match, 1, true), (v) => (sig.waiting = v));
+  take(pickGauge(exp, m.running, 'sum', match, 1, true), (v) => (sig.running = v));
+  take(pickGauge(exp, m.slots, 'max', match), (v) => (sig.slots = v));
   take(pickGauge(exp, m.kvCacheUsage, 'max', match), (v) => (sig.kvCacheUsage = v));
   take(pickScaled(exp, m.gpuUtil, 'mean', match), (v) => (sig.gpuUtil = Math.min(1, Math.max(0, v))));
   take(pickScaled(exp, m.gpuMemUsedBytes, 'sum', match), (v) => (sig.gpuMemUsedBytes = v));
@@ -245,13 +263,14 @@ export function extractSignals(exp: Exposition, m: MetricMappings, match?: Recor
   if (sig.gpuMemFreeBytes === undefined && sig.gpuMemUsedBytes !== undefined) {
     take(pickScaled(exp, m.gpuMemTotalBytes, 'sum', match), (v) => (sig.gpuMemFreeBytes = Math.max(0, v - (sig.gpuMemUsedBytes as number))));
   }
-  take(pickGauge(exp, m.completions, 'sum', match), (v) => (sig.completions = v));
+  take(pickGauge(exp, m.completions, 'sum', match, 1, true), (v) => (sig.completions = v));
   const svcSum = pickSumCounter(exp, m.serviceTimeSum, match);
   if (svcSum) {
     sig.matched.push(svcSum[1]);
     const q = pickSumCounter(exp, m.queueTimeSum, match);
     if (q) sig.matched.push(q[1]);
-    sig.serviceSumMs = Math.max(0, svcSum[0] - (q ? q[0] : 0));
+    // a queue-time sum larger than the request-time sum is a broken exporter: kept negative, rejected by the estimator
+    sig.serviceSumMs = svcSum[0] - (q ? q[0] : 0);
   }
   take(pickHist(exp, m.serviceHistogram, match), (v) => (sig.serviceHist = v));
   take(pickHist(exp, m.latencyHistogram, match), (v) => (sig.latencyHist = v));
@@ -263,7 +282,7 @@ export function extractSignals(exp: Exposition, m: MetricMappings, match?: Recor
 
 function pickSumCounter(exp: Exposition, refs: TimedRef[], match?: Record<string, string>): [number, string] | undefined {
   for (const r of refs) {
-    const got = pickGauge(exp, [r.name], 'sum', match, UNIT_TO_MS[r.unit]);
+    const got = pickGauge(exp, [r.name], 'sum', match, UNIT_TO_MS[r.unit], true);
     if (got) return got;
   }
   return undefined;

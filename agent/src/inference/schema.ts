@@ -108,6 +108,7 @@ export const inferenceSchema: Record<string, unknown> = {
               running: nameOrNames,
               kvCacheUsage: nameOrNames,
               completions: nameOrNames,
+              slots: nameOrNames,
               gpuUtil: scaledRef,
               gpuMemUsedBytes: scaledRef,
               gpuMemFreeBytes: scaledRef,

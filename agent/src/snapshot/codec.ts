@@ -62,6 +62,8 @@ export interface InstanceRecord {
   dataAgeMs: number;
   /** concurrency c: requests served at once, >= 1 (f32). Optional on input: default 1. */
   slots?: number;
+  /** where `slots` came from (decision D2; flags bits 1-2). Optional on input: default 'inferred'. */
+  slotsSource?: 'inferred' | 'configured' | 'exporter';
 }
 
 export interface Snapshot {
