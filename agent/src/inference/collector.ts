@@ -19,8 +19,7 @@ import * as promClient from 'prom-client';
 import { Discovery, type DnsResolver, type DiscoveryChange, systemResolver } from './discovery';
 import { BaselineTracker, type EstimatorState, healthScore, InstanceEstimator } from './estimator';
 import { type InstanceReason, type InstanceRecord } from './encode';
-import { ExpositionParseError, parseExposition } from './exposition';
-import { extractSignals, hasLoadSignal, type MetricMappings, resolveMappings } from './mappings';
+import { extractSignals, hasLoadSignal, mappedSampleFilter, type MetricMappings, resolveMappings } from './mappings';
 import { type InferenceConfig, type InferenceServiceConfig, resolveInferenceConfig } from './schema';
 import { makeAgents, scrapeOnce } from './scraper';
 
@@ -70,6 +69,8 @@ interface InstanceRt {
 interface ServiceRt {
   cfg: InferenceServiceConfig;
   mappings: MetricMappings;
+  /** the parser stores only the samples the mappings read */
+  keep: (sampleName: string) => boolean;
   discovery: Discovery;
   instances: Map<string, InstanceRt>;
   baseline: BaselineTracker;
@@ -150,9 +151,11 @@ export class InferenceCollector extends EventEmitter {
     if (this.started) return;
     this.started = true;
     for (const cfg of this.config.services) {
+      const mappings = resolveMappings(cfg.kind, cfg.mappings);
       const svc: ServiceRt = {
         cfg,
-        mappings: resolveMappings(cfg.kind, cfg.mappings),
+        mappings,
+        keep: mappedSampleFilter(mappings),
         discovery: new Discovery(cfg.instances, this.resolver),
         instances: new Map(),
         baseline: new BaselineTracker(this.config.baselineWindowS * 1000, this.config.baselineTrim),
@@ -240,7 +243,12 @@ export class InferenceCollector extends EventEmitter {
     try {
       const out = await scrapeOnce(
         { addr: inst.addr, path: svc.cfg.metricsPath, scheme: svc.cfg.scheme },
-        { timeoutMs: this.config.scrapeTimeoutMs, maxBodyBytes: this.config.maxBodyBytes, agent: svc.cfg.scheme === 'https' ? this.agents.https : this.agents.http },
+        {
+          timeoutMs: this.config.scrapeTimeoutMs,
+          maxBodyBytes: this.config.maxBodyBytes,
+          agent: svc.cfg.scheme === 'https' ? this.agents.https : this.agents.http,
+          parse: { keep: svc.keep },
+        },
       );
       if (inst.removed) return;
       const t = this.now();
@@ -250,11 +258,9 @@ export class InferenceCollector extends EventEmitter {
       }
       let signals;
       try {
-        const exp = parseExposition(out.body);
-        signals = extractSignals(exp, svc.mappings, svc.cfg.labels);
+        signals = extractSignals(out.exposition, svc.mappings, svc.cfg.labels);
       } catch (e) {
-        const msg = e instanceof ExpositionParseError ? `malformed exposition: ${e.message}` : `malformed exposition: ${(e as Error).message}`;
-        this.fail(inst, 'parse_error', msg, t);
+        this.fail(inst, 'parse_error', `malformed exposition: ${(e as Error).message}`, t);
         return;
       }
       inst.consecutiveFailures = 0;

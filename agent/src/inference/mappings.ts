@@ -288,6 +288,16 @@ function pickSumCounter(exp: Exposition, refs: TimedRef[], match?: Record<string
   return undefined;
 }
 
+/**
+ * Sample-name filter for the parser: only the series the mappings can read are stored (a page of
+ * unrelated metrics is validated but costs no memory).
+ */
+export function mappedSampleFilter(m: MetricMappings): (sampleName: string) => boolean {
+  const names = new Set<string>();
+  for (const v of Object.values(m) as Array<Array<string | { name: string }>>) for (const r of v) names.add(typeof r === 'string' ? r : r.name);
+  return (n) => names.has(n) || names.has(n.replace(/_(?:bucket|sum|count)$/, ''));
+}
+
 /** True when the scrape carries at least one load signal (else: reason no_data). */
 export function hasLoadSignal(s: Signals): boolean {
   return (
