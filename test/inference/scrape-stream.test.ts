@@ -95,7 +95,8 @@ test('ExpositionParser: `keep` stores only the mapped series; a line without end
 
 test('scrape of a 50 MB page: aborted at the 8 MiB default cap, long before the page is sent; instance unhealthy with the reason', async () => {
   const srv = await bigPageServer(50 * 1024 * 1024);
-  const col = new InferenceCollector({ scrapeIntervalMs: 600_000, services: [{ name: 'm', kind: 'vllm', instances: { static: [srv.addr] } }] }, { registry: new Registry() });
+  // a generous scrape timeout: this test is about the size cap, not about a loaded CI machine's speed
+  const col = new InferenceCollector({ scrapeIntervalMs: 600_000, scrapeTimeoutMs: 20_000, services: [{ name: 'm', kind: 'vllm', instances: { static: [srv.addr] } }] }, { registry: new Registry() });
   const errors: string[] = [];
   col.on('scrapeError', (e: { message: string }) => errors.push(e.message));
   try {

@@ -10,8 +10,8 @@
 //   - last good scrape older than staleAfterMs -> stale
 //   - no utilisation estimate possible from the exported metrics (rho NaN) -> no_data
 //   - else healthy, reason ok.
-// Health SCORE (not on the wire; the filter recomputes it from p99Ms/baselineP99Ms):
-//   healthScore(p99, baseline, slowFactor) -- see estimator.ts.
+// Health SCORE (a diagnostic in details(), not on the wire: the filter computes its own from
+//   p99Ms/baselineP99Ms): healthScore(p99, baseline) with the filter's factor 3 -- see estimator.ts.
 // E[S]/E[S²] of an instance that has not completed any request yet are imputed with the
 // median over the service's instances that have them (so a fresh instance gets traffic).
 import { EventEmitter } from 'node:events';
@@ -344,7 +344,7 @@ export class InferenceCollector extends EventEmitter {
     });
     return {
       ...record,
-      healthScore: healthScore(record.p99Ms, baseline, cfg.slowFactor),
+      healthScore: healthScore(record.p99Ms, baseline),
       imputedService,
       lastError: inst.lastFailure?.message ?? (st?.invalid ? `inference instance ${svc.cfg.name}/${inst.addr}: ${st.invalid}` : undefined),
       consecutiveFailures: inst.consecutiveFailures,

@@ -28,8 +28,7 @@
 //      holds fewer than minMomentCompletions (default 50) completions, older intervals are added,
 //      newest first, until it does (or the history runs out): E[S] and E[S²] always rest on
 //      enough requests. A heavy-tailed mean from 1-2 requests can be 10x off, and an instance
-//      priced 10x too slow gets no traffic, so nothing would correct it (bench/routing found
-//      exactly that: one slow instance unused for 150 s after one 2.3 s request).
+//      priced 10x too slow gets no traffic, so nothing would correct it (docs/agent-design.md).
 //   E[S²] from the service-histogram bucket deltas, see secondMomentFromBuckets() below;
 //      servers without a histogram (Triton) get E[S²] = (1 + scv)·E[S]² with the configured
 //      squared coefficient of variation (default 1: exponential service).

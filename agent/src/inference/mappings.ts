@@ -13,7 +13,7 @@ export interface TimedRef {
 }
 export interface ScaledRef {
   name: string;
-  /** value * scale gives the signal's unit (0..1 for utilisation, bytes for memory) */
+  /** value * scale gives the signal's unit (0..1 for utilisation) */
   scale: number;
 }
 
@@ -30,9 +30,6 @@ export interface MetricMappings {
   /** KV-cache usage 0..1 (gauge) */
   kvCacheUsage: string[];
   gpuUtil: ScaledRef[];
-  gpuMemUsedBytes: ScaledRef[];
-  gpuMemFreeBytes: ScaledRef[];
-  gpuMemTotalBytes: ScaledRef[];
   /** completed requests (counter); used when no histogram gives a count */
   completions: string[];
   /**
@@ -62,8 +59,6 @@ export interface CustomMappingsInput {
   completions?: string | string[];
   slots?: string | string[];
   gpuUtil?: { name: string; scale?: number };
-  gpuMemUsedBytes?: { name: string; scale?: number };
-  gpuMemFreeBytes?: { name: string; scale?: number };
   serviceTimeSum?: { name: string; unit?: TimeUnit };
   queueTimeSum?: { name: string; unit?: TimeUnit };
   serviceHistogram?: { name: string; unit?: TimeUnit };
@@ -71,20 +66,14 @@ export interface CustomMappingsInput {
   latencySummary?: { name: string; unit?: TimeUnit };
 }
 
-const MIB = 1024 * 1024;
 
 /** GPU series understood for every kind (a DCGM exporter or Triton's own gauges merged in). */
-const GPU_GENERIC: Pick<MetricMappings, 'gpuUtil' | 'gpuMemUsedBytes' | 'gpuMemFreeBytes' | 'gpuMemTotalBytes'> = {
+// GPU memory is not read: nothing in the snapshot or the estimates uses it.
+const GPU_GENERIC: Pick<MetricMappings, 'gpuUtil'> = {
   gpuUtil: [
     { name: 'DCGM_FI_DEV_GPU_UTIL', scale: 0.01 },
     { name: 'nv_gpu_utilization', scale: 1 },
   ],
-  gpuMemUsedBytes: [
-    { name: 'DCGM_FI_DEV_FB_USED', scale: MIB },
-    { name: 'nv_gpu_memory_used_bytes', scale: 1 },
-  ],
-  gpuMemFreeBytes: [{ name: 'DCGM_FI_DEV_FB_FREE', scale: MIB }],
-  gpuMemTotalBytes: [{ name: 'nv_gpu_memory_total_bytes', scale: 1 }],
 };
 
 function empty(): MetricMappings {
@@ -149,7 +138,7 @@ export function resolveMappings(kind: ServerKind, custom?: CustomMappingsInput):
   const m = structuredClone(BUILTIN_MAPPINGS[kind]);
   if (!custom) return m;
   for (const k of ['waiting', 'running', 'kvCacheUsage', 'completions', 'slots'] as const) m[k] = [...asList(custom[k]), ...m[k]];
-  for (const k of ['gpuUtil', 'gpuMemUsedBytes', 'gpuMemFreeBytes'] as const) {
+  for (const k of ['gpuUtil'] as const) {
     const c = custom[k];
     if (c) m[k] = [{ name: c.name, scale: c.scale ?? 1 }, ...m[k]];
   }
@@ -174,8 +163,6 @@ export interface Signals {
   running?: number;
   kvCacheUsage?: number;
   gpuUtil?: number;
-  gpuMemUsedBytes?: number;
-  gpuMemFreeBytes?: number;
   /** cumulative completions (counter) */
   completions?: number;
   /** slot count (max batch size) when the server exports it (mapping `slots`) */
@@ -258,11 +245,6 @@ export function extractSignals(exp: Exposition, m: MetricMappings, match?: Recor
   take(pickGauge(exp, m.slots, 'max', match), (v) => (sig.slots = v));
   take(pickGauge(exp, m.kvCacheUsage, 'max', match), (v) => (sig.kvCacheUsage = v));
   take(pickScaled(exp, m.gpuUtil, 'mean', match), (v) => (sig.gpuUtil = Math.min(1, Math.max(0, v))));
-  take(pickScaled(exp, m.gpuMemUsedBytes, 'sum', match), (v) => (sig.gpuMemUsedBytes = v));
-  take(pickScaled(exp, m.gpuMemFreeBytes, 'sum', match), (v) => (sig.gpuMemFreeBytes = v));
-  if (sig.gpuMemFreeBytes === undefined && sig.gpuMemUsedBytes !== undefined) {
-    take(pickScaled(exp, m.gpuMemTotalBytes, 'sum', match), (v) => (sig.gpuMemFreeBytes = Math.max(0, v - (sig.gpuMemUsedBytes as number))));
-  }
   take(pickGauge(exp, m.completions, 'sum', match, 1, true), (v) => (sig.completions = v));
   const svcSum = pickSumCounter(exp, m.serviceTimeSum, match);
   if (svcSum) {
