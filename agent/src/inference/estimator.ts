@@ -609,7 +609,7 @@ export class InstanceEstimator {
       // requests completed but took no time: the exporter's sum is broken (an E[S] of 0 would take all traffic)
       this.invalid = `service-time sum did not grow while ${Math.round(Nm)} requests completed`;
     } else if (Nm + toPrior > 0 && haveSm) {
-      this.lastKnown.esMs = (Sm + toPrior * (prior?.es ?? 0)) / (Nm + toPrior);
+      this.lastKnown.esMs = toPrior > 0 && prior ? (Sm + toPrior * prior.es) / (Nm + toPrior) : Sm / Nm;
       if (svc.bounds && svc.nonEmpty()) {
         const m = secondMomentFromBuckets(svc.bounds, svc.counts, svc.sumMs, this.assumedScv);
         this.lastKnown.es2Ms2 = m.es2;
