@@ -1,0 +1,294 @@
+// In-band evidence benchmark (issue 9 §4): scenarios where learning from every response matters,
+// with the reference balancers that do (peak EWMA, Envoy LEAST_REQUEST, Envoy client-side WRR
+// with ORCA) beside the compiled filter, round-robin, random and the oracle.
+//
+//   npx tsx bench/routing/inband.ts --quick [--scenario slow|blackhole|proxies|all] [--orca off|on|both]
+//        [--ttft 0.1] [--seed N] [--wasm build/switchyard.wasm] [--out build/bench]
+//
+// Scenarios (virtual time; every policy of a scenario sees the same sample path):
+//  slow      an instance 10x slower for 30 s, no change in load, then normal again, in a fleet
+//            with little queueing (8 equal instances, c = 4, rho 0.3);
+//  blackhole an instance answers every request 503 after 2 ms for 30 s (it looks idle), same
+//            fleet at rho 0.6;
+//  proxies   4 proxies in front of fleet A, one carrying 70 % of the arrivals (and uniform for
+//            comparison), rho 0.95 (full: 0.85 too), agent scrape 1 s.
+// Prints tables and the issue's targets (met / not met); writes build/bench/routing-inband.json
+// and SVG timelines of the sick instance's traffic share.
+import { mkdirSync, writeFileSync } from 'node:fs';
+import * as path from 'node:path';
+import { DEFAULT_AGENT, type AgentSpec } from './agent-model';
+import { LocalLeastRequest, MultiProxy } from './choose-model';
+import {
+  capacityPerS, DEFAULT_FLEET, type Episode, type FleetSpec, LeastRequest, makeSamplePath, RandomPolicy, RoundRobin, type RoutingPolicy, type RunOptions,
+  runPolicy, type RunResult, type SamplePath, summarize, type Summary,
+} from './des';
+import { episodeStats, type EpisodeStats, fairShare, shareSeries, shareSvg } from './episodes';
+import { ClientSideWrr, ENVOY_WRR_DEFAULTS, LINKERD_PEAK_EWMA, PeakEwma } from './inband-reference';
+import { SedOracle } from './reference';
+import { SwitchyardPolicy, wasmBytes } from './switchyard';
+
+const ROOT = path.resolve(__dirname, '../..');
+
+function arg(name: string, def?: string): string | undefined {
+  const i = process.argv.indexOf(name);
+  return i >= 0 ? process.argv[i + 1] : def;
+}
+
+/** 8 equal instances, c = 4, lognormal service mean 80 ms sigma 1.1: capacity 400 req/s. */
+export const EQUAL_FLEET: FleetSpec = { speeds: [1, 1, 1, 1, 1, 1, 1, 1], slots: 4, meanMs: 80, sigma: 1.1 };
+
+export interface ScenarioSpec {
+  name: string;
+  fleet: FleetSpec;
+  rho: number;
+  warmupMs: number;
+  episode: Episode;
+  /** the window after recovery that is measured (ms) */
+  afterMs: number;
+}
+
+/** Issue 9 §2: 10x slower for 30 s without load change, then normal (the sick instance: #2). */
+export const SLOW_SCENARIO: ScenarioSpec = {
+  name: 'slow', fleet: EQUAL_FLEET, rho: 0.3, warmupMs: 20_000, afterMs: 30_000,
+  episode: { kind: 'slow', inst: 2, fromMs: 30_000, toMs: 60_000, factor: 10 },
+};
+
+/** A fast-failing instance (503 after 2 ms) for 30 s: it looks idle to LEAST_REQUEST. */
+export const BLACKHOLE_SCENARIO: ScenarioSpec = {
+  name: 'blackhole', fleet: EQUAL_FLEET, rho: 0.6, warmupMs: 20_000, afterMs: 30_000,
+  episode: { kind: 'error', inst: 2, fromMs: 30_000, toMs: 60_000, errorMs: 2, status: 503 },
+};
+
+/** The arrivals measured in a scenario: from warm-up to the end of the after-window. */
+export function scenarioPath(s: ScenarioSpec, seed: number): SamplePath {
+  const endMs = s.episode.toMs + s.afterMs;
+  const lambda = s.rho * capacityPerS(s.fleet);
+  return makeSamplePath(s.fleet, { rho: s.rho, seed, warmupMs: s.warmupMs, measured: Math.round((lambda * (endMs - s.warmupMs)) / 1000), tail: 200 });
+}
+
+export interface ScenarioRow {
+  policy: string;
+  summary: Summary;
+  /** summary over 2xx answers only */
+  ok: Summary;
+  stats: EpisodeStats;
+  wallMs: number;
+  orca: boolean;
+}
+
+export function scenarioRow(s: ScenarioSpec, p: RoutingPolicy, r: RunResult, orca: boolean): ScenarioRow {
+  const okRt = r.responseMs.filter((_, i) => r.status[i] === 200);
+  return { policy: p.name, summary: summarize(r.responseMs), ok: summarize(okRt), stats: episodeStats(r, s.fleet, s.episode, s.afterMs), wallMs: Math.round(r.wallMs), orca };
+}
+
+const ms = (v: number | null): string => (v === null ? 'never' : v >= 10_000 ? `${(v / 1000).toFixed(1)} s` : `${Math.round(v)} ms`);
+
+export function scenarioTable(rows: ScenarioRow[], withErrors: boolean, afterMs: number): string {
+  const w = Math.max(...rows.map((r) => r.policy.length), 10) + 2;
+  const cols = ['P50', 'P99', 'P99.9', 'sick: during (x fair)', 'react', `after ${afterMs / 1000} s (x fair)`, 'back to 1/2 fair', ...(withErrors ? ['errors'] : [])];
+  const widths = [8, 9, 9, 23, 9, 22, 17, 8];
+  const head = 'policy'.padEnd(w) + cols.map((c, i) => c.padStart(widths[i])).join('');
+  const out = [head, '-'.repeat(head.length)];
+  for (const r of rows) {
+    const q = withErrors ? r.ok : r.summary;
+    const st = r.stats;
+    const cells = [
+      ms(q.p50Ms), ms(q.p99Ms), ms(q.p999Ms),
+      `${st.sentDuring} (${(st.sentDuring / st.fairDuring).toFixed(2)})`, ms(st.reactMs),
+      `${st.sentAfter} (${(st.sentAfter / st.fairAfter).toFixed(2)})`, ms(st.recoverMs),
+      ...(withErrors ? [String(st.errorsDuring)] : []),
+    ];
+    out.push(r.policy.padEnd(w) + cells.map((c, i) => c.padStart(widths[i])).join(''));
+  }
+  return out.join('\n');
+}
+
+export interface Target {
+  scenario: string;
+  what: string;
+  met: boolean;
+  detail: string;
+}
+
+const targetLine = (t: Target): string => `  [${t.met ? 'met' : 'NOT MET'}] ${t.scenario}: ${t.what} -- ${t.detail}`;
+
+// ---------------------------------------------------------------- main
+
+interface Cli {
+  QUICK: boolean;
+  SEED: number;
+  WASM: string;
+  OUT: string;
+  SCEN: string;
+  ORCA: string;
+  TTFT: number;
+  MODE: { name: string; seeds: number; proxyRhos: number[]; proxyMeasured: number; proxyWarmupMs: number };
+}
+
+const AGENT_1S: AgentSpec = { ...DEFAULT_AGENT, scrapeIntervalMs: 1000 };
+const AGENT_250: AgentSpec = { ...DEFAULT_AGENT, scrapeIntervalMs: 250 };
+
+function checkFilter(p: SwitchyardPolicy, what: string): void {
+  if (p.stats.choiceMetric !== p.stats.filterRouted) throw new Error(`${what}: switchyard.lb.choice.* = ${p.stats.choiceMetric} but ${p.stats.filterRouted} requests carried an endpoint`);
+  if (p.stats.vmFailures) throw new Error(`${what}: ${p.stats.vmFailures} VM failures`);
+}
+
+async function main(c: Cli): Promise<void> {
+  const log = (s = ''): void => console.log(s);
+  const t0 = performance.now();
+  const wasm = wasmBytes(c.WASM);
+  log(`Switchyard in-band evidence benchmark (issue 9 §4), ${c.MODE.name} mode, seed ${c.SEED}`);
+  log(`filter ${path.relative(ROOT, c.WASM)} sha256 ${wasm.sha256.slice(0, 16)}…; response headers at ttft = ${c.TTFT} × service; filter ORCA header: ${c.ORCA}`);
+  log(`references: peak-ewma = Finagle/linkerd (tau ${LINKERD_PEAK_EWMA.decayMs / 1000} s, default RTT ${LINKERD_PEAK_EWMA.defaultRttMs} ms, P2C, RTT to response headers); least-request = Envoy LEAST_REQUEST choice_count 2;`);
+  log(`  envoy-wrr (ORCA) = Envoy ClientSideWeightedRoundRobin defaults (blackout ${ENVOY_WRR_DEFAULTS.blackoutPeriodMs / 1000} s, update ${ENVOY_WRR_DEFAULTS.weightUpdatePeriodMs / 1000} s, expiration ${ENVOY_WRR_DEFAULTS.weightExpirationPeriodMs / 1000} s, error penalty ${ENVOY_WRR_DEFAULTS.errorUtilizationPenalty}) fed by the instances' ORCA reports; oracle-sed knows the episode`);
+  log('');
+  const doc: Record<string, unknown> = { meta: { mode: c.MODE.name, seed: c.SEED, ttftFraction: c.TTFT, orca: c.ORCA, wasm: { sha256: wasm.sha256 }, date: new Date().toISOString() } };
+  const targets: Target[] = [];
+  mkdirSync(c.OUT, { recursive: true });
+  const orcaModes = c.ORCA === 'both' ? [false, true] : [c.ORCA === 'on'];
+
+  const runScenario = async (s: ScenarioSpec): Promise<ScenarioRow[][]> => {
+    const perSeed: ScenarioRow[][] = [];
+    for (let k = 0; k < c.MODE.seeds; k++) {
+      const seed = c.SEED + 1000 * k;
+      const sp = scenarioPath(s, seed);
+      const mr: [number, number] = [sp.firstMeasured, sp.firstMeasured + sp.measured];
+      const rows: ScenarioRow[] = [];
+      const series: Array<{ name: string; pts: Array<[number, number]> }> = [];
+      const policies: Array<[RoutingPolicy, boolean]> = [
+        [new RoundRobin(), false], [new RandomPolicy(seed), false], [new LeastRequest(seed), false],
+        [new PeakEwma(seed), false], [new ClientSideWrr(seed), true],
+      ];
+      for (const orca of orcaModes) {
+        const tag = orcaModes.length > 1 && orca ? ' +ORCA hdr' : '';
+        policies.push([new SwitchyardPolicy({ wasmPath: c.WASM, agent: AGENT_1S, seed, name: `switchyard${tag}`, measuredRange: mr }), orca]);
+        policies.push([new SwitchyardPolicy({ wasmPath: c.WASM, agent: AGENT_250, seed, name: `switchyard@250ms${tag}`, measuredRange: mr }), orca]);
+      }
+      policies.push([new SedOracle([s.episode]), false]);
+      for (const [p, orca] of policies) {
+        const opts: RunOptions = { episodes: [s.episode], ttftFraction: c.TTFT, orca };
+        const r = await runPolicy(s.fleet, sp, p, opts);
+        if (p instanceof SwitchyardPolicy) checkFilter(p, `${s.name} ${p.name}`);
+        rows.push(scenarioRow(s, p, r, orca));
+        if (k === 0) series.push({ name: p.name, pts: shareSeries(r, s.episode.inst, s.episode.fromMs - 10_000, s.episode.toMs + s.afterMs) });
+      }
+      perSeed.push(rows);
+      if (k === 0) {
+        const svg = shareSvg(series, s.episode, fairShare(s.fleet, s.episode.inst),
+          s.name === 'slow' ? `Instance 10x slower for 30 s (rho ${s.rho}): its traffic share` : `Instance answering 503 in 2 ms for 30 s (rho ${s.rho}): its traffic share`);
+        writeFileSync(path.join(c.OUT, `routing-${s.name}.svg`), svg);
+      }
+    }
+    return perSeed;
+  };
+
+  if (c.SCEN === 'slow' || c.SCEN === 'all') {
+    const s = SLOW_SCENARIO;
+    const t = performance.now();
+    const per = await runScenario(s);
+    log(`== A. Slow instance: #${s.episode.inst} ${s.episode.factor}x slower from ${s.episode.fromMs / 1000} s to ${s.episode.toMs / 1000} s, no load change; ${s.fleet.speeds.length} equal instances c=${s.fleet.slots}, rho ${s.rho} (${(s.rho * capacityPerS(s.fleet)).toFixed(0)} req/s)  [${((performance.now() - t) / 1000).toFixed(1)} s]`);
+    per.forEach((rows, k) => {
+      if (per.length > 1) log(`seed ${c.SEED + 1000 * k}:`);
+      log(scenarioTable(rows, false, s.afterMs));
+    });
+    log('P50/P99/P99.9: all measured requests (warm-up end to 30 s after recovery). sick: requests routed to the sick instance during the episode');
+    log('(x its fair share); react: end of the first 1 s window in which it got < 1/2 its fair share; after: the 30 s after recovery;');
+    log('back to 1/2 fair: end of the first 1 s window after recovery with >= 1/2 its fair share (never = not within 30 s).');
+    const rows = per[0];
+    const sy = rows.find((r) => r.policy === 'switchyard')!;
+    const pe = rows.find((r) => r.policy === 'peak-ewma')!;
+    targets.push({ scenario: 'slow', what: 'fewer requests to the sick instance than peak EWMA (during the episode)', met: sy.stats.sentDuring < pe.stats.sentDuring, detail: `switchyard ${sy.stats.sentDuring}, peak-ewma ${pe.stats.sentDuring}` });
+    targets.push({ scenario: 'slow', what: 'back to half its fair share within 10 s of recovery', met: sy.stats.recoverMs !== null && sy.stats.recoverMs <= 10_000, detail: `switchyard ${ms(sy.stats.recoverMs)} (peak-ewma ${ms(pe.stats.recoverMs)})` });
+    doc.slow = { spec: s, rows: per };
+    log('');
+  }
+
+  if (c.SCEN === 'blackhole' || c.SCEN === 'all') {
+    const s = BLACKHOLE_SCENARIO;
+    const t = performance.now();
+    const per = await runScenario(s);
+    log(`== B. Black hole: #${s.episode.inst} answers ${s.episode.status} after ${s.episode.errorMs} ms from ${s.episode.fromMs / 1000} s to ${s.episode.toMs / 1000} s; ${s.fleet.speeds.length} equal instances c=${s.fleet.slots}, rho ${s.rho} (${(s.rho * capacityPerS(s.fleet)).toFixed(0)} req/s)  [${((performance.now() - t) / 1000).toFixed(1)} s]`);
+    per.forEach((rows, k) => {
+      if (per.length > 1) log(`seed ${c.SEED + 1000 * k}:`);
+      log(scenarioTable(rows, true, s.afterMs));
+    });
+    log('P50/P99/P99.9 over 2xx answers; errors = 503 answers (requests sent to the black hole during the episode).');
+    const rows = per[0];
+    const sy = rows.find((r) => r.policy === 'switchyard')!;
+    const lr = rows.find((r) => r.policy === 'least-request')!;
+    targets.push({ scenario: 'blackhole', what: 'fewer errors than LEAST_REQUEST', met: sy.stats.errorsDuring < lr.stats.errorsDuring, detail: `switchyard ${sy.stats.errorsDuring}, least-request ${lr.stats.errorsDuring}` });
+    doc.blackhole = { spec: s, rows: per };
+    log('');
+  }
+
+  if (c.SCEN === 'proxies' || c.SCEN === 'all') {
+    const PROXIES = 4;
+    const SKEW = [0.7, 0.1, 0.1, 0.1];
+    const t = performance.now();
+    const out: Array<{ rho: number; split: string; policy: string; summary: Summary; wallMs: number }> = [];
+    for (const rho of c.MODE.proxyRhos) {
+      const sp = makeSamplePath(DEFAULT_FLEET, { rho, seed: c.SEED, warmupMs: c.MODE.proxyWarmupMs, measured: c.MODE.proxyMeasured });
+      for (const [splitName, split] of [['70/10/10/10', SKEW], ['uniform', undefined]] as Array<[string, number[] | undefined]>) {
+        const multi = (name: string, make: (k: number, agent: Parameters<ConstructorParameters<typeof MultiProxy>[1]>[1]) => RoutingPolicy, agent?: AgentSpec): MultiProxy =>
+          new MultiProxy(name, make, PROXIES, agent ? { spec: agent, seed: c.SEED } : undefined, c.SEED, split);
+        const policies: Array<[RoutingPolicy, boolean]> = [
+          [multi(`least-request x${PROXIES}`, (k) => new LocalLeastRequest(c.SEED + k)), false],
+          [multi(`peak-ewma x${PROXIES}`, (k) => new PeakEwma(c.SEED + k)), false],
+          [multi(`envoy-wrr (ORCA) x${PROXIES}`, (k) => new ClientSideWrr(c.SEED + k)), true],
+          ...orcaModes.map((orca): [RoutingPolicy, boolean] => [multi(`switchyard x${PROXIES}${orcaModes.length > 1 && orca ? ' +ORCA hdr' : ''}`, (k, agent) => new SwitchyardPolicy({
+            wasmPath: c.WASM, agent: AGENT_1S, seed: c.SEED + k, name: `switchyard x${PROXIES}`, sharedAgent: agent,
+          }), AGENT_1S), orca]),
+          [new LeastRequest(c.SEED), false],
+          [new SedOracle(), false],
+        ];
+        for (const [p, orca] of policies) {
+          const r = await runPolicy(DEFAULT_FLEET, sp, p, { ttftFraction: c.TTFT, orca });
+          if (p instanceof MultiProxy) for (const m of p.members) if (m instanceof SwitchyardPolicy) checkFilter(m, `${p.name} rho ${rho}`);
+          out.push({ rho, split: splitName, policy: p.name, summary: summarize(r.responseMs), wallMs: Math.round(r.wallMs) });
+        }
+      }
+    }
+    log(`== C. ${PROXIES} proxies, one carrying 70 % of the arrivals (and uniform); fleet A (${DEFAULT_FLEET.speeds.join(', ')}; c=${DEFAULT_FLEET.slots}), agent scrape 1 s  [${((performance.now() - t) / 1000).toFixed(1)} s]`);
+    const w = Math.max(...out.map((r) => r.policy.length)) + 2;
+    const head = 'rho   split        ' + 'policy'.padEnd(w) + 'P50'.padStart(8) + 'P99'.padStart(9) + 'P99.9'.padStart(9) + '   P99 / least-request x4';
+    log(head);
+    log('-'.repeat(head.length));
+    for (const r of out) {
+      const lr = out.find((x) => x.rho === r.rho && x.split === r.split && x.policy === `least-request x${PROXIES}`)!;
+      log(`${String(r.rho).padEnd(6)}${r.split.padEnd(13)}${r.policy.padEnd(w)}${ms(r.summary.p50Ms).padStart(8)}${ms(r.summary.p99Ms).padStart(9)}${ms(r.summary.p999Ms).padStart(9)}   ${(r.summary.p99Ms / lr.summary.p99Ms).toFixed(3).padStart(8)}`);
+    }
+    log('least-request x4 = Envoy LEAST_REQUEST in each proxy on its own active requests; least-request = one proxy, exact counts (a bound for LR).');
+    const sy = out.find((x) => x.rho === 0.95 && x.split === '70/10/10/10' && x.policy === `switchyard x${PROXIES}`)!;
+    const lr = out.find((x) => x.rho === 0.95 && x.split === '70/10/10/10' && x.policy === `least-request x${PROXIES}`)!;
+    const ratio = sy.summary.p99Ms / lr.summary.p99Ms;
+    targets.push({ scenario: 'proxies', what: '4 proxies (70 % on one), 1 s scrape, rho 0.95: P99 <= 1.0x LEAST_REQUEST', met: ratio <= 1.0, detail: `${ratio.toFixed(3)}x (${ms(sy.summary.p99Ms)} vs ${ms(lr.summary.p99Ms)})` });
+    doc.proxies = { split: SKEW, rows: out };
+    log('');
+  }
+
+  log('== Targets (issue 9 §4; the filter as built is expected to miss some)');
+  for (const tg of targets) log(targetLine(tg));
+  doc.targets = targets;
+  const wallS = (performance.now() - t0) / 1000;
+  log('');
+  log(`total wall time ${wallS.toFixed(1)} s (${c.MODE.name} mode)`);
+  writeFileSync(path.join(c.OUT, 'routing-inband.json'), JSON.stringify(doc, (_k, v) => (typeof v === 'number' && !Number.isFinite(v) ? String(v) : v), 2) + '\n');
+  log(`wrote ${path.relative(ROOT, path.join(c.OUT, 'routing-inband.json'))} and the SVG timelines routing-slow.svg / routing-blackhole.svg`);
+}
+
+if (require.main === module) {
+  const QUICK = process.argv.includes('--quick');
+  const SEED = Number(arg('--seed', '20261129'));
+  const WASM = path.resolve(ROOT, arg('--wasm', 'build/switchyard.wasm')!);
+  const OUT = path.resolve(ROOT, arg('--out', 'build/bench')!);
+  const SCEN = arg('--scenario', 'all')!;
+  const ORCA = arg('--orca', 'off')!;
+  const TTFT = Number(arg('--ttft', '0.1'));
+  if (!['slow', 'blackhole', 'proxies', 'all'].includes(SCEN)) throw new Error(`--scenario must be slow|blackhole|proxies|all, got ${SCEN}`);
+  if (!['off', 'on', 'both'].includes(ORCA)) throw new Error(`--orca must be off|on|both, got ${ORCA}`);
+  const MODE = QUICK ? { name: 'quick', seeds: 1, proxyRhos: [0.95], proxyMeasured: 8000, proxyWarmupMs: 20_000 } : { name: 'full', seeds: 3, proxyRhos: [0.85, 0.95], proxyMeasured: 50_000, proxyWarmupMs: 30_000 };
+  main({ QUICK, SEED, WASM, OUT, SCEN, ORCA, TTFT, MODE }).catch((e) => {
+    console.error(e);
+    process.exit(1);
+  });
+}
