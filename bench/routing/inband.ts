@@ -5,15 +5,18 @@
 //   npx tsx bench/routing/inband.ts --quick [--scenario slow|blackhole|proxies|all] [--orca off|on|both]
 //        [--ttft 0.1] [--seed N] [--wasm build/switchyard.wasm] [--out build/bench]
 //
-// Scenarios (virtual time; every policy of a scenario sees the same sample path):
+// Scenarios (virtual time; every policy of a scenario sees the same sample path; quick mode:
+// 2 sample paths for slow / blackhole, 5 for proxies, ~20-60 s; full: 5 and 10, rho 0.85 too):
 //  slow      an instance 10x slower for 30 s, no change in load, then normal again, in a fleet
 //            with little queueing (8 equal instances, c = 4, rho 0.3);
 //  blackhole an instance answers every request 503 after 2 ms for 30 s (it looks idle), same
 //            fleet at rho 0.6;
 //  proxies   4 proxies in front of fleet A, one carrying 70 % of the arrivals (and uniform for
-//            comparison), rho 0.95 (full: 0.85 too), agent scrape 1 s.
+//            comparison), rho 0.95, agent scrape 1 s.
+// --orca on: the simulated instances attach an ORCA `endpoint-load-metrics` header (TEXT) to
+// every answer the filter sees (both: rows with and without); Envoy's WRR always gets it.
 // Prints tables and the issue's targets (met / not met); writes build/bench/routing-inband.json
-// and SVG timelines of the sick instance's traffic share.
+// and SVG timelines of the sick instance's traffic share (routing-slow.svg, routing-blackhole.svg).
 import { mkdirSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { DEFAULT_AGENT, type AgentSpec } from './agent-model';
@@ -103,6 +106,34 @@ export function scenarioTable(rows: ScenarioRow[], withErrors: boolean, afterMs:
   return out.join('\n');
 }
 
+/** Over several sample paths: sums of the episode counts, the recovery time of each path. */
+export function aggregateTable(per: ScenarioRow[][], withErrors: boolean): string {
+  const names = per[0].map((r) => r.policy);
+  const w = Math.max(...names.map((n) => n.length), 10) + 2;
+  const head = 'policy'.padEnd(w) + 'sick: during (x fair)'.padStart(23) + 'after (x fair)'.padStart(20) + '   back to 1/2 fair, per path' + (withErrors ? '   errors' : '');
+  const out = [head, '-'.repeat(head.length)];
+  for (const name of names) {
+    const rs = per.map((rows) => rows.find((r) => r.policy === name)!);
+    const sum = (f: (r: ScenarioRow) => number): number => rs.reduce((a, r) => a + f(r), 0);
+    out.push(name.padEnd(w) +
+      `${sum((r) => r.stats.sentDuring)} (${(sum((r) => r.stats.sentDuring) / sum((r) => r.stats.fairDuring)).toFixed(2)})`.padStart(23) +
+      `${sum((r) => r.stats.sentAfter)} (${(sum((r) => r.stats.sentAfter) / sum((r) => r.stats.fairAfter)).toFixed(2)})`.padStart(20) +
+      `   ${rs.map((r) => ms(r.stats.recoverMs)).join(', ')}`.padEnd(29) +
+      (withErrors ? String(sum((r) => r.stats.errorsDuring)).padStart(9) : ''));
+  }
+  return out.join('\n');
+}
+
+/** Worst (largest) recovery time over paths; null if any path never recovered. */
+function worstRecovery(rs: ScenarioRow[]): number | null {
+  let worst = 0;
+  for (const r of rs) {
+    if (r.stats.recoverMs === null) return null;
+    worst = Math.max(worst, r.stats.recoverMs);
+  }
+  return worst;
+}
+
 export interface Target {
   scenario: string;
   what: string;
@@ -122,7 +153,7 @@ interface Cli {
   SCEN: string;
   ORCA: string;
   TTFT: number;
-  MODE: { name: string; seeds: number; proxyRhos: number[]; proxyMeasured: number; proxyWarmupMs: number };
+  MODE: { name: string; seeds: number; proxySeeds: number; proxyRhos: number[]; proxyMeasured: number; proxyWarmupMs: number };
 }
 
 const AGENT_1S: AgentSpec = { ...DEFAULT_AGENT, scrapeIntervalMs: 1000 };
@@ -187,18 +218,20 @@ async function main(c: Cli): Promise<void> {
     const t = performance.now();
     const per = await runScenario(s);
     log(`== A. Slow instance: #${s.episode.inst} ${s.episode.factor}x slower from ${s.episode.fromMs / 1000} s to ${s.episode.toMs / 1000} s, no load change; ${s.fleet.speeds.length} equal instances c=${s.fleet.slots}, rho ${s.rho} (${(s.rho * capacityPerS(s.fleet)).toFixed(0)} req/s)  [${((performance.now() - t) / 1000).toFixed(1)} s]`);
-    per.forEach((rows, k) => {
-      if (per.length > 1) log(`seed ${c.SEED + 1000 * k}:`);
-      log(scenarioTable(rows, false, s.afterMs));
-    });
+    log(`sample path 1 (seed ${c.SEED}):`);
+    log(scenarioTable(per[0], false, s.afterMs));
     log('P50/P99/P99.9: all measured requests (warm-up end to 30 s after recovery). sick: requests routed to the sick instance during the episode');
     log('(x its fair share); react: end of the first 1 s window in which it got < 1/2 its fair share; after: the 30 s after recovery;');
     log('back to 1/2 fair: end of the first 1 s window after recovery with >= 1/2 its fair share (never = not within 30 s).');
-    const rows = per[0];
-    const sy = rows.find((r) => r.policy === 'switchyard')!;
-    const pe = rows.find((r) => r.policy === 'peak-ewma')!;
-    targets.push({ scenario: 'slow', what: 'fewer requests to the sick instance than peak EWMA (during the episode)', met: sy.stats.sentDuring < pe.stats.sentDuring, detail: `switchyard ${sy.stats.sentDuring}, peak-ewma ${pe.stats.sentDuring}` });
-    targets.push({ scenario: 'slow', what: 'back to half its fair share within 10 s of recovery', met: sy.stats.recoverMs !== null && sy.stats.recoverMs <= 10_000, detail: `switchyard ${ms(sy.stats.recoverMs)} (peak-ewma ${ms(pe.stats.recoverMs)})` });
+    log(`over ${per.length} sample paths (seeds ${per.map((_, k) => c.SEED + 1000 * k).join(', ')}):`);
+    log(aggregateTable(per, false));
+    const pick = (name: string): ScenarioRow[] => per.map((rows) => rows.find((r) => r.policy === name)!);
+    const sy = pick('switchyard');
+    const pe = pick('peak-ewma');
+    const during = (rs: ScenarioRow[]): number => rs.reduce((a, r) => a + r.stats.sentDuring, 0);
+    targets.push({ scenario: 'slow', what: `fewer requests to the sick instance than peak EWMA (during the episode, ${per.length} paths)`, met: during(sy) < during(pe), detail: `switchyard ${during(sy)}, peak-ewma ${during(pe)}` });
+    const wr = worstRecovery(sy);
+    targets.push({ scenario: 'slow', what: 'back to half its fair share within 10 s of recovery (every path)', met: wr !== null && wr <= 10_000, detail: `switchyard ${sy.map((r) => ms(r.stats.recoverMs)).join(', ')} (peak-ewma ${pe.map((r) => ms(r.stats.recoverMs)).join(', ')})` });
     doc.slow = { spec: s, rows: per };
     log('');
   }
@@ -208,15 +241,13 @@ async function main(c: Cli): Promise<void> {
     const t = performance.now();
     const per = await runScenario(s);
     log(`== B. Black hole: #${s.episode.inst} answers ${s.episode.status} after ${s.episode.errorMs} ms from ${s.episode.fromMs / 1000} s to ${s.episode.toMs / 1000} s; ${s.fleet.speeds.length} equal instances c=${s.fleet.slots}, rho ${s.rho} (${(s.rho * capacityPerS(s.fleet)).toFixed(0)} req/s)  [${((performance.now() - t) / 1000).toFixed(1)} s]`);
-    per.forEach((rows, k) => {
-      if (per.length > 1) log(`seed ${c.SEED + 1000 * k}:`);
-      log(scenarioTable(rows, true, s.afterMs));
-    });
+    log(`sample path 1 (seed ${c.SEED}):`);
+    log(scenarioTable(per[0], true, s.afterMs));
     log('P50/P99/P99.9 over 2xx answers; errors = 503 answers (requests sent to the black hole during the episode).');
-    const rows = per[0];
-    const sy = rows.find((r) => r.policy === 'switchyard')!;
-    const lr = rows.find((r) => r.policy === 'least-request')!;
-    targets.push({ scenario: 'blackhole', what: 'fewer errors than LEAST_REQUEST', met: sy.stats.errorsDuring < lr.stats.errorsDuring, detail: `switchyard ${sy.stats.errorsDuring}, least-request ${lr.stats.errorsDuring}` });
+    log(`over ${per.length} sample paths (seeds ${per.map((_, k) => c.SEED + 1000 * k).join(', ')}):`);
+    log(aggregateTable(per, true));
+    const errs = (name: string): number => per.reduce((a, rows) => a + rows.find((r) => r.policy === name)!.stats.errorsDuring, 0);
+    targets.push({ scenario: 'blackhole', what: `fewer errors than LEAST_REQUEST (${per.length} paths)`, met: errs('switchyard') < errs('least-request'), detail: `switchyard ${errs('switchyard')}, least-request ${errs('least-request')}` });
     doc.blackhole = { spec: s, rows: per };
     log('');
   }
@@ -225,43 +256,50 @@ async function main(c: Cli): Promise<void> {
     const PROXIES = 4;
     const SKEW = [0.7, 0.1, 0.1, 0.1];
     const t = performance.now();
-    const out: Array<{ rho: number; split: string; policy: string; summary: Summary; wallMs: number }> = [];
-    for (const rho of c.MODE.proxyRhos) {
-      const sp = makeSamplePath(DEFAULT_FLEET, { rho, seed: c.SEED, warmupMs: c.MODE.proxyWarmupMs, measured: c.MODE.proxyMeasured });
+    const out: Array<{ rho: number; seed: number; split: string; policy: string; summary: Summary; wallMs: number }> = [];
+    const seeds = Array.from({ length: c.MODE.proxySeeds }, (_, k) => c.SEED + 1000 * k);
+    for (const rho of c.MODE.proxyRhos) for (const seed of seeds) {
+      const sp = makeSamplePath(DEFAULT_FLEET, { rho, seed, warmupMs: c.MODE.proxyWarmupMs, measured: c.MODE.proxyMeasured });
       for (const [splitName, split] of [['70/10/10/10', SKEW], ['uniform', undefined]] as Array<[string, number[] | undefined]>) {
         const multi = (name: string, make: (k: number, agent: Parameters<ConstructorParameters<typeof MultiProxy>[1]>[1]) => RoutingPolicy, agent?: AgentSpec): MultiProxy =>
-          new MultiProxy(name, make, PROXIES, agent ? { spec: agent, seed: c.SEED } : undefined, c.SEED, split);
+          new MultiProxy(name, make, PROXIES, agent ? { spec: agent, seed } : undefined, seed, split);
         const policies: Array<[RoutingPolicy, boolean]> = [
-          [multi(`least-request x${PROXIES}`, (k) => new LocalLeastRequest(c.SEED + k)), false],
-          [multi(`peak-ewma x${PROXIES}`, (k) => new PeakEwma(c.SEED + k)), false],
-          [multi(`envoy-wrr (ORCA) x${PROXIES}`, (k) => new ClientSideWrr(c.SEED + k)), true],
+          [multi(`least-request x${PROXIES}`, (k) => new LocalLeastRequest(seed + k)), false],
+          [multi(`peak-ewma x${PROXIES}`, (k) => new PeakEwma(seed + k)), false],
+          [multi(`envoy-wrr (ORCA) x${PROXIES}`, (k) => new ClientSideWrr(seed + k)), true],
           ...orcaModes.map((orca): [RoutingPolicy, boolean] => [multi(`switchyard x${PROXIES}${orcaModes.length > 1 && orca ? ' +ORCA hdr' : ''}`, (k, agent) => new SwitchyardPolicy({
-            wasmPath: c.WASM, agent: AGENT_1S, seed: c.SEED + k, name: `switchyard x${PROXIES}`, sharedAgent: agent,
+            wasmPath: c.WASM, agent: AGENT_1S, seed: seed + k, name: `switchyard x${PROXIES}`, sharedAgent: agent,
           }), AGENT_1S), orca]),
-          [new LeastRequest(c.SEED), false],
+          [new LeastRequest(seed), false],
           [new SedOracle(), false],
         ];
         for (const [p, orca] of policies) {
           const r = await runPolicy(DEFAULT_FLEET, sp, p, { ttftFraction: c.TTFT, orca });
           if (p instanceof MultiProxy) for (const m of p.members) if (m instanceof SwitchyardPolicy) checkFilter(m, `${p.name} rho ${rho}`);
-          out.push({ rho, split: splitName, policy: p.name, summary: summarize(r.responseMs), wallMs: Math.round(r.wallMs) });
+          out.push({ rho, seed, split: splitName, policy: p.name, summary: summarize(r.responseMs), wallMs: Math.round(r.wallMs) });
         }
       }
     }
-    log(`== C. ${PROXIES} proxies, one carrying 70 % of the arrivals (and uniform); fleet A (${DEFAULT_FLEET.speeds.join(', ')}; c=${DEFAULT_FLEET.slots}), agent scrape 1 s  [${((performance.now() - t) / 1000).toFixed(1)} s]`);
-    const w = Math.max(...out.map((r) => r.policy.length)) + 2;
-    const head = 'rho   split        ' + 'policy'.padEnd(w) + 'P50'.padStart(8) + 'P99'.padStart(9) + 'P99.9'.padStart(9) + '   P99 / least-request x4';
+    log(`== C. ${PROXIES} proxies, one carrying 70 % of the arrivals (and uniform); fleet A (${DEFAULT_FLEET.speeds.join(', ')}; c=${DEFAULT_FLEET.slots}), agent scrape 1 s, ${seeds.length} sample paths (seeds ${seeds.join(', ')})  [${((performance.now() - t) / 1000).toFixed(1)} s]`);
+    const names = [...new Set(out.map((r) => r.policy))];
+    const w = Math.max(...names.map((n) => n.length)) + 2;
+    const head = 'rho   split        ' + 'policy'.padEnd(w) + 'P50 / P99 / P99.9 (path 1)'.padStart(28) + '   P99 / least-request x4: per path -> mean';
     log(head);
     log('-'.repeat(head.length));
-    for (const r of out) {
-      const lr = out.find((x) => x.rho === r.rho && x.split === r.split && x.policy === `least-request x${PROXIES}`)!;
-      log(`${String(r.rho).padEnd(6)}${r.split.padEnd(13)}${r.policy.padEnd(w)}${ms(r.summary.p50Ms).padStart(8)}${ms(r.summary.p99Ms).padStart(9)}${ms(r.summary.p999Ms).padStart(9)}   ${(r.summary.p99Ms / lr.summary.p99Ms).toFixed(3).padStart(8)}`);
+    const ratios = (rho: number, split: string, name: string): number[] => seeds.map((seed) => {
+      const a = out.find((x) => x.rho === rho && x.seed === seed && x.split === split && x.policy === name)!;
+      const lr = out.find((x) => x.rho === rho && x.seed === seed && x.split === split && x.policy === `least-request x${PROXIES}`)!;
+      return a.summary.p99Ms / lr.summary.p99Ms;
+    });
+    const mean = (v: number[]): number => v.reduce((a, b) => a + b, 0) / v.length;
+    for (const rho of c.MODE.proxyRhos) for (const split of ['70/10/10/10', 'uniform']) for (const name of names) {
+      const r = out.find((x) => x.rho === rho && x.seed === seeds[0] && x.split === split && x.policy === name)!;
+      const rs = ratios(rho, split, name);
+      log(`${String(rho).padEnd(6)}${split.padEnd(13)}${name.padEnd(w)}${`${ms(r.summary.p50Ms)} / ${ms(r.summary.p99Ms)} / ${ms(r.summary.p999Ms)}`.padStart(28)}   ${rs.map((x) => x.toFixed(3)).join(' ')} -> ${mean(rs).toFixed(3)}`);
     }
     log('least-request x4 = Envoy LEAST_REQUEST in each proxy on its own active requests; least-request = one proxy, exact counts (a bound for LR).');
-    const sy = out.find((x) => x.rho === 0.95 && x.split === '70/10/10/10' && x.policy === `switchyard x${PROXIES}`)!;
-    const lr = out.find((x) => x.rho === 0.95 && x.split === '70/10/10/10' && x.policy === `least-request x${PROXIES}`)!;
-    const ratio = sy.summary.p99Ms / lr.summary.p99Ms;
-    targets.push({ scenario: 'proxies', what: '4 proxies (70 % on one), 1 s scrape, rho 0.95: P99 <= 1.0x LEAST_REQUEST', met: ratio <= 1.0, detail: `${ratio.toFixed(3)}x (${ms(sy.summary.p99Ms)} vs ${ms(lr.summary.p99Ms)})` });
+    const rs = ratios(0.95, '70/10/10/10', `switchyard x${PROXIES}`);
+    targets.push({ scenario: 'proxies', what: `4 proxies (70 % on one), 1 s scrape, rho 0.95: P99 <= 1.0x LEAST_REQUEST x4 (mean of ${seeds.length} paths)`, met: mean(rs) <= 1.0, detail: `${mean(rs).toFixed(3)}x [${Math.min(...rs).toFixed(3)}, ${Math.max(...rs).toFixed(3)}]; uniform split ${mean(ratios(0.95, 'uniform', `switchyard x${PROXIES}`)).toFixed(3)}x` });
     doc.proxies = { split: SKEW, rows: out };
     log('');
   }
@@ -286,7 +324,9 @@ if (require.main === module) {
   const TTFT = Number(arg('--ttft', '0.1'));
   if (!['slow', 'blackhole', 'proxies', 'all'].includes(SCEN)) throw new Error(`--scenario must be slow|blackhole|proxies|all, got ${SCEN}`);
   if (!['off', 'on', 'both'].includes(ORCA)) throw new Error(`--orca must be off|on|both, got ${ORCA}`);
-  const MODE = QUICK ? { name: 'quick', seeds: 1, proxyRhos: [0.95], proxyMeasured: 8000, proxyWarmupMs: 20_000 } : { name: 'full', seeds: 3, proxyRhos: [0.85, 0.95], proxyMeasured: 50_000, proxyWarmupMs: 30_000 };
+  const MODE = QUICK
+    ? { name: 'quick', seeds: 2, proxySeeds: 5, proxyRhos: [0.95], proxyMeasured: 8000, proxyWarmupMs: 20_000 }
+    : { name: 'full', seeds: 5, proxySeeds: 10, proxyRhos: [0.85, 0.95], proxyMeasured: 50_000, proxyWarmupMs: 30_000 };
   main({ QUICK, SEED, WASM, OUT, SCEN, ORCA, TTFT, MODE }).catch((e) => {
     console.error(e);
     process.exit(1);
