@@ -291,6 +291,11 @@ export class ChooseModel implements RoutingPolicy {
     return pickI;
   }
 
+  /** an error answer ends the stream at its headers */
+  respond(t: number, id: number, inst: number, a: Answer): void {
+    if (a.status >= 300) this.complete(t, id, inst);
+  }
+
   complete(_t: number, id: number, inst: number): void {
     if (this.mine[id]) {
       this.inflight[inst]--;

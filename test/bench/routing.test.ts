@@ -118,9 +118,8 @@ test('in-band slow scenario: the episode slows the sick instance 10x and is coun
   assert.equal(sy.stats.choiceMetric, sy.stats.filterRouted);
   assert.equal(sy.stats.vmFailures, 0);
   assert.equal(sy.stats.fallbackMeasured, 0);
-  // the filter's in-flight count went back down for every finished stream: a run after the
-  // episode still routes to the recovered instances and never overflows (no VM failure above),
-  // and the episode is counted for the filter the same way
+  // the episode is counted for the filter's run the same way (it learns of the slow instance
+  // from the agent's scrapes: fewer requests than round-robin's exact share)
   const fst = episodeStats(r, s.fleet, e, s.afterMs);
   assert.ok(fst.sentDuring < st.sentDuring, `filter sent ${fst.sentDuring} to the sick instance, RR ${st.sentDuring}`);
 });
