@@ -418,7 +418,7 @@ export async function runPolicy(fleet: FleetSpec, path: SamplePath, policy: Rout
     heap.push(now + ttft * job.serviceMs, 2, inst, job, null);
     heap.push(now + job.serviceMs, 0, inst, job, null);
   };
-  const finish = (id: number, inst: number, arrivedAt: number, st: number): void => {
+  const finish = (id: number, arrivedAt: number, st: number): void => {
     finished++;
     if (id >= m0 && id < m1) {
       responseMs[id - m0] = now - arrivedAt;
@@ -449,7 +449,7 @@ export async function runPolicy(fleet: FleetSpec, path: SamplePath, policy: Rout
           answers[inst].add(now);
           errorAnswers[inst].add(now);
         }
-        finish(id, inst, arrivedAt, st);
+        finish(id, arrivedAt, st);
         responded++;
         policy.respond?.(now, id, inst, answer(inst, st));
       } else {
@@ -460,7 +460,7 @@ export async function runPolicy(fleet: FleetSpec, path: SamplePath, policy: Rout
         if (opts.orca) answers[inst].add(now);
         for (const s of started) startJob(inst, s);
         const id = job.payload as number;
-        finish(id, inst, job.arrivedAt, 200);
+        finish(id, job.arrivedAt, 200);
         policy.complete?.(now, id, inst);
       }
     } else {
