@@ -10,6 +10,7 @@ const runs: [string, string[]][] = [
   ['bench/snapshot-size.ts', []],
   ['bench/rules-eval.ts', quick ? ['--quick'] : []],
   ['bench/routing/run.ts', quick ? ['--quick'] : []],
+  ['bench/fuzz.ts', quick ? ['--quick'] : []],
 ];
 let failed = 0;
 for (const [file, args] of runs) {
