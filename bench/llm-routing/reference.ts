@@ -94,13 +94,15 @@ export class GieScheduler implements RoutingPolicy {
   shed = 0;
   constructor(
     readonly weights: GieWeights = GIE_DEFAULT_WEIGHTS,
-    opts: { name?: string; scrapeMs?: number; admission?: boolean } = {},
+    opts: { name?: string; scrapeMs?: number; admission?: boolean; modelBlock?: boolean } = {},
   ) {
     this.name = opts.name ?? 'gie-default';
     this.scrapeMs = opts.scrapeMs ?? GIE_REFRESH_METRICS_MS;
     this.admission = opts.admission ?? true;
+    this.modelBlock = opts.modelBlock ?? true;
   }
   private readonly admission: boolean;
+  private readonly modelBlock: boolean;
   init(ctx: PolicyCtx): void {
     this.ctx = ctx;
     this.rng = mulberry32(ctx.seed ^ 0x61e);
@@ -112,7 +114,8 @@ export class GieScheduler implements RoutingPolicy {
   /** GIE hashPrompt: block 0 is the model's hash, then the prompt's 64-byte blocks. */
   hashes(r: RouteRequest): string[] {
     if (r.text.length < GIE_BLOCK_BYTES) return [];
-    return ['model:' + r.model, ...hashPromptBlocks(r.model, r.text, GIE_BLOCK_BYTES, GIE_MAX_BLOCKS)];
+    const blocks = hashPromptBlocks(r.model, r.text, GIE_BLOCK_BYTES, GIE_MAX_BLOCKS);
+    return this.modelBlock ? ['model:' + r.model, ...blocks] : blocks;
   }
   saturated(c: number[]): boolean {
     for (const i of c) {
@@ -160,7 +163,13 @@ export class GieScheduler implements RoutingPolicy {
   }
 }
 
-/** Prefix-only affinity: the prefix-cache-scorer alone with the max-score-picker (no metrics). */
+/**
+ * Prefix-only affinity: the prefix-cache-scorer alone with the max-score-picker (no metrics), the
+ * longest leading match over the prompt's own blocks; no match: a random instance. GIE's scorer
+ * also counts its block 0 = hash(model), which every instance that ever served the model matches:
+ * alone (no load scorer to break the tie), that sends every request to the first instance that
+ * served the model, so this router leaves block 0 out.
+ */
 export function prefixOnly(): GieScheduler {
-  return new GieScheduler({ queue: 0, kvCacheUtilization: 0, prefixCache: 1 }, { name: 'prefix-only', scrapeMs: 0, admission: false });
+  return new GieScheduler({ queue: 0, kvCacheUtilization: 0, prefixCache: 1 }, { name: 'prefix-only', scrapeMs: 0, admission: false, modelBlock: false });
 }

@@ -30,8 +30,15 @@ const CAPACITY_PREFIX = 50;
 /** criticality mix of the overload runs: 20 % critical, 40 % standard, 40 % sheddable */
 const MIX: [number, number] = [0.2, 0.4];
 
+/** the prototype without shedding: routing alone, comparable with policies that never shed */
+const NO_SHED = { shedSheddableMs: Infinity, shedStandardMs: Infinity, shedSheddableKv: Infinity, shedStandardKv: Infinity };
+const NO_SHED_NAME = 'switchyard-request (250 ms, no shedding)';
+
 function policies(): RoutingPolicy[] {
-  return [new RoundRobin(), new LeastRequest(), new GieScheduler(), prefixOnly(), new SwitchyardBodyBlind(1000), new RequestAwarePrototype({ scrapeMs: 1000 }), new RequestAwarePrototype({ scrapeMs: 250 })];
+  return [
+    new RoundRobin(), new LeastRequest(), new GieScheduler(), prefixOnly(), new SwitchyardBodyBlind(1000),
+    new RequestAwarePrototype({ scrapeMs: 1000 }), new RequestAwarePrototype({ scrapeMs: 250 }), new RequestAwarePrototype({ scrapeMs: 250, ...NO_SHED }, NO_SHED_NAME),
+  ];
 }
 
 function runAll(sc: Scenario, seed: number): Summary[] {
@@ -68,7 +75,7 @@ for (const seed of seeds) {
   console.log(`\n## seed ${seed}: criticality 20/40/40 %, prefix-heavy at ${RATE_PREFIX} req/s (1×) and ${2 * CAPACITY_PREFIX} req/s (2× the fleet's capacity)\n`);
   console.log(overloadTable(rows.base, rows.over));
   const get = (rs: Summary[], name: string): Summary => rs.find((x) => x.policy === name) as Summary;
-  for (const sy of ['switchyard-request (1000 ms)', 'switchyard-request (250 ms)']) {
+  for (const sy of ['switchyard-request (1000 ms)', 'switchyard-request (250 ms)', NO_SHED_NAME]) {
     const p = get(rows.ph, sy);
     const lr = get(rows.ph, 'least-request');
     const gie = get(rows.ph, 'gie-default');
@@ -78,6 +85,7 @@ for (const seed of seeds) {
     const blind = get(rows.ns, 'switchyard-blind (1000 ms)');
     checks.push({ seed, target: `${sy}: no-shared-prefix TTFT P99 ≤ body-blind load-aware`, value: ratio(n.ttftP99, blind.ttftP99), met: n.ttftP99 <= blind.ttftP99 });
     checks.push({ seed, target: `${sy}: no-shared-prefix e2e P99 ≤ body-blind load-aware`, value: ratio(n.e2eP99, blind.e2eP99), met: n.e2eP99 <= blind.e2eP99 });
+    if (sy === NO_SHED_NAME) continue;
     const b = get(rows.base, sy);
     const o = get(rows.over, sy);
     // "unchanged": within 10 % (quick runs rest on ~100 critical requests per P99)
