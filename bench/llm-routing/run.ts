@@ -18,8 +18,8 @@ const argOf = (k: string): string | undefined => {
 const seed0 = Number(argOf('--seed') ?? 1);
 const outDir = argOf('--out') ?? 'build/bench';
 const seeds = quick ? [seed0, seed0 + 1] : [seed0, seed0 + 1, seed0 + 2, seed0 + 3, seed0 + 4];
-const durationMs = quick ? 60_000 : 180_000;
-const warmupMs = quick ? 15_000 : 30_000;
+const durationMs = quick ? 50_000 : 180_000;
+const warmupMs = quick ? 12_000 : 30_000;
 /** TTFT SLO of the goodput column */
 const SLO_MS = 500;
 /** rates: prefix-heavy ~0.6 of the fleet's capacity with prefix affinity (~50 req/s measured:
