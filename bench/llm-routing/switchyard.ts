@@ -156,7 +156,7 @@ export const DEFAULT_PROTOTYPE: PrototypeConfig = {
   priorTpotMs: 20,
   defaultMaxTokens: 16,
   wDecode: 0,
-  wPrefillLoad: 1,
+  wPrefillLoad: 0,
   kvLow: 0.8,
   kvHigh: 1.0,
   loraLoadMs: 40,
