@@ -157,7 +157,7 @@ export const DEFAULT_PROTOTYPE: PrototypeConfig = {
   defaultMaxTokens: 16,
   wDecode: 0,
   wPrefillLoad: 0,
-  kvLow: 0.8,
+  kvLow: 0.5,
   kvHigh: 1.0,
   loraLoadMs: 40,
   shedSheddableMs: 100,
