@@ -176,6 +176,7 @@ export function sanitizePeer(p: PeerRecord): PeerRecord {
 export function sanitizeSnapshot(s: Snapshot, onInvalid?: (i: InvalidNumber) => void): Snapshot {
   const out: Snapshot = { ...s, peers: s.peers.map(sanitizePeer) };
   if (s.instances !== undefined) out.instances = s.instances.map((r) => sanitizeInstance(r, onInvalid));
+  if (s.llm !== undefined) out.llm = s.llm.map(sanitizeLlm);
   return out;
 }
 
