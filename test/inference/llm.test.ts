@@ -135,3 +135,31 @@ test('term estimator: vLLM\'s prefill-time histogram is preferred over TTFT − 
   assert.equal(r.prefillSource, 'prefill-histogram');
   assert.ok(Math.abs(r.prefillMsPerToken - 0.12) < 1e-9);
 });
+
+test('cold start: no own E[S] -> the service median (esSource service-median), none anywhere -> the prior (esSource prior)', async () => {
+  const { buildInstanceRecord } = await import('../../agent/src/inference/collector');
+  const base = { service: 'llm', addr: '10.0.0.1:80', peer: '', reason: 'ok' as const, state: undefined, baselineMs: NaN, lastOkAt: 0, now: 10, concurrency: 4 };
+  const prior = () => ({ es: 1000, es2: 2e6 });
+  const fresh = buildInstanceRecord({ ...base, imputed: () => ({ es: NaN, es2: NaN }), prior }).record;
+  assert.equal(fresh.esSource, 'prior');
+  assert.equal(fresh.esMs, 1000);
+  assert.equal(fresh.es2Ms2, 2e6);
+  const median = buildInstanceRecord({ ...base, imputed: () => ({ es: 40, es2: 3000 }), prior }).record;
+  assert.equal(median.esSource, 'service-median');
+  assert.equal(median.esMs, 40);
+  const none = buildInstanceRecord({ ...base, imputed: () => ({ es: NaN, es2: NaN }) }).record;
+  assert.equal(none.esSource, 'measured');
+  assert.ok(Number.isNaN(none.esMs), 'without a prior E[S] stays unknown');
+});
+
+test('config: LLM fields have their shipped defaults; bad values name the field', async () => {
+  const { resolveInferenceConfig } = await import('../../agent/src/inference/schema');
+  const cfg = resolveInferenceConfig({ services: [{ name: 'llm', kind: 'vllm', instances: { static: ['10.0.0.1:80'] } }] });
+  assert.equal(cfg.modelsIntervalMs, 30000);
+  assert.equal(cfg.modelsTimeoutMs, 2000);
+  assert.equal(cfg.services[0].priorServiceMs, 1000);
+  assert.equal(cfg.services[0].modelsPath, '/v1/models');
+  assert.throws(() => resolveInferenceConfig({ services: [{ name: 'llm', kind: 'vllm', instances: { static: ['10.0.0.1:80'] }, models: [''] }] }), /inference\.services\[0\]\.models\[0\]/);
+  assert.throws(() => resolveInferenceConfig({ services: [{ name: 'llm', kind: 'vllm', instances: { static: ['10.0.0.1:80'] }, priorServiceMs: 0 }] }), /inference\.services\[0\]\.priorServiceMs/);
+  assert.throws(() => resolveInferenceConfig({ modelsIntervalMs: 10, services: [] }), /inference\.modelsIntervalMs/);
+});
