@@ -332,7 +332,7 @@ export class InferenceCollector extends EventEmitter {
     l.modelsInFlight = true;
     const service = inst.svc.cfg.name;
     try {
-      l.served = await fetchModels(inst.addr, inst.svc.cfg.modelsPath, inst.svc.cfg.scheme, this.config.modelsTimeoutMs);
+      l.served = await fetchModels(inst.addr, inst.svc.cfg.modelsPath, inst.svc.cfg.scheme, this.config.modelsTimeoutMs, inst.svc.cfg.scheme === 'https' ? this.agents.https : this.agents.http);
       l.modelsError = undefined;
       l.modelsFetchedAt = this.now();
       this.m.models.inc({ service, result: 'ok' });
