@@ -43,6 +43,8 @@ test('lora_requests_info: the series with the latest timestamp value is the curr
 test('/v1/models: base models and adapters (parent set); bad answers name the field', () => {
   const body = JSON.stringify({ object: 'list', data: [{ id: 'llama', parent: null }, { id: 'sql-lora', parent: 'llama' }, { id: 'llama-2' }] });
   assert.deepEqual(parseModelsList(body), { base: ['llama', 'llama-2'], adapters: ['sql-lora'] });
+  const huge = JSON.stringify({ data: Array.from({ length: 5000 }, (_, i) => ({ id: `m${i}` })) });
+  assert.equal(parseModelsList(huge).base.length, 1024, 'bounded: later entries ignored');
   assert.throws(() => parseModelsList('<html>'), /\/v1\/models: not JSON/);
   assert.throws(() => parseModelsList('{"data": {}}'), /data: must be an array/);
   assert.throws(() => parseModelsList('{"data": [{"id": ""}]}'), /data\[0\]\.id: must be a non-empty string/);

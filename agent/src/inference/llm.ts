@@ -253,6 +253,8 @@ export interface ServedModels {
 }
 
 export const MAX_MODELS_BODY_BYTES = 1024 * 1024;
+/** entries of a /v1/models answer read; later ones are ignored */
+export const MAX_SERVED_MODELS = 1024;
 
 /** The OpenAI-style /v1/models answer vLLM gives ({data: [{id, parent?}]}); throws naming the field. */
 export function parseModelsList(body: string): ServedModels {
@@ -265,7 +267,8 @@ export function parseModelsList(body: string): ServedModels {
   const data = (o as { data?: unknown })?.data;
   if (!Array.isArray(data)) throw new Error('/v1/models: data: must be an array');
   const out: ServedModels = { base: [], adapters: [] };
-  data.forEach((m, i) => {
+  // what is kept per instance between fetches is bounded (the published list is bounded again, at 64)
+  data.slice(0, MAX_SERVED_MODELS).forEach((m, i) => {
     const id = (m as { id?: unknown })?.id;
     if (typeof id !== 'string' || id.length === 0) throw new Error(`/v1/models: data[${i}].id: must be a non-empty string`);
     const parent = (m as { parent?: unknown }).parent;
