@@ -53,8 +53,8 @@ export interface InstanceDetail extends InstanceRecord {
   estimator?: EstimatorState;
 }
 
-interface InstanceRt {
-  svc: ServiceRt;
+interface ScrapedInstance {
+  svc: ScrapedService;
   addr: string;
   est: InstanceEstimator;
   goodScrapes: number;
@@ -83,7 +83,7 @@ interface InstanceLlmRt {
   modelsInFlight: boolean;
 }
 
-interface ServiceRt {
+interface ScrapedService {
   /** publish the instances in the LLM section */
   llm: boolean;
   cfg: InferenceServiceConfig;
@@ -91,7 +91,7 @@ interface ServiceRt {
   /** the parser stores only the samples the mappings read */
   keep: (sampleName: string) => boolean;
   discovery: Discovery;
-  instances: Map<string, InstanceRt>;
+  instances: Map<string, ScrapedInstance>;
   baseline: BaselineTracker;
 }
 
@@ -127,7 +127,7 @@ function median(xs: number[]): number {
  */
 export class InferenceCollector extends EventEmitter {
   readonly config: InferenceConfig;
-  private services: ServiceRt[] = [];
+  private services: ScrapedService[] = [];
   private readonly now: () => number;
   private readonly resolver: DnsResolver;
   private readonly log?: Logger;
@@ -177,7 +177,7 @@ export class InferenceCollector extends EventEmitter {
       const mappings = resolveMappings(cfg.kind, cfg.mappings);
       const llm = cfg.llm ?? (cfg.kind === 'vllm' || (cfg.models?.length ?? 0) > 0);
       const mapped = mappedSampleFilter(mappings);
-      const svc: ServiceRt = {
+      const svc: ScrapedService = {
         llm,
         cfg,
         mappings,
@@ -212,7 +212,7 @@ export class InferenceCollector extends EventEmitter {
     this.agents.https.destroy();
   }
 
-  private onDiscovery(svc: ServiceRt, ch: DiscoveryChange): void {
+  private onDiscovery(svc: ScrapedService, ch: DiscoveryChange): void {
     if ('dns' in svc.cfg.instances) this.m.dns.inc({ service: svc.cfg.name, result: 'ok' });
     for (const addr of ch.removed) {
       const inst = svc.instances.get(addr);
@@ -226,7 +226,7 @@ export class InferenceCollector extends EventEmitter {
     }
     for (const addr of ch.added) {
       if (svc.instances.has(addr)) continue;
-      const inst: InstanceRt = {
+      const inst: ScrapedInstance = {
         svc,
         addr,
         est: new InstanceEstimator({
@@ -257,7 +257,7 @@ export class InferenceCollector extends EventEmitter {
     if (ch.added.length || ch.removed.length) this.changed();
   }
 
-  private schedule(inst: InstanceRt, delayMs: number): void {
+  private schedule(inst: ScrapedInstance, delayMs: number): void {
     if (inst.removed || !this.started) return;
     inst.timer = setTimeout(() => {
       void this.scrape(inst).finally(() => this.schedule(inst, this.config.scrapeIntervalMs));
@@ -266,7 +266,7 @@ export class InferenceCollector extends EventEmitter {
   }
 
   /** One scrape of one instance (exposed for tests through scrapeAll). */
-  private async scrape(inst: InstanceRt): Promise<void> {
+  private async scrape(inst: ScrapedInstance): Promise<void> {
     if (inst.inFlight) return;
     inst.inFlight = true;
     const svc = inst.svc;
@@ -326,7 +326,7 @@ export class InferenceCollector extends EventEmitter {
   }
 
   /** One GET of the instance's model list, then the next one modelsIntervalMs later. */
-  private async refreshModels(inst: InstanceRt): Promise<void> {
+  private async refreshModels(inst: ScrapedInstance): Promise<void> {
     const l = inst.llm;
     if (!l || l.modelsInFlight || inst.removed) return;
     l.modelsInFlight = true;
@@ -350,7 +350,7 @@ export class InferenceCollector extends EventEmitter {
     }
   }
 
-  private fail(inst: InstanceRt, reason: 'unreachable' | 'http_error' | 'parse_error', message: string, t: number): void {
+  private fail(inst: ScrapedInstance, reason: 'unreachable' | 'http_error' | 'parse_error', message: string, t: number): void {
     const service = inst.svc.cfg.name;
     inst.consecutiveFailures++;
     inst.scrapesFailed++;
@@ -361,7 +361,7 @@ export class InferenceCollector extends EventEmitter {
     if (inst.consecutiveFailures === 1 || inst.consecutiveFailures % 60 === 0) this.log?.warn({ service, instance: inst.addr, reason, failures: inst.consecutiveFailures }, full);
   }
 
-  private afterScrape(inst: InstanceRt): void {
+  private afterScrape(inst: ScrapedInstance): void {
     const t = this.now();
     const rec = this.record(inst, t);
     const labels = { service: inst.svc.cfg.name, instance: inst.addr };
@@ -394,20 +394,20 @@ export class InferenceCollector extends EventEmitter {
    * traffic while its link is degraded would otherwise keep E[S] unknown, which the snapshot
    * contract publishes as invalid_data (docs/contracts.md, Snapshot values), and never come back.
    */
-  private imputed(svc: ServiceRt): { es: number; es2: number } {
+  private imputed(svc: ScrapedService): { es: number; es2: number } {
     const states: (EstimatorState | undefined)[] = [];
     for (const s of this.services) if (s.cfg.name === svc.cfg.name) for (const i of s.instances.values()) states.push(i.state);
     return imputeFrom(states);
   }
 
   /** Cold start: the configured prior E[S] of the service, E[S²] from the assumed SCV. */
-  private prior(svc: ServiceRt): { es: number; es2: number } {
+  private prior(svc: ScrapedService): { es: number; es2: number } {
     const es = svc.cfg.priorServiceMs ?? 1000;
     return { es, es2: (1 + this.config.assumedScv) * es * es };
   }
 
 
-  private detail(inst: InstanceRt, now: number): InstanceDetail {
+  private detail(inst: ScrapedInstance, now: number): InstanceDetail {
     const svc = inst.svc;
     const cfg = this.config;
     let reason: InstanceReason = 'ok';
@@ -433,7 +433,7 @@ export class InferenceCollector extends EventEmitter {
     };
   }
 
-  private record(inst: InstanceRt, now: number): InstanceRecord {
+  private record(inst: ScrapedInstance, now: number): InstanceRecord {
     const d = this.detail(inst, now);
     return {
       service: d.service,
@@ -457,7 +457,7 @@ export class InferenceCollector extends EventEmitter {
     };
   }
 
-  private llmRecord(inst: InstanceRt): { record: InstanceLlmRecord; dropped: number } {
+  private llmRecord(inst: ScrapedInstance): { record: InstanceLlmRecord; dropped: number } {
     const l = inst.llm as InstanceLlmRt;
     const { models, dropped } = modelList(inst.svc.cfg.models ?? [], l.served, l.signals?.lora);
     this.m.modelsDropped.set({ service: inst.svc.cfg.name, instance: inst.addr }, dropped);
@@ -486,8 +486,8 @@ export class InferenceCollector extends EventEmitter {
     return this.services.some((s) => s.llm);
   }
 
-  private all(): InstanceRt[] {
-    const out: InstanceRt[] = [];
+  private all(): ScrapedInstance[] {
+    const out: ScrapedInstance[] = [];
     for (const s of this.services) out.push(...s.instances.values());
     return out.sort((a, b) => (a.svc.cfg.name === b.svc.cfg.name ? (a.addr < b.addr ? -1 : a.addr > b.addr ? 1 : 0) : a.svc.cfg.name < b.svc.cfg.name ? -1 : 1));
   }
