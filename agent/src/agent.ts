@@ -8,6 +8,7 @@ import { resolveConfig, type AgentConfig, type AgentConfigInput } from './config
 import { createMetrics, type AgentMetrics } from './metrics';
 import type { PeerMonitor, ProbeEndEvent, SampleEvent, StateEvent } from './link/peer-monitor';
 import type { InstanceRecord } from './snapshot/codec';
+import type { InstanceLlmRecord } from './snapshot/llm';
 import { SnapshotPublisher, type Published, type PublishReason } from './snapshot/publisher';
 import { startApiServer, type ApiRoute } from './api/server';
 import { healthzRoute, metricsRoute, snapshotRoute, statusRoute } from './api/routes';
@@ -124,6 +125,7 @@ interface Wired {
   publisher: SnapshotPublisher;
   instances?: Awaited<ReturnType<typeof startInstanceSource>>;
   instancesProvider?: () => InstanceRecord[] | undefined;
+  llmProvider?: () => InstanceLlmRecord[] | undefined;
   rules?: RulesHandle;
   status: (peer?: string) => 'healthy' | 'degraded' | undefined;
 }
@@ -149,6 +151,7 @@ async function wireAgent(config: AgentConfig, logger: Logger, events: EventEmitt
     publishIntervalMs: config.publishIntervalMs,
     collectPeers: () => [...peers.values()].map((m) => m.record()),
     collectInstances: () => w.instancesProvider?.(),
+    collectLlm: () => w.llmProvider?.(),
     registry: metrics.registry,
     onPublish: (p, reason) => {
       metrics.snapshotSeq.set(p.snapshot.seq);
@@ -167,6 +170,7 @@ async function wireAgent(config: AgentConfig, logger: Logger, events: EventEmitt
     },
   });
   if (w.instances) w.instancesProvider = w.instances.records;
+  if (w.instances?.llmRecords) w.llmProvider = w.instances.llmRecords;
   // Rules: a decision switch changes the snapshot, so it publishes at once.
   if (config.rules) {
     w.rules = await startRules({

@@ -16,6 +16,7 @@
 // seq, generatedAtMs and lastSampleAtMs are u64 on the wire and `number` here: a value above
 // 2^53 is a structural error on both sides.
 import * as zlib from 'node:zlib';
+import { LLM_SECTION, llmToJson, sanitizeLlm, SECTION_LLM, type InstanceLlmRecord } from './llm';
 import { firstInvalidNumber, isEndpointAddress, judge, normalizeRtt, SLOTS_RULE, type InstanceNumberField } from './rules';
 
 export const MAGIC = Buffer.from('SWY1', 'ascii');
@@ -64,6 +65,9 @@ export type InstanceReason = (typeof INSTANCE_REASONS)[number];
 /** Where `slots` came from (flags bits 1-2). */
 export const SLOTS_SOURCES = ['inferred', 'configured', 'exporter'] as const;
 export type SlotsSource = (typeof SLOTS_SOURCES)[number];
+/** Where E[S] came from (flags bits 3-4): measured on the instance, the median of the service's measured instances, or the configured prior (priorServiceMs). Code 3 is reserved and read as 'measured'. */
+export const ES_SOURCES = ['measured', 'service-median', 'prior'] as const;
+export type EsSource = (typeof ES_SOURCES)[number];
 
 export interface InstanceRecord {
   service: string;
@@ -88,6 +92,8 @@ export interface InstanceRecord {
   slots?: number;
   /** Optional on input: default 'inferred'. */
   slotsSource?: SlotsSource;
+  /** Where esMs/es2Ms2 came from (flags bits 3-4; cold start, docs/contracts.md). Optional on input: default 'measured'. */
+  esSource?: EsSource;
 }
 
 export interface Snapshot {
@@ -98,6 +104,8 @@ export interface Snapshot {
   peers: PeerRecord[];
   /** omitted (no section written) when undefined */
   instances?: InstanceRecord[];
+  /** LLM section (type 4, ./llm.ts); omitted (no section written) when undefined */
+  llm?: InstanceLlmRecord[];
 }
 
 export class SnapshotDecodeError extends Error {
@@ -168,6 +176,7 @@ export function sanitizePeer(p: PeerRecord): PeerRecord {
 export function sanitizeSnapshot(s: Snapshot, onInvalid?: (i: InvalidNumber) => void): Snapshot {
   const out: Snapshot = { ...s, peers: s.peers.map(sanitizePeer) };
   if (s.instances !== undefined) out.instances = s.instances.map((r) => sanitizeInstance(r, onInvalid));
+  if (s.llm !== undefined) out.llm = s.llm.map(sanitizeLlm);
   return out;
 }
 
@@ -345,10 +354,12 @@ export const PEERS_SECTION: SectionCodec<PeerRecord[]> = {
   },
 };
 
-/** Flags byte of an INSTANCES record: bit0 healthy, bits 1-2 slotsSource, bits 3-7 written 0 and ignored. */
+/** Flags byte of an INSTANCES record: bit0 healthy, bits 1-2 slotsSource, bits 3-4 esSource (informational: the filter ignores them), bits 5-7 written 0 and ignored. */
 export const FLAG_HEALTHY = 1;
 export const SLOTS_SOURCE_SHIFT = 1;
 export const SLOTS_SOURCE_MASK = 3;
+export const ES_SOURCE_SHIFT = 3;
+export const ES_SOURCE_MASK = 3;
 
 export const INSTANCES_SECTION: SectionCodec<InstanceRecord[]> = {
   type: SECTION_INSTANCES,
@@ -365,7 +376,9 @@ export const INSTANCES_SECTION: SectionCodec<InstanceRecord[]> = {
       w.str(r.service, `instances[${i}].service`);
       w.str(r.addr, `instances[${i}].addr`);
       w.str(r.peer ?? '', `instances[${i}].peer`);
-      w.u8((r.healthy ? FLAG_HEALTHY : 0) | (src << SLOTS_SOURCE_SHIFT));
+      const esSrc = ES_SOURCES.indexOf(r.esSource ?? 'measured');
+      if (esSrc < 0) throw new RangeError(`instances[${i}].esSource: must be one of ${ES_SOURCES.join('|')}`);
+      w.u8((r.healthy ? FLAG_HEALTHY : 0) | (src << SLOTS_SOURCE_SHIFT) | (esSrc << ES_SOURCE_SHIFT));
       w.u8(reason);
       for (const v of [r.rho, r.esMs, r.es2Ms2, r.lambdaPerS, r.queueDepth, r.p50Ms, r.p99Ms, r.baselineP99Ms, r.gpuUtil]) w.f32(v);
       w.u32(sat(r.dataAgeMs, 0xffffffff));
@@ -406,6 +419,7 @@ export const INSTANCES_SECTION: SectionCodec<InstanceRecord[]> = {
         dataAgeMs: r.u32(),
         slots: r.f32(),
         slotsSource,
+        esSource: ES_SOURCES[(flags >> ES_SOURCE_SHIFT) & ES_SOURCE_MASK] ?? 'measured',
       });
     }
     return out;
@@ -438,6 +452,14 @@ export function encodeInstancesSection(instances: InstanceRecord[], onInvalid?: 
     if (!isEndpointAddress(r.addr)) throw new RangeError(`instances[${i}].addr: ${JSON.stringify(r.addr)} is not ip:port`);
   });
   return encodeSection(INSTANCES_SECTION, instances.map((r) => sanitizeInstance(r, onInvalid)));
+}
+
+/** LLM payload, rules applied (terms and KV usage out of range carried as NaN). */
+export function encodeLlmSection(records: InstanceLlmRecord[]): Buffer {
+  records.forEach((r, i) => {
+    if (!isEndpointAddress(r.addr)) throw new RangeError(`llm[${i}].addr: ${JSON.stringify(r.addr)} is not ip:port`);
+  });
+  return encodeSection(LLM_SECTION, records.map(sanitizeLlm));
 }
 
 export function decodePeersSection(payload: Uint8Array): PeerRecord[] {
@@ -489,6 +511,7 @@ export function encodeDocument(h: DocumentHeader, sections: EncodedSection[]): B
 export function encodeSnapshot(s: Snapshot, onInvalid?: (i: InvalidNumber) => void): Buffer {
   const sections: EncodedSection[] = [{ type: SECTION_PEERS, payload: encodePeersSection(s.peers) }];
   if (s.instances !== undefined) sections.push({ type: SECTION_INSTANCES, payload: encodeInstancesSection(s.instances, onInvalid) });
+  if (s.llm !== undefined) sections.push({ type: SECTION_LLM, payload: encodeLlmSection(s.llm) });
   return encodeDocument(s, sections);
 }
 
@@ -537,6 +560,9 @@ export function decodeSnapshot(input: Uint8Array): DecodedSnapshot {
     } else if (type === SECTION_INSTANCES) {
       if (out.instances) throw new SnapshotDecodeError(`section ${i}: duplicate section type ${type}`);
       out.instances = decodeSection(INSTANCES_SECTION, payload, `section ${i} (type ${type})`).map((r) => sanitizeInstance(r));
+    } else if (type === SECTION_LLM) {
+      if (out.llm) throw new SnapshotDecodeError(`section ${i}: duplicate section type ${type}`);
+      out.llm = decodeSection(LLM_SECTION, payload, `section ${i} (type ${type})`).map(sanitizeLlm);
     } else {
       if (out.unknownSections.includes(type)) throw new SnapshotDecodeError(`section ${i}: duplicate section type ${type}`);
       out.unknownSections.push(type);
@@ -589,7 +615,9 @@ export function snapshotToJson(s: Snapshot): Record<string, unknown> {
       dataAgeMs: r.dataAgeMs,
       slots: f32(r.slots ?? 1),
       slotsSource: r.slotsSource ?? 'inferred',
+      esSource: r.esSource ?? 'measured',
     }));
   }
+  if (s.llm !== undefined) doc.llm = s.llm.map(llmToJson);
   return doc;
 }

@@ -5,6 +5,7 @@
 import { randomInt } from 'node:crypto';
 import * as promClient from 'prom-client';
 import { encodeSnapshot, sanitizeSnapshot, snapshotToJson, type InstanceRecord, type InvalidNumber, type PeerRecord, type Snapshot } from './codec';
+import type { InstanceLlmRecord } from './llm';
 
 export interface Published {
   snapshot: Snapshot;
@@ -21,6 +22,8 @@ export interface PublisherOptions {
   collectPeers: () => PeerRecord[];
   /** when it returns undefined no INSTANCES section is written */
   collectInstances?: () => InstanceRecord[] | undefined;
+  /** when it returns undefined no LLM section is written */
+  collectLlm?: () => InstanceLlmRecord[] | undefined;
   onPublish?: (p: Published, reason: PublishReason) => void;
   /** called for each healthy instance published as invalid_data (a number out of its range) */
   onInvalid?: (i: InvalidNumber) => void;
@@ -84,6 +87,8 @@ export class SnapshotPublisher {
     const raw: Snapshot = { seq: this.seq, generatedAtMs: this.now(), bootId: this.bootId, peers: this.opts.collectPeers() };
     const instances = this.opts.collectInstances?.();
     if (instances !== undefined) raw.instances = instances;
+    const llm = this.opts.collectLlm?.();
+    if (llm !== undefined) raw.llm = llm;
     // the rules are applied once here so the JSON view shows what the binary carries
     const snapshot = sanitizeSnapshot(raw, this.onInvalid);
     this.cur = { snapshot, binary: encodeSnapshot(snapshot), json: JSON.stringify(snapshotToJson(snapshot), null, 2) + '\n' };

@@ -5,10 +5,13 @@ import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import { InferenceCollector } from '../inference/collector';
 import type { InstanceRecord } from '../snapshot/codec';
+import type { InstanceLlmRecord } from '../snapshot/llm';
 
 export interface InstanceSource {
   collector: InferenceCollector;
   records(): InstanceRecord[];
+  /** LLM section records; undefined when no service publishes them (no section written) */
+  llmRecords?: () => InstanceLlmRecord[] | undefined;
   stop(): Promise<void>;
 }
 
@@ -22,5 +25,10 @@ export async function startInstanceSource(
   const collector = new InferenceCollector(inference, { registry: deps.registry, logger: deps.logger });
   await collector.start();
   collector.on('health', () => deps.onHealthChange());
-  return { collector, records: () => collector.snapshot(), stop: () => collector.stop() };
+  return {
+    collector,
+    records: () => collector.snapshot(),
+    llmRecords: collector.hasLlm() ? () => collector.llmRecords() : undefined,
+    stop: () => collector.stop(),
+  };
 }

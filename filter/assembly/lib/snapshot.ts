@@ -10,6 +10,7 @@ import {
   rhoOk, esMsOk, es2Ms2Ok, lambdaOk, queueOk, latencyOk, gpuUtilOk, slotsOk, normalizeRtt,
   isValidUtf8, isEndpointAddress,
 } from "./snapshot-rules";
+import { InstanceLlm, SECTION_LLM, decodeLlm } from "./snapshot-llm";
 
 export const MAGIC: u32 = 0x31595753; // "SWY1" little-endian
 // Header byte offsets (the agent's copy: HEADER in agent/src/snapshot/codec.ts).
@@ -74,6 +75,8 @@ export class Snapshot {
   bootId: u32 = 0;
   peers: Array<PeerState> = [];
   instances: Array<InstanceState> = [];
+  /** LLM section (type 4): per-instance inference details; empty when the section is absent */
+  llm: Array<InstanceLlm> = [];
 
   peerIndex(name: string): i32 {
     for (let i = 0; i < this.peers.length; i++) if (this.peers[i].name == name) return i;
@@ -134,7 +137,7 @@ export function peekSeq(buf: ArrayBuffer): u64 {
   return load<u64>(changetype<usize>(buf) + <usize>H_SEQ);
 }
 
-class Reader {
+export class Reader {
   pos: i32;
   err: string = "";
   constructor(public buf: ArrayBuffer, start: i32, public end: i32) { this.pos = start; }
@@ -255,7 +258,7 @@ export function decodeSnapshot(buf: ArrayBuffer): DecodeResult {
   s.bootId = load<u32>(p + <usize>H_BOOT_ID);
   const sections = <i32>load<u16>(p + <usize>H_SECTION_COUNT);
   const r = new Reader(buf, hlen, n);
-  let sawPeers = false, sawInstances = false;
+  let sawPeers = false, sawInstances = false, sawLlm = false;
   let unknownSeen: Set<u16> | null = null;
   for (let i = 0; i < sections && r.err.length == 0; i++) {
     const type = r.u16();
@@ -273,6 +276,10 @@ export function decodeSnapshot(buf: ArrayBuffer): DecodeResult {
       if (sawInstances) { r.err = "section " + i.toString() + ": duplicate section type 2"; break; }
       sawInstances = true;
       decodeInstances(sr, s.instances);
+    } else if (type == SECTION_LLM) {
+      if (sawLlm) { r.err = "section " + i.toString() + ": duplicate section type " + type.toString(); break; }
+      sawLlm = true;
+      decodeLlm(sr, s.llm);
     } else {
       // unknown section types are skipped by length, but only once each
       if (unknownSeen == null) unknownSeen = new Set<u16>();
