@@ -373,6 +373,7 @@ export const INSTANCES_SECTION: SectionCodec<InstanceRecord[]> = {
       if (src < 0) throw new RangeError(`instances[${i}].slotsSource: must be one of ${SLOTS_SOURCES.join('|')}`);
       const reason = INSTANCE_REASONS.indexOf(r.reason);
       if (reason < 0) throw new RangeError(`instances[${i}].reason: must be one of ${INSTANCE_REASONS.join('|')}`);
+      if (r.healthy && reason !== 0) throw new RangeError(`instances[${i}].reason: a healthy instance has reason ok, got ${r.reason}`);
       w.str(r.service, `instances[${i}].service`);
       w.str(r.addr, `instances[${i}].addr`);
       w.str(r.peer ?? '', `instances[${i}].peer`);
@@ -399,6 +400,7 @@ export const INSTANCES_SECTION: SectionCodec<InstanceRecord[]> = {
       if (!isEndpointAddress(addr)) r.fail(`instances[${i}]: address ${JSON.stringify(addr)} is not ip:port`);
       const reason = INSTANCE_REASONS[reasonCode];
       if (reason === undefined) r.fail(`instances[${i}]: unknown reason code ${reasonCode}`);
+      if ((flags & FLAG_HEALTHY) === FLAG_HEALTHY && reasonCode !== 0) r.fail(`instances[${i}]: healthy with failure reason ${reasonCode}`);
       const slotsSource = SLOTS_SOURCES[(flags >> SLOTS_SOURCE_SHIFT) & SLOTS_SOURCE_MASK];
       if (slotsSource === undefined) r.fail(`instances[${i}]: unknown slots source ${(flags >> SLOTS_SOURCE_SHIFT) & SLOTS_SOURCE_MASK}`);
       out.push({

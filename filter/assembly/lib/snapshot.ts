@@ -230,6 +230,8 @@ function decodeInstances(r: Reader, out: Array<InstanceState>): void {
     if (!isEndpointAddress(s.addr)) { r.fail(at + ": address is not ip:port"); return; }
     if (s.reason > MAX_REASON) { r.fail(at + ": unknown reason code " + s.reason.toString()); return; }
     if (s.slotsSource > SLOTS_EXPORTER) { r.fail(at + ": unknown slots source " + s.slotsSource.toString()); return; }
+    // healthy means reason ok: a record claiming both is not one the agent writes
+    if (s.healthy && s.reason != 0) { r.fail(at + ": healthy with failure reason " + s.reason.toString()); return; }
     applyNumberRules(s);
     out.push(s);
   }
