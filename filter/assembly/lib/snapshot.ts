@@ -2,6 +2,8 @@
 // Input is untrusted bytes from the network: every read is bounds-checked and a bad document
 // yields an error string, never a trap. Decoding happens once per snapshot version per VM.
 
+import { RuleDecision } from "./rules";
+
 export const MAGIC: u32 = 0x31595753; // "SWY1" little-endian
 export const HEADER_LEN: i32 = 40;
 export const MAX_SNAPSHOT_BYTES: i32 = 1 << 20;
@@ -41,6 +43,8 @@ export class Snapshot {
   generatedAtMs: u64 = 0;
   peers: Array<PeerState> = [];
   instances: Array<InstanceState> = [];
+  /** RULES section: one decision per rule set (lib/rules.ts) */
+  rules: Array<RuleDecision> = [];
 
   peerIndex(name: string): i32 {
     for (let i = 0; i < this.peers.length; i++) if (this.peers[i].name == name) return i;
