@@ -181,6 +181,20 @@ export function checkPluginConfig(cfg: unknown): string[] {
       }
     }
   }
+  if (c && typeof c === 'object') {
+    // filter/assembly/lib/config.ts: route headers differ from the other filter-owned names (defaults apply).
+    const la = c.loadAware && typeof c.loadAware === 'object' ? c.loadAware : {};
+    const owned: [string, unknown][] = [
+      ['link.header', c.link?.header ?? 'x-cross-cloud-status'],
+      ['loadAware.endpointHeader', la.endpointHeader ?? 'x-switchyard-endpoint'],
+      ['loadAware.degradedHeader', la.degradedHeader ?? 'x-degraded'],
+      ['loadAware.debugHeader', la.debugHeader ?? 'x-switchyard-debug'],
+    ];
+    const route = c.rules && typeof c.rules === 'object' && Array.isArray(c.rules.routeHeaders) ? c.rules.routeHeaders : ['x-switchyard-route'];
+    route.forEach((h: unknown, k: number) => {
+      for (const [key, name] of owned) if (h === name) problems.push(`rules.routeHeaders[${k}] must differ from ${key} (${name})`);
+    });
+  }
   return problems;
 }
 
