@@ -52,7 +52,7 @@ export function readYaml(rel: string): Obj {
 
 /** Values from docs/contracts.md, so the packaging cannot drift from the contract. */
 export function contractFacts(): {
-  ports: { listener: number; admin: number; agent: number; cloudA: number; cloudB: number; injector: number; injectorTarget: number; control: number };
+  ports: { listener: number; admin: number; agent: number; cloudA: number; cloudACanary: number; cloudB: number; injector: number; injectorTarget: number; control: number };
   /** The load-aware inference fleet of the rig. */
   fleet: {
     local: number[];
@@ -112,6 +112,7 @@ export function contractFacts(): {
       admin: num(ports, /Envoy admin (\d+)/, 'admin'),
       agent: num(ports, /agent (\d+)/, 'agent'),
       cloudA: num(ports, /cloud-A service (\d+)/, 'cloud-A'),
+      cloudACanary: num(ports, /cloud-A canary (\d+)/, 'cloud-A canary'),
       cloudB: num(ports, /cloud-B service (\d+)/, 'cloud-B'),
       injector: num(ports, /leased-line injector (\d+)/, 'injector'),
       injectorTarget: num(ports, /leased-line injector \d+ \(->\s*(\d+)\)/, 'injector target'),
