@@ -10,17 +10,16 @@
 //   - last good scrape older than staleAfterMs -> stale
 //   - no utilisation estimate possible from the exported metrics (rho NaN) -> no_data
 //   - else healthy, reason ok.
-// Health SCORE (not on the wire; the filter recomputes it from p99Ms/baselineP99Ms):
-//   healthScore(p99, baseline, slowFactor) -- see estimator.ts.
+// Health SCORE (a diagnostic in details(), not on the wire: the filter computes its own from
+//   p99Ms/baselineP99Ms): healthScore(p99, baseline) with the filter's factor 3 -- see estimator.ts.
 // E[S]/E[S²] of an instance that has not completed any request yet are imputed with the
-// median over the service's instances that have them (so a fresh instance gets traffic).
+// median over the service's instances that have them, local and remote (so a fresh instance gets traffic).
 import { EventEmitter } from 'node:events';
 import * as promClient from 'prom-client';
 import { Discovery, type DnsResolver, type DiscoveryChange, systemResolver } from './discovery';
 import { BaselineTracker, type EstimatorState, healthScore, InstanceEstimator } from './estimator';
 import { type InstanceReason, type InstanceRecord } from './encode';
-import { ExpositionParseError, parseExposition } from './exposition';
-import { extractSignals, hasLoadSignal, type MetricMappings, resolveMappings } from './mappings';
+import { extractSignals, hasLoadSignal, mappedSampleFilter, type MetricMappings, resolveMappings } from './mappings';
 import { type InferenceConfig, type InferenceServiceConfig, resolveInferenceConfig } from './schema';
 import { makeAgents, scrapeOnce } from './scraper';
 
@@ -70,6 +69,8 @@ interface InstanceRt {
 interface ServiceRt {
   cfg: InferenceServiceConfig;
   mappings: MetricMappings;
+  /** the parser stores only the samples the mappings read */
+  keep: (sampleName: string) => boolean;
   discovery: Discovery;
   instances: Map<string, InstanceRt>;
   baseline: BaselineTracker;
@@ -84,7 +85,7 @@ function getOrCreate<T extends promClient.Metric<string>>(reg: promClient.Regist
 /** Record equality ignoring dataAgeMs (which changes continuously). */
 function sameRecord(a: InstanceRecord | undefined, b: InstanceRecord): boolean {
   if (!a) return false;
-  const keys: Array<keyof InstanceRecord> = ['healthy', 'reason', 'rho', 'esMs', 'es2Ms2', 'lambdaPerS', 'queueDepth', 'p50Ms', 'p99Ms', 'baselineP99Ms', 'gpuUtil', 'slots'];
+  const keys: Array<keyof InstanceRecord> = ['healthy', 'reason', 'rho', 'esMs', 'es2Ms2', 'lambdaPerS', 'queueDepth', 'p50Ms', 'p99Ms', 'baselineP99Ms', 'gpuUtil', 'slots', 'slotsSource'];
   return keys.every((k) => Object.is(a[k], b[k]) || (typeof a[k] === 'number' && Math.fround(a[k] as number) === Math.fround(b[k] as number)));
 }
 
@@ -150,9 +151,11 @@ export class InferenceCollector extends EventEmitter {
     if (this.started) return;
     this.started = true;
     for (const cfg of this.config.services) {
+      const mappings = resolveMappings(cfg.kind, cfg.mappings);
       const svc: ServiceRt = {
         cfg,
-        mappings: resolveMappings(cfg.kind, cfg.mappings),
+        mappings,
+        keep: mappedSampleFilter(mappings),
         discovery: new Discovery(cfg.instances, this.resolver),
         instances: new Map(),
         baseline: new BaselineTracker(this.config.baselineWindowS * 1000, this.config.baselineTrim),
@@ -202,7 +205,9 @@ export class InferenceCollector extends EventEmitter {
           assumedScv: this.config.assumedScv,
           rhoCombine: this.config.rhoCombine,
           baselineWindowMs: this.config.baselineWindowS * 1000,
+          baselineTrim: this.config.baselineTrim,
           minMomentCompletions: this.config.minMomentCompletions,
+          prior: () => priorFrom([...svc.instances.values()].filter((i) => i.addr !== addr).map((i) => i.state)),
         }),
         goodScrapes: 0,
         noData: false,
@@ -238,7 +243,12 @@ export class InferenceCollector extends EventEmitter {
     try {
       const out = await scrapeOnce(
         { addr: inst.addr, path: svc.cfg.metricsPath, scheme: svc.cfg.scheme },
-        { timeoutMs: this.config.scrapeTimeoutMs, maxBodyBytes: this.config.maxBodyBytes, agent: svc.cfg.scheme === 'https' ? this.agents.https : this.agents.http },
+        {
+          timeoutMs: this.config.scrapeTimeoutMs,
+          maxBodyBytes: this.config.maxBodyBytes,
+          agent: svc.cfg.scheme === 'https' ? this.agents.https : this.agents.http,
+          parse: { keep: svc.keep },
+        },
       );
       if (inst.removed) return;
       const t = this.now();
@@ -248,11 +258,9 @@ export class InferenceCollector extends EventEmitter {
       }
       let signals;
       try {
-        const exp = parseExposition(out.body);
-        signals = extractSignals(exp, svc.mappings, svc.cfg.labels);
+        signals = extractSignals(out.exposition, svc.mappings, svc.cfg.labels);
       } catch (e) {
-        const msg = e instanceof ExpositionParseError ? `malformed exposition: ${e.message}` : `malformed exposition: ${(e as Error).message}`;
-        this.fail(inst, 'parse_error', msg, t);
+        this.fail(inst, 'parse_error', `malformed exposition: ${(e as Error).message}`, t);
         return;
       }
       inst.consecutiveFailures = 0;
@@ -316,8 +324,15 @@ export class InferenceCollector extends EventEmitter {
     });
   }
 
+  /**
+   * Over every instance of the service name, whatever its peer: a remote fleet that gets no
+   * traffic while its link is degraded would otherwise keep E[S] unknown, which the snapshot
+   * contract publishes as invalid_data (docs/contracts.md, Snapshot values), and never come back.
+   */
   private imputed(svc: ServiceRt): { es: number; es2: number } {
-    return imputeFrom([...svc.instances.values()].map((i) => i.state));
+    const states: (EstimatorState | undefined)[] = [];
+    for (const s of this.services) if (s.cfg.name === svc.cfg.name) for (const i of s.instances.values()) states.push(i.state);
+    return imputeFrom(states);
   }
 
 
@@ -336,9 +351,9 @@ export class InferenceCollector extends EventEmitter {
     });
     return {
       ...record,
-      healthScore: healthScore(record.p99Ms, baseline, cfg.slowFactor),
+      healthScore: healthScore(record.p99Ms, baseline),
       imputedService,
-      lastError: inst.lastFailure?.message,
+      lastError: inst.lastFailure?.message ?? (st?.invalid ? `inference instance ${svc.cfg.name}/${inst.addr}: ${st.invalid}` : undefined),
       consecutiveFailures: inst.consecutiveFailures,
       scrapesOk: inst.scrapesOk,
       scrapesFailed: inst.scrapesFailed,
@@ -365,6 +380,7 @@ export class InferenceCollector extends EventEmitter {
       gpuUtil: d.gpuUtil,
       dataAgeMs: d.dataAgeMs,
       slots: d.slots,
+      slotsSource: d.slotsSource,
     };
   }
 
@@ -417,6 +433,8 @@ export interface RecordInputs {
 export function buildInstanceRecord(x: RecordInputs): { record: InstanceRecord; imputedService: boolean } {
   const st = x.state;
   let reason = x.reason;
+  // broken exporter data (NaN/negative counters or gauges, repeated counter drops): never priced
+  if (reason === 'ok' && st?.invalid) reason = 'parse_error';
   // the filter skips an instance whose rho is not < its limit, NaN included: say why
   if (reason === 'ok' && !(st && Number.isFinite(st.rho))) reason = 'no_data';
   let es = st?.esMs ?? NaN;
@@ -449,8 +467,14 @@ export function buildInstanceRecord(x: RecordInputs): { record: InstanceRecord; 
       gpuUtil: st?.gpuUtil ?? NaN,
       dataAgeMs: x.lastOkAt === undefined ? 0xffffffff : Math.max(0, Math.min(0xffffffff, Math.round(x.now - x.lastOkAt))),
       slots: Math.max(1, st?.concurrency ?? x.concurrency ?? 1),
+      slotsSource: st?.slotsSource ?? (x.concurrency !== undefined ? 'configured' : 'inferred'),
     },
   };
+}
+
+/** Median E[S] and E[S²] over the instances with completions in their current window (the estimator's prior). */
+export function priorFrom(states: (EstimatorState | undefined)[]): { es: number; es2: number } {
+  return imputeFrom(states.filter((s) => s !== undefined && s.windowCompletions > 0));
 }
 
 /** Median E[S] and E[S²] over the instances that have them. */

@@ -28,7 +28,7 @@ const scaledRef = {
   required: ['name'],
   properties: {
     name: { type: 'string', minLength: 1 },
-    scale: { type: 'number', exclusiveMinimum: 0, default: 1, description: 'value x scale = signal unit (0..1 for utilisation, bytes for memory)' },
+    scale: { type: 'number', exclusiveMinimum: 0, default: 1, description: 'value x scale = utilisation 0..1 (e.g. 0.01 for percent)' },
   },
 };
 const nameOrNames = {
@@ -54,7 +54,6 @@ export const inferenceSchema: Record<string, unknown> = {
       description: "pool of P99 samples of the baseline: each instance alone (default: an instance that got slower than it was is de-weighted; a peer that is slower by design is not, its speed is priced by E[S]) or all instances of the service (an instance slower than its peers is de-weighted)",
     },
     baselineTrim: { type: 'number', minimum: 0, maximum: 0.5, default: 0.1, description: 'fraction of the highest P99 samples dropped before the median' },
-    slowFactor: { type: 'number', exclusiveMinimum: 1, maximum: 100, default: 3, description: 'P99 above slowFactor x baseline lowers the health score' },
     assumedScv: { type: 'number', minimum: 0, maximum: 1000, default: 1, description: 'squared coefficient of variation of service time when no histogram resolves E[S^2] (1 = exponential)' },
     rhoCombine: { enum: ['max', 'load', 'gpu'], default: 'max', description: 'how queue-derived and GPU-derived utilisation combine' },
     staleAfterMs: { type: 'integer', minimum: 100, maximum: 3600000, default: 5000, description: 'an instance whose last good scrape is older is unhealthy (reason stale)' },
@@ -108,9 +107,8 @@ export const inferenceSchema: Record<string, unknown> = {
               running: nameOrNames,
               kvCacheUsage: nameOrNames,
               completions: nameOrNames,
+              slots: nameOrNames,
               gpuUtil: scaledRef,
-              gpuMemUsedBytes: scaledRef,
-              gpuMemFreeBytes: scaledRef,
               serviceTimeSum: timedRef,
               queueTimeSum: timedRef,
               serviceHistogram: timedRef,
@@ -145,7 +143,6 @@ export interface InferenceConfig {
   baselineWindowS: number;
   baselineScope: 'service' | 'instance';
   baselineTrim: number;
-  slowFactor: number;
   assumedScv: number;
   rhoCombine: 'max' | 'load' | 'gpu';
   staleAfterMs: number;

@@ -21,15 +21,16 @@ import {
 } from "../abi/host";
 import { STATUS_DEGRADED, ALL_INELIGIBLE_REJECT } from "../lib/config";
 import { pick } from "../lib/choose";
-import { ACTION_ROUTE, ACTION_SPLIT, ACTION_LINK_STATUS, ACTION_LOCAL_REPLY, requestIdPoint, randomPoint, splitIndex } from "../lib/rules";
+import { ACTION_ROUTE, ACTION_SPLIT, ACTION_LINK_STATUS, ACTION_LOCAL_REPLY, requestIdPoint, randomPoint, splitIndex } from "../lib/rule-decisions";
+import { NO_HOLD } from "../lib/inflight";
 import { RequestView, NOT_LINKED } from "./view";
 import { ServicePlan } from "./loadaware";
 
 const AUTHORITY_KEY = String.UTF8.encode(":authority");
-const NO_SLOT: i32 = -1;
 
 export class SwitchyardStream extends Context {
-  slot: i32 = NO_SLOT;
+  /** In-flight hold (slot and generation, lib/inflight.ts) of the chosen instance. */
+  held: i64 = NO_HOLD;
   debug: string | null = null;
   /** the applied rule decision's debug value (rules.debug), pre-built per snapshot */
   ruleDebug: string | null = null;
@@ -143,8 +144,7 @@ export class SwitchyardStream extends Context {
         " rho=" + unchecked(plan.rho[i]).toString() + " eligible=" + p.eligible.toString() + " considered=" + p.considered.toString();
     }
     replaceHeader(MAP_REQUEST_HEADERS, v.endpointHeader, unchecked(plan.addrBytes[i]));
-    la.inflight.inc(slot);
-    this.slot = slot;
+    this.held = la.inflight.acquire(slot);
     unchecked(plan.chosen[i]++);
     return FilterHeadersStatusValues.Continue;
   }
@@ -167,9 +167,9 @@ export class SwitchyardStream extends Context {
 
   private release(): void {
     const v = this.view;
-    if (this.slot != NO_SLOT && v != null) {
-      v.loadAware.inflight.dec(this.slot);
-      this.slot = NO_SLOT;
+    if (this.held != NO_HOLD && v != null) {
+      v.loadAware.inflight.release(this.held);
+      this.held = NO_HOLD;
     }
   }
 

@@ -7,7 +7,7 @@
 import { PluginConfig } from "../lib/config";
 import { RouteTable, buildRoutes, NO_SERVICE } from "../lib/routes";
 import { LinkView, REASON_SNAPSHOT } from "../lib/link";
-import { RulesPlan, RuleDecision, planRules } from "../lib/rules";
+import { RulesPlan, RuleDecision, planRules } from "../lib/rule-decisions";
 import { Rng } from "../lib/inflight";
 import { HeaderPair } from "@solo-io/proxy-runtime/assembly";
 import { log, LOG_WARN, incrementMetric } from "../abi/host";

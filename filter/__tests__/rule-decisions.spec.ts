@@ -2,7 +2,7 @@ import { parseConfig, RulesConfig, STATUS_DEGRADED } from "../assembly/lib/confi
 import {
   planRules, splitIndex, requestIdPoint, randomPoint, decisionProblem, RuleDecision, SplitTarget,
   ACTION_ROUTE, ACTION_SPLIT, ACTION_LOCAL_REPLY, ACTION_LINK_STATUS, MAX_RULE_SETS,
-} from "../assembly/lib/rules";
+} from "../assembly/lib/rule-decisions";
 
 function route(set: string, authority: string, target: string, header: string = "x-switchyard-route"): RuleDecision {
   const d = new RuleDecision();
