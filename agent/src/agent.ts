@@ -72,7 +72,7 @@ export async function startAgent(input: AgentConfigInput | AgentConfig = {}, opt
     port: config.listen.port,
     maxConnections: config.listen.maxConnections,
     headersTimeoutMs: config.listen.headersTimeoutMs,
-    routes: [healthzRoute(), statusRoute(w.status), metricsRoute(w.metrics.registry), snapshotRoute(w.publisher), ...(opts.routes ?? [])],
+    routes: [healthzRoute(), statusRoute(w.status, () => w.rules?.status()), metricsRoute(w.metrics.registry), snapshotRoute(w.publisher), ...(opts.routes ?? [])],
   }).catch(async (err) => {
     await w.rules?.stop();
     await w.instances?.stop();
