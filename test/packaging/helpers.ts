@@ -228,6 +228,11 @@ export const ISTIO_PLUGIN_CONFIG_DIFFERENCES: { path: RegExp; why: string; istio
     why: 'the rig shows x-switchyard-debug; in production it would expose instance addresses and load to every caller',
     istio: (v) => v === undefined || v === false,
   },
+  {
+    path: /^rules\.debug$/,
+    why: 'the rig names the applied rule in x-switchyard-debug; in production that tells every caller the operator state',
+    istio: (v) => v === undefined || v === false,
+  },
 ];
 
 /** Value at a path produced by jsonDiffPaths. */
