@@ -1,8 +1,8 @@
 // The golden snapshot fixtures (test/fixtures/snapshot/) on the filter side: the same files
 // test/agent/snapshot-fixtures.test.ts decodes with the agent's codec.
-import { decodeSnapshot, REASON_INVALID_DATA, SLOTS_INFERRED, SLOTS_CONFIGURED, SLOTS_EXPORTER } from "../assembly/lib/snapshot";
+import { decodeSnapshot, crc32, REASON_INVALID_DATA, SLOTS_INFERRED, SLOTS_CONFIGURED, SLOTS_EXPORTER } from "../assembly/lib/snapshot";
 import { loadFixtures, fixture } from "./fixtures";
-import { ACTION_SPLIT, ACTION_ROUTE, ACTION_LOCAL_REPLY, ACTION_LINK_STATUS, planRules } from "../assembly/lib/rule-decisions";
+import { ACTION_SPLIT, ACTION_ROUTE, ACTION_LOCAL_REPLY, ACTION_LINK_STATUS, planRules, decisionProblem } from "../assembly/lib/rule-decisions";
 import { RulesConfig, STATUS_DEGRADED } from "../assembly/lib/config";
 
 
@@ -122,5 +122,39 @@ describe("golden snapshot fixtures", () => {
     expect(plan.size).toBe(3);
     expect(plan.refusedSets[0]).toBe("checkout");
     expect(plan.matcher.match("x.payments.example")).toBe(0);
+  });
+
+  it("accept-rules.bin mutated 5,000 times (re-sealed): every result is a clear error or decisions within the bounds, never a trap", () => {
+    const base = fixture("accept-rules.bin");
+    const n = base.byteLength;
+    let x: u32 = 0x2545f491;
+    let accepted = 0, refused = 0;
+    for (let round = 0; round < 5000; round++) {
+      const buf = base.slice(0);
+      const p = changetype<usize>(buf);
+      const flips = 1 + <i32>(round % 4);
+      for (let k = 0; k < flips; k++) {
+        x ^= x << 13; x ^= x >> 17; x ^= x << 5;
+        const at = 40 + <i32>(x % <u32>(n - 40));
+        x ^= x << 13; x ^= x >> 17; x ^= x << 5;
+        store<u8>(p + <usize>at, <u8>(x & 0xff));
+      }
+      store<u32>(p + 12, crc32(buf, 16, n));
+      const r = decodeSnapshot(buf);
+      if (r.snapshot == null) {
+        if (r.error.length == 0) throw new Error("refused without a reason");
+        refused++;
+        continue;
+      }
+      accepted++;
+      const ds = r.snapshot!.rules;
+      for (let i = 0; i < ds.length; i++) {
+        const why = decisionProblem(ds[i]);
+        if (why.length > 0) throw new Error("adopted a decision out of bounds: " + why);
+      }
+      planRules(new RulesConfig(), ds);
+    }
+    expect(accepted).toBeGreaterThan(0);
+    expect(refused).toBeGreaterThan(1000);
   });
 });
