@@ -79,24 +79,38 @@ function destination(r: RequestResult): string {
 const get = (host: ProxyWasmHost, worker: number, extra: Record<string, string> = {}, authority = PAYMENT) =>
   host.request({ ':method': 'GET', ':path': '/pay', ':authority': authority, ':scheme': 'http', ...extra }, { worker });
 
-/** What every worker VM does with one request: destination, route header and the debug header's rule (must agree). */
-async function everyWorker(host: ProxyWasmHost, extra: Record<string, string> = {}): Promise<string> {
-  const seen = new Set<string>();
+/** What each worker VM does with one request: destination, route header and the debug header's rule. */
+async function perWorker(host: ProxyWasmHost, extra: Record<string, string> = {}): Promise<string[]> {
+  const out: string[] = [];
   for (let w = 0; w < host.workers.length; w++) {
     const r = await get(host, w, extra);
     const debug = (r.localReply ? header(r.localReply.headers, 'x-switchyard-debug') : header(r.responseHeaders, 'x-switchyard-debug')).join('|');
     const route = header(r.upstreamHeaders, 'x-switchyard-route').join('|');
-    seen.add(`${destination(r)} route=${route || '-'} ${/rule set=\S+ rule=\S+ version=\d+/.exec(debug)?.[0] ?? 'no rule'}`);
+    out.push(`${destination(r)} route=${route || '-'} ${/rule set=\S+ rule=\S+ version=\d+/.exec(debug)?.[0] ?? 'no rule'}`);
   }
+  return out;
+}
+
+/** The one outcome every worker VM gives (asserted: same decision at the same version once a snapshot has spread). */
+async function everyWorker(host: ProxyWasmHost, extra: Record<string, string> = {}): Promise<string> {
+  const seen = new Set(await perWorker(host, extra));
   assert.equal(seen.size, 1, `every worker VM applies the same decision at the same version: ${[...seen].join(' / ')}`);
   return [...seen][0];
 }
 
-async function waitRule(host: ProxyWasmHost, rule: string, what: string): Promise<string> {
-  let last = '';
-  await until(async () => (last = await everyWorker(host)).includes(` rule=${rule} `), 5000, `${what} (last: ${last})`, 20);
-  return last;
+/**
+ * Until every VM applies `rule` (a VM picks a new snapshot up on its next tick, so for up to one
+ * tick the VMs may differ), then asserts that they agree on the version too.
+ */
+async function waitFor(host: ProxyWasmHost, pred: (outcome: string) => boolean, what: string, extra: Record<string, string> = {}): Promise<string> {
+  let last: string[] = [];
+  await until(async () => (last = await perWorker(host, extra)).every(pred), 5000, `${what} (last: ${last.join(' / ')})`, 20);
+  return everyWorker(host, extra);
 }
+
+/** A request id makes a split's outcome the same on every VM: the wait compares whole outcomes. */
+const waitRule = (host: ProxyWasmHost, rule: string, what: string): Promise<string> =>
+  waitFor(host, (o) => o.includes(` rule=${rule} `), what, { 'x-request-id': 'wait-for-the-rule' });
 
 test('seed scenarios end to end: agent rules -> RULES section -> filter (2 VMs) -> envoy.yaml routes', { timeout: 120_000 }, async (t) => {
   const svc: CloudService[] = [];
@@ -200,7 +214,7 @@ test('seed scenarios end to end: agent rules -> RULES section -> filter (2 VMs) 
 
   // the agent gone: the snapshot goes stale and the decision is dropped -> header stripped, default route
   await agent.stop();
-  await until(async () => (await everyWorker(host)) === 'cloud_a route=- no rule', 5000, 'stale snapshot: no rule applied');
+  await waitFor(host, (o) => o === 'cloud_a route=- no rule', 'stale snapshot: no rule applied');
   assert.equal(await everyWorker(host, { 'x-switchyard-route': 'dc2' }), 'cloud_a route=- no rule');
 });
 
