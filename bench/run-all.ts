@@ -10,6 +10,11 @@ const runs: [string, string[]][] = [
   ['bench/snapshot-size.ts', []],
   ['bench/rules-eval.ts', quick ? ['--quick'] : []],
   ['bench/routing/run.ts', quick ? ['--quick'] : []],
+  ['bench/routing/inband.ts', quick ? ['--quick'] : []],
+  ['bench/request-parse.ts', quick ? ['--quick'] : []],
+  ['bench/llm-routing/run.ts', quick ? ['--quick'] : []],
+  ['bench/hostile-authorities.ts', quick ? ['--requests', '100000', '--large', '500'] : []],
+  ['bench/agent-scrape-load.ts', quick ? ['--seconds', '3'] : []],
 ];
 let failed = 0;
 for (const [file, args] of runs) {
