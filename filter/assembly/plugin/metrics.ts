@@ -40,7 +40,7 @@ export class Metrics {
   decodeErrors: u32 = defineMetric(METRIC_COUNTER, "switchyard.snapshot.decode_errors");
   pollErrors: u32 = defineMetric(METRIC_COUNTER, "switchyard.agent.poll_errors");
   writerActive: u32 = defineMetric(METRIC_GAUGE, "switchyard.writer.active");
-  /** decisions refused by this configuration (routeHeader not declared), per snapshot adopted */
+  /** decisions refused by this configuration (routeHeader not declared), each time the decisions change */
   rulesRefused: u32 = defineMetric(METRIC_COUNTER, "switchyard.rule.refused");
   ruleOverflow: Counter = new Counter("switchyard.rule.applied.overflow");
   private ruleCounters: Map<string, Counter> = new Map();

@@ -39,7 +39,7 @@ export class RequestView {
   /** Route headers the filter owns (rules.routeHeaders), pre-encoded. */
   routeHeaders: Array<ArrayBuffer> = [];
   rulesDebug: bool = false;
-  /** The decisions in force, planned for the request path (lib/rules.ts). */
+  /** The decisions in force, planned for the request path (lib/rule-decisions.ts). */
   rules: RulesPlan = new RulesPlan();
   /** Per entry of rules.applies: its request counter and its local-reply headers. */
   ruleCounters: Array<Counter> = [];
@@ -75,8 +75,8 @@ export class RequestView {
 
   /**
    * Re-plans the rule decisions (null: none in force — no snapshot, or a stale one). Runs off
-   * the request path, on snapshot adoption and staleness changes; a plan whose decisions (set
-   * and version) did not change is kept, with its authority cache.
+   * the request path, on snapshot adoption and staleness changes; a plan whose decisions (set,
+   * version, rule and since) did not change is kept, with its authority cache.
    */
   refreshRules(cfg: PluginConfig, decisions: Array<RuleDecision> | null): void {
     let key = decisions == null ? "none" : "in force:";
