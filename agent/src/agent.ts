@@ -73,7 +73,7 @@ export async function startAgent(input: AgentConfigInput | AgentConfig = {}, opt
     port: config.listen.port,
     maxConnections: config.listen.maxConnections,
     headersTimeoutMs: config.listen.headersTimeoutMs,
-    routes: [healthzRoute(), statusRoute(w.status), metricsRoute(w.metrics.registry), snapshotRoute(w.publisher), ...(opts.routes ?? [])],
+    routes: [healthzRoute(), statusRoute(w.status, () => w.rules?.status()), metricsRoute(w.metrics.registry), snapshotRoute(w.publisher), ...(opts.routes ?? [])],
   }).catch(async (err) => {
     await w.rules?.stop();
     await w.instances?.stop();
@@ -152,6 +152,7 @@ async function wireAgent(config: AgentConfig, logger: Logger, events: EventEmitt
     collectPeers: () => [...peers.values()].map((m) => m.record()),
     collectInstances: () => w.instancesProvider?.(),
     collectLlm: () => w.llmProvider?.(),
+    collectRules: () => w.rules?.decisions(),
     registry: metrics.registry,
     onPublish: (p, reason) => {
       metrics.snapshotSeq.set(p.snapshot.seq);
@@ -181,6 +182,8 @@ async function wireAgent(config: AgentConfig, logger: Logger, events: EventEmitt
       instances: () => w.instancesProvider?.(),
       onChange: () => pub.publish('state_change'),
     });
+    // the first decisions are in force from here: publish them without waiting for a change
+    pub.publish('state_change');
   }
   return w;
 }

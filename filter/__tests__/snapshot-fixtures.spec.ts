@@ -1,7 +1,9 @@
 // The golden snapshot fixtures (test/fixtures/snapshot/) on the filter side: the same files
 // test/agent/snapshot-fixtures.test.ts decodes with the agent's codec.
-import { decodeSnapshot, REASON_INVALID_DATA, SLOTS_INFERRED, SLOTS_CONFIGURED, SLOTS_EXPORTER } from "../assembly/lib/snapshot";
+import { decodeSnapshot, crc32, REASON_INVALID_DATA, SLOTS_INFERRED, SLOTS_CONFIGURED, SLOTS_EXPORTER } from "../assembly/lib/snapshot";
 import { loadFixtures, fixture } from "./fixtures";
+import { ACTION_SPLIT, ACTION_ROUTE, ACTION_LOCAL_REPLY, ACTION_LINK_STATUS, planRules, decisionProblem } from "../assembly/lib/rule-decisions";
+import { RulesConfig, STATUS_DEGRADED } from "../assembly/lib/config";
 
 
 describe("golden snapshot fixtures", () => {
@@ -77,5 +79,82 @@ describe("golden snapshot fixtures", () => {
       const v = parts[0] == "lastRttMs" ? p.lastRttMs : p.avgRttMs;
       if ((v != v) != (parts[2] == "unknown")) throw new Error(p.name + ": read " + v.toString());
     }
+  });
+
+  it("accept-rules.bin: the decisions the agent wrote (test/fixtures/snapshot/generate.ts RULE_DECISIONS)", () => {
+    const s = decodeSnapshot(fixture("accept-rules.bin")).snapshot!;
+    expect(s.rules.length).toBe(4);
+    const pay = s.rules[0];
+    expect(pay.set).toBe("payments");
+    expect(pay.authorities.length).toBe(2);
+    expect(pay.authorities[1]).toBe("*.payments.example");
+    expect(pay.routeHeader).toBe("x-switchyard-route");
+    expect(pay.version).toBe(7);
+    expect(pay.ruleId).toBe("dc1-canary");
+    expect(pay.sinceMs).toBe(1764000000000 - 5000);
+    expect(pay.kind).toBe(ACTION_SPLIT);
+    expect(pay.targets.length).toBe(2);
+    expect(pay.targets[1].target).toBe("dc1-canary");
+    expect(pay.targets[1].weight).toBe(5);
+    expect(pay.because.length).toBe(2);
+    expect(pay.because[1].name).toBe("canary_release_active");
+    expect(pay.because[1].value).toBe(true);
+    expect(pay.overridden).toBe(false);
+    const co = s.rules[1];
+    expect(co.kind).toBe(ACTION_ROUTE);
+    expect(co.target).toBe("dc2");
+    expect(co.ruleId).toBe("override:dc2");
+    expect(co.overridden).toBe(true);
+    expect(co.overrideAuthor).toBe("alice");
+    expect(co.overrideReason).toBe("INC-123 drain dc1 — été");
+    expect(co.overrideExpiresAtMs).toBe(1764000000000 + 1800000);
+    const shop = s.rules[2];
+    expect(shop.kind).toBe(ACTION_LOCAL_REPLY);
+    expect(shop.replyStatus).toBe(503);
+    expect(shop.replyHeaderNames[0]).toBe("retry-after");
+    expect(shop.replyHeaderValues[0]).toBe("120");
+    expect(shop.replyHeaderNames[1]).toBe("content-type");
+    expect(shop.replyBody).toBe("down for maintenance\n");
+    expect(s.rules[3].kind).toBe(ACTION_LINK_STATUS);
+    expect(s.rules[3].linkStatus).toBe(STATUS_DEGRADED);
+    // with the default configuration, the set on x-route-b is refused, the others planned
+    const plan = planRules(new RulesConfig(), s.rules);
+    expect(plan.size).toBe(3);
+    expect(plan.refusedSets[0]).toBe("checkout");
+    expect(plan.matcher.match("x.payments.example")).toBe(0);
+  });
+
+  it("accept-rules.bin mutated 5,000 times (re-sealed): every result is a clear error or decisions within the bounds, never a trap", () => {
+    const base = fixture("accept-rules.bin");
+    const n = base.byteLength;
+    let x: u32 = 0x2545f491;
+    let accepted = 0, refused = 0;
+    for (let round = 0; round < 5000; round++) {
+      const buf = base.slice(0);
+      const p = changetype<usize>(buf);
+      const flips = 1 + <i32>(round % 4);
+      for (let k = 0; k < flips; k++) {
+        x ^= x << 13; x ^= x >> 17; x ^= x << 5;
+        const at = 40 + <i32>(x % <u32>(n - 40));
+        x ^= x << 13; x ^= x >> 17; x ^= x << 5;
+        store<u8>(p + <usize>at, <u8>(x & 0xff));
+      }
+      store<u32>(p + 12, crc32(buf, 16, n));
+      const r = decodeSnapshot(buf);
+      if (r.snapshot == null) {
+        if (r.error.length == 0) throw new Error("refused without a reason");
+        refused++;
+        continue;
+      }
+      accepted++;
+      const ds = r.snapshot!.rules;
+      for (let i = 0; i < ds.length; i++) {
+        const why = decisionProblem(ds[i]);
+        if (why.length > 0) throw new Error("adopted a decision out of bounds: " + why);
+      }
+      planRules(new RulesConfig(), ds);
+    }
+    expect(accepted).toBeGreaterThan(0);
+    expect(refused).toBeGreaterThan(1000);
   });
 });

@@ -6,9 +6,10 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { decodeSnapshot, snapshotToJson, SnapshotDecodeError } from '../../agent/src/snapshot/codec';
+import { decodeSnapshot, encodeSnapshot, snapshotToJson, SnapshotDecodeError } from '../../agent/src/snapshot/codec';
+import type { RuleDecision } from '../../agent/src/rules/engine';
 import { judge, INSTANCE_NUMBER_RULES, isEndpointAddress } from '../../agent/src/snapshot/rules';
-import { buildFixtures, manifestOf, FIXTURE_DIR, NUMBER_CASES, NUMBER_TABLE, RTT_TABLE, BOUNDARY_ROWS } from '../fixtures/snapshot/generate';
+import { buildFixtures, manifestOf, FIXTURE_DIR, RULE_DECISIONS, NUMBER_CASES, NUMBER_TABLE, RTT_TABLE, BOUNDARY_ROWS } from '../fixtures/snapshot/generate';
 
 const manifest = JSON.parse(readFileSync(join(FIXTURE_DIR, 'manifest.json'), 'utf8')) as { fixtures: { file: string; expect: string; error?: string }[] };
 
@@ -93,4 +94,22 @@ const INVALID = ['', ':80', '1.2.3.4:', '1.2.3.4', '1.2.3:80', '1.2.3.4.5:80', '
 test('endpoint addresses: the same accept and refuse lists as the filter', () => {
   for (const a of VALID) assert.equal(isEndpointAddress(a), true, a);
   for (const a of INVALID) assert.equal(isEndpointAddress(a), false, JSON.stringify(a));
+});
+
+test('accept-rules.bin: every action kind, an override, because, UTF-8 override text; the JSON view carries the decisions', () => {
+  const d = decodeSnapshot(readFileSync(join(FIXTURE_DIR, 'accept-rules.bin')));
+  assert.deepEqual(d.rules, RULE_DECISIONS);
+  const json = snapshotToJson(d) as { rules: unknown[] };
+  assert.deepEqual(json.rules, RULE_DECISIONS);
+});
+
+test('RULES section: an encoder round trip keeps each decision; the agent refuses what the filter refuses', () => {
+  const ds: RuleDecision[] = [{ ...RULE_DECISIONS[0], because: Array.from({ length: 80 }, (_, i) => ({ name: `v${i}`, value: i % 2 === 0 })) }];
+  const back = decodeSnapshot(encodeSnapshot({ seq: 1, generatedAtMs: 1, peers: [], rules: ds })).rules!;
+  assert.equal(back[0].because.length, 64, 'because is cut to 64 variables (it is for humans)');
+  assert.deepEqual(back[0].action, ds[0].action);
+  assert.throws(() => encodeSnapshot({ seq: 1, generatedAtMs: 1, peers: [], rules: [{ ...RULE_DECISIONS[2], action: { kind: 'local-reply', status: 503, headers: {}, body: 'x'.repeat(4097) } }] }), /body: string longer than 4096 bytes/);
+  const long = 'é'.repeat(200);
+  const o = decodeSnapshot(encodeSnapshot({ seq: 1, generatedAtMs: 1, peers: [], rules: [{ ...RULE_DECISIONS[1], override: { ...RULE_DECISIONS[1].override!, reason: long } }] })).rules![0];
+  assert.ok(Buffer.byteLength(o.override!.reason) <= 255 && long.startsWith(o.override!.reason), 'override reason cut on a code point boundary');
 });

@@ -81,6 +81,13 @@ test('defaults in the schema are the contract defaults', () => {
   expect('link.failMode', ['link', 'failMode']);
   expect('link.stripUnmatched', ['link', 'stripUnmatched']);
   assert.equal(def(['agent', 'timeoutMs']), undefined, 'timeoutMs default depends on longPollMs');
+  expect('rules.debug', ['rules', 'debug']);
+  const rh = rows.get('rules.routeHeaders');
+  assert.ok(rh !== undefined, 'contracts.md row rules.routeHeaders');
+  assert.deepEqual(JSON.parse(rh.replace(/`/g, '')), def(['rules', 'routeHeaders']), 'rules.routeHeaders');
+  // the parser's initialiser (filter/assembly/lib/config.ts RulesConfig) is the same default
+  const src = readText('filter/assembly/lib/config.ts');
+  assert.deepEqual(JSON.parse(/routeHeaders: Array<string> = (\[[^\]]*\]);/.exec(src)![1]), def(['rules', 'routeHeaders']));
 });
 
 const invalid: [string, (c: Obj) => void][] = [
@@ -119,6 +126,14 @@ const invalid: [string, (c: Obj) => void][] = [
   ['loadAware bad allIneligible', (c) => (c.loadAware = { services: [{ authorities: ['a.b'], service: 's', allIneligible: 'drop' }] })],
   ['loadAware uppercase endpointHeader', (c) => (c.loadAware = { endpointHeader: 'X-Endpoint', services: [] })],
   ['loadAware endpointHeader per service (it is global)', (c) => (c.loadAware = { services: [{ authorities: ['a.b'], service: 's', endpointHeader: 'x-e' }] })],
+  ['rules unknown field', (c) => (c.rules = { routeHeader: 'x-r' })],
+  ['rules.routeHeaders empty', (c) => (c.rules = { routeHeaders: [] })],
+  ['rules.routeHeaders duplicate', (c) => (c.rules = { routeHeaders: ['x-r', 'x-r'] })],
+  ['rules.routeHeaders uppercase', (c) => (c.rules = { routeHeaders: ['X-Route'] })],
+  ['rules.routeHeaders reserved', (c) => (c.rules = { routeHeaders: ['x-forwarded-host'] })],
+  ['rules.routeHeaders == link.header', (c) => (c.rules = { routeHeaders: ['x-cross-cloud-status'] })],
+  ['rules.routeHeaders == default debugHeader without loadAware', (c) => (c.rules = { routeHeaders: ['x-switchyard-debug'] })],
+  ['rules.debug not boolean', (c) => (c.rules = { debug: 1 })],
 ];
 
 for (const [name, mutate] of invalid) {
@@ -162,6 +177,7 @@ test('schema property sets equal the key lists the filter parser accepts (filter
     ['link', list(/r\.obj\("link", (\[[^\]]*\])/, 'link'), keys(schema.properties.link)],
     ['link.services[]', list(/new ObjectReader\(sv, at, r\.problems, (\["authorities", "peer"\])\)/, 'link.services[]'), keys(schema.properties.link.properties.services.items)],
     ['loadAware', list(/r\.obj\("loadAware", (\[[^\]]*\])/, 'loadAware'), keys(la)],
+    ['rules', list(/r\.obj\("rules", (\[[^\]]*\])/, 'rules'), keys(schema.properties.rules)],
     ['loadAware.services[]', list(/new ObjectReader\(sv, at, r\.problems,\s*(\["authorities", "service"[^\]]*\])\)/, 'loadAware.services[]'), keys(la.properties.services.items)],
   ];
   for (const [what, parser, sch] of pairs) assert.deepEqual(sch, [...parser].sort(), `${what}: schema and filter parser disagree`);
@@ -269,6 +285,19 @@ test('schema + packaging cross-field checks and the real filter agree on what is
     ['debugHeader == endpointHeader', (c) => { la(c).debugHeader = la(c).endpointHeader; }],
     ['endpointHeader == link.header (defaults)', (c) => { la(c).endpointHeader = 'x-cross-cloud-status'; delete c.link.header; }],
     ['same header names without loadAware are fine', (c) => { delete c.loadAware; c.link.header = 'x-degraded'; }],
+    ['rules: two route headers and debug', (c) => { c.rules = { routeHeaders: ['x-switchyard-route', 'x-route-b'], debug: true }; }],
+    ['rules: empty section (defaults)', (c) => { c.rules = {}; }],
+    ['rules: route header equal to endpointHeader', (c) => { c.rules = { routeHeaders: [la(c).endpointHeader] }; }],
+    ['rules: route header equal to the default degradedHeader without loadAware', (c) => { delete c.loadAware; c.rules = { routeHeaders: ['x-degraded'] }; }],
+    ['rules: link.header moved onto the default route header', (c) => { c.link.header = 'x-switchyard-route'; }],
+    ['rules: link.header moved onto the default route header, routeHeaders changed', (c) => { c.link.header = 'x-switchyard-route'; c.rules = { routeHeaders: ['x-route-b'] }; }],
+    ['rules: 8 route headers', (c) => { c.rules = { routeHeaders: Array.from({ length: 8 }, (_, i) => `x-r${i}`) }; }],
+    ['rules: 9 route headers', (c) => { c.rules = { routeHeaders: Array.from({ length: 9 }, (_, i) => `x-r${i}`) }; }],
+    ['rules: duplicate route header', (c) => { c.rules = { routeHeaders: ['x-r', 'x-r'] }; }],
+    ['rules: route header not a string', (c) => { c.rules = { routeHeaders: [1] }; }],
+    ['rules: routeHeaders not an array', (c) => { c.rules = { routeHeaders: 'x-r' }; }],
+    ['rules: unknown key', (c) => { c.rules = { extra: 1 }; }],
+    ['rules: debug as string', (c) => { c.rules = { debug: 'yes' }; }],
     ...([
       'inference.prod.svc.cluster.local', '*.inference.example', 'localhost', '10.0.0.1', 'under_score.example', '-lead.example',
       'Upper.Example', '*.Upper.example', 'a..b', '.a', 'a.', '*', '*.', 'a.*.b', 'a.b:80', 'http://a.b', 'a b', 'é.example',
@@ -336,6 +365,10 @@ function boundaryCases(): [string, (c: Obj) => void][] {
   for (const h of reserved) {
     out.push(set('link.header', h));
     for (const f of ['endpointHeader', 'degradedHeader', 'debugHeader']) out.push(set(`loadAware.${f}`, h));
+    out.push([`rules.routeHeaders = ["${h}"]`, (c) => { c.rules = { routeHeaders: [h] }; }]);
+  }
+  for (const h of ['x_a.b-c', 'X-Upper', 'x!bang', ':authority', 'x a', '', 'h'.repeat(128), 'h'.repeat(129)]) {
+    out.push([`rules.routeHeaders = [${h.length > 24 ? h.length + ' chars' : JSON.stringify(h)}]`, (c) => { c.rules = { routeHeaders: [h] }; }]);
   }
   const many = (n: number, f: (i: number) => unknown) => Array.from({ length: n }, (_, i) => f(i));
   for (const n of [1000, 1001]) {

@@ -13,13 +13,25 @@ export function healthzRoute(): ApiRoute {
   return { path: '/healthz', handle: (_req, res) => send(res, 200, 'ok\n') };
 }
 
-export function statusRoute(status: LinkStatus): ApiRoute {
+/**
+ * `/status`: `healthy` / `degraded` as text (what probes and scripts read); `?format=json` adds
+ * the rules' state when rules are configured — variables (value, source, since, why), every
+ * set's decision (active rule, since, the variables that made it true, override) and pending
+ * outcome, flags, overrides and the store.
+ */
+export function statusRoute(status: LinkStatus, rules?: () => unknown): ApiRoute {
   return {
     path: '/status',
     handle(_req, res, url) {
+      const format = url.searchParams.get('format') ?? 'text';
+      if (format !== 'text' && format !== 'json') return send(res, 400, 'format: must be text or json\n');
       const s = status(url.searchParams.get('peer') ?? undefined);
       if (s === undefined) return send(res, 404, 'unknown peer\n');
-      send(res, 200, s);
+      if (format === 'text') return send(res, 200, s);
+      const body: Record<string, unknown> = { status: s };
+      const r = rules?.();
+      if (r !== undefined) body.rules = r;
+      send(res, 200, JSON.stringify(body, null, 2) + '\n', { 'content-type': 'application/json' });
     },
   };
 }

@@ -18,6 +18,8 @@
 import * as zlib from 'node:zlib';
 import { LLM_SECTION, llmToJson, sanitizeLlm, SECTION_LLM, type InstanceLlmRecord } from './llm';
 import { firstInvalidNumber, isEndpointAddress, judge, normalizeRtt, SLOTS_RULE, type InstanceNumberField } from './rules';
+import { RULES_SECTION, SECTION_RULES_TYPE } from './rules-section';
+import type { RuleDecision } from '../rules/engine';
 
 export const MAGIC = Buffer.from('SWY1', 'ascii');
 export const FORMAT_VERSION = 1;
@@ -42,6 +44,7 @@ export const SECTION_HEADER_LENGTH = 8;
 export const MAX_DOCUMENT_SIZE = 1024 * 1024;
 export const SECTION_PEERS = 1;
 export const SECTION_INSTANCES = 2;
+export const SECTION_RULES = SECTION_RULES_TYPE;
 export const CONTENT_TYPE = 'application/vnd.switchyard.snapshot.v1';
 export const MAX_SAFE_U64 = Number.MAX_SAFE_INTEGER;
 
@@ -106,6 +109,8 @@ export interface Snapshot {
   instances?: InstanceRecord[];
   /** LLM section (type 4, ./llm.ts); omitted (no section written) when undefined */
   llm?: InstanceLlmRecord[];
+  /** RULES section: one decision per rule set (docs/rules.md); omitted when undefined */
+  rules?: RuleDecision[];
 }
 
 export class SnapshotDecodeError extends Error {
@@ -220,6 +225,13 @@ export class Writer {
     this.u8(b.length);
     this.push(b);
   }
+  /** a string with a u16 length prefix, at most `max` bytes */
+  str16(s: string, max: number, field: string): void {
+    const b = Buffer.from(s, 'utf8');
+    if (b.length > max) throw new RangeError(`${field}: string longer than ${max} bytes`);
+    this.u16(b.length);
+    this.push(b);
+  }
   bytes(b: Buffer): void {
     this.push(b);
   }
@@ -271,7 +283,13 @@ export class Reader {
     return v;
   }
   str(list: string, index: number, prop: string): string {
-    const n = this.u8();
+    return this.strOf(this.u8(), list, index, prop);
+  }
+  /** a string with a u16 length prefix */
+  str16(list: string, index: number, prop: string): string {
+    return this.strOf(this.u16(), list, index, prop);
+  }
+  private strOf(n: number, list: string, index: number, prop: string): string {
     this.need(n);
     const end = this.pos + n;
     let s = this.buf.toString('utf8', this.pos, end);
@@ -514,6 +532,7 @@ export function encodeSnapshot(s: Snapshot, onInvalid?: (i: InvalidNumber) => vo
   const sections: EncodedSection[] = [{ type: SECTION_PEERS, payload: encodePeersSection(s.peers) }];
   if (s.instances !== undefined) sections.push({ type: SECTION_INSTANCES, payload: encodeInstancesSection(s.instances, onInvalid) });
   if (s.llm !== undefined) sections.push({ type: SECTION_LLM, payload: encodeLlmSection(s.llm) });
+  if (s.rules !== undefined) sections.push({ type: SECTION_RULES, payload: encodeSection(RULES_SECTION, s.rules) });
   return encodeDocument(s, sections);
 }
 
@@ -565,6 +584,9 @@ export function decodeSnapshot(input: Uint8Array): DecodedSnapshot {
     } else if (type === SECTION_LLM) {
       if (out.llm) throw new SnapshotDecodeError(`section ${i}: duplicate section type ${type}`);
       out.llm = decodeSection(LLM_SECTION, payload, `section ${i} (type ${type})`).map(sanitizeLlm);
+    } else if (type === SECTION_RULES) {
+      if (out.rules) throw new SnapshotDecodeError(`section ${i}: duplicate section type ${type}`);
+      out.rules = decodeSection(RULES_SECTION, payload, `section ${i} (type ${type})`);
     } else {
       if (out.unknownSections.includes(type)) throw new SnapshotDecodeError(`section ${i}: duplicate section type ${type}`);
       out.unknownSections.push(type);
@@ -621,5 +643,6 @@ export function snapshotToJson(s: Snapshot): Record<string, unknown> {
     }));
   }
   if (s.llm !== undefined) doc.llm = s.llm.map(llmToJson);
+  if (s.rules !== undefined) doc.rules = s.rules;
   return doc;
 }

@@ -4,6 +4,7 @@
 // agent (new bootId, possibly lower seq after a clock step) take over.
 import { randomInt } from 'node:crypto';
 import * as promClient from 'prom-client';
+import type { RuleDecision } from '../rules/engine';
 import { encodeSnapshot, sanitizeSnapshot, snapshotToJson, type InstanceRecord, type InvalidNumber, type PeerRecord, type Snapshot } from './codec';
 import type { InstanceLlmRecord } from './llm';
 
@@ -24,6 +25,8 @@ export interface PublisherOptions {
   collectInstances?: () => InstanceRecord[] | undefined;
   /** when it returns undefined no LLM section is written */
   collectLlm?: () => InstanceLlmRecord[] | undefined;
+  /** the rule decisions (docs/rules.md); when it returns undefined no RULES section is written */
+  collectRules?: () => RuleDecision[] | undefined;
   onPublish?: (p: Published, reason: PublishReason) => void;
   /** called for each healthy instance published as invalid_data (a number out of its range) */
   onInvalid?: (i: InvalidNumber) => void;
@@ -89,6 +92,8 @@ export class SnapshotPublisher {
     if (instances !== undefined) raw.instances = instances;
     const llm = this.opts.collectLlm?.();
     if (llm !== undefined) raw.llm = llm;
+    const rules = this.opts.collectRules?.();
+    if (rules !== undefined) raw.rules = rules;
     // the rules are applied once here so the JSON view shows what the binary carries
     const snapshot = sanitizeSnapshot(raw, this.onInvalid);
     this.cur = { snapshot, binary: encodeSnapshot(snapshot), json: JSON.stringify(snapshotToJson(snapshot), null, 2) + '\n' };

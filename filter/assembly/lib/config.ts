@@ -67,8 +67,19 @@ export class LoadAwareConfig {
   services: Array<LoadAwareService> = [];
 }
 
+/** Most route headers the filter owns for rule decisions. */
+export const MAX_ROUTE_HEADERS: i32 = 8;
+
+export class RulesConfig {
+  /** Route headers the filter owns: stripped from every request and response, written only by a rule decision. */
+  routeHeaders: Array<string> = ["x-switchyard-route"];
+  /** Name the set, rule and version of the applied decision in the debug header (loadAware.debugHeader). */
+  debug: bool = false;
+}
+
 export class PluginConfig {
   agent: AgentConfig = new AgentConfig();
+  rules: RulesConfig = new RulesConfig();
   loadAware: LoadAwareConfig = new LoadAwareConfig();
   refreshMs: i32 = 20;
   leaseMs: i32 = 1000;
@@ -242,6 +253,29 @@ function parseHeaderField(r: ObjectReader, key: string, def: string): string {
   return h;
 }
 
+function parseRules(r: ObjectReader, c: RulesConfig): void {
+  c.debug = r.bool("debug", c.debug);
+  const items = r.arr("routeHeaders");
+  if (items == null) return;
+  const path = join(r.path, "routeHeaders");
+  if (items.length == 0 || items.length > MAX_ROUTE_HEADERS) {
+    r.problems.add(path, "must hold 1.." + MAX_ROUTE_HEADERS.toString() + " header names, got " + items.length.toString());
+    return;
+  }
+  const out = new Array<string>();
+  for (let i = 0; i < items.length; i++) {
+    const at = path + "[" + i.toString() + "]";
+    if (items[i].kind != JKind.Str) { r.problems.add(at, "must be string, got " + items[i].kindName()); continue; }
+    const h = items[i].s;
+    if (!isHeaderName(h)) { r.problems.add(at, "must be a lowercase header name"); continue; }
+    const why = reservedHeaderReason(h);
+    if (why.length > 0) { r.problems.add(at, why); continue; }
+    if (out.includes(h)) { r.problems.add(at, "duplicate \"" + h + "\""); continue; }
+    out.push(h);
+  }
+  c.routeHeaders = out;
+}
+
 function parseLoadAware(r: ObjectReader, c: LoadAwareConfig): void {
   c.enabled = true;
   c.endpointHeader = parseHeaderField(r, "endpointHeader", c.endpointHeader);
@@ -284,7 +318,7 @@ export function parseConfig(text: string): ConfigResult {
   const root = parsed.value!;
   if (root.kind != JKind.Obj) { res.error = "configuration: must be a JSON object, got " + root.kindName(); return res; }
   const p = new Problems();
-  const r = new ObjectReader(root, "", p, ["agent", "refreshMs", "leaseMs", "link", "loadAware"]);
+  const r = new ObjectReader(root, "", p, ["agent", "refreshMs", "leaseMs", "link", "loadAware", "rules"]);
   const c = new PluginConfig();
   const agent = r.obj("agent", ["cluster", "authority", "path", "pollMs", "longPollMs", "timeoutMs"], true);
   if (agent != null) parseAgent(agent, c.agent);
@@ -295,11 +329,20 @@ export function parseConfig(text: string): ConfigResult {
   if (link != null) parseLink(link, c.link);
   const la = r.obj("loadAware", ["endpointHeader", "degradedHeader", "debugHeader", "services"]);
   if (la != null) parseLoadAware(la, c.loadAware);
+  const rules = r.obj("rules", ["routeHeaders", "debug"]);
+  if (rules != null) parseRules(rules, c.rules);
   if (p.ok) {
     const names = [c.link.header, c.loadAware.endpointHeader, c.loadAware.degradedHeader, c.loadAware.debugHeader];
     const keys = ["link.header", "loadAware.endpointHeader", "loadAware.degradedHeader", "loadAware.debugHeader"];
     for (let i = 0; i < names.length; i++) for (let j = i + 1; j < names.length; j++) {
       if (names[i] == names[j] && c.loadAware.enabled) p.add(keys[j], "must differ from " + keys[i]);
+    }
+    // Route headers are stripped on every request, whatever else is configured: they must not be
+    // a header the filter writes for another purpose (defaults apply without a loadAware section).
+    for (let k = 0; k < c.rules.routeHeaders.length; k++) {
+      for (let i = 0; i < names.length; i++) {
+        if (c.rules.routeHeaders[k] == names[i]) p.add("rules.routeHeaders[" + k.toString() + "]", "must differ from " + keys[i]);
+      }
     }
   }
   if (!p.ok) { res.error = p.first; return res; }

@@ -12,6 +12,12 @@ import {
 } from "./snapshot-rules";
 import { InstanceLlm, SECTION_LLM, decodeLlm } from "./snapshot-llm";
 
+import {
+  RuleDecision, SplitTarget, Because, decisionProblem, MAX_RULE_SETS, MAX_BECAUSE,
+  ACTION_ROUTE, ACTION_LINK_STATUS, ACTION_SPLIT, ACTION_LOCAL_REPLY,
+} from "./rule-decisions";
+import { STATUS_DEGRADED, STATUS_NORMAL } from "./config";
+
 export const MAGIC: u32 = 0x31595753; // "SWY1" little-endian
 // Header byte offsets (the agent's copy: HEADER in agent/src/snapshot/codec.ts).
 export const H_MAGIC: i32 = 0;
@@ -30,6 +36,7 @@ export const MAX_SNAPSHOT_BYTES: i32 = 1 << 20;
 export const MAX_SAFE_U64: u64 = 9007199254740991; // 2^53 - 1
 export const SECTION_PEERS: u16 = 1;
 export const SECTION_INSTANCES: u16 = 2;
+export const SECTION_RULES: u16 = 3;
 
 export const REASON_OK: u8 = 0;
 export const REASON_INVALID_DATA: u8 = 6;
@@ -77,6 +84,8 @@ export class Snapshot {
   instances: Array<InstanceState> = [];
   /** LLM section (type 4): per-instance inference details; empty when the section is absent */
   llm: Array<InstanceLlm> = [];
+  /** RULES section: one decision per rule set (lib/rule-decisions.ts) */
+  rules: Array<RuleDecision> = [];
 
   peerIndex(name: string): i32 {
     for (let i = 0; i < this.peers.length; i++) if (this.peers[i].name == name) return i;
@@ -159,8 +168,10 @@ export class Reader {
     return v;
   }
   f32(): f32 { if (!this.need(4)) return 0; const v = load<f32>(changetype<usize>(this.buf) + <usize>this.pos); this.pos += 4; return v; }
-  str(what: string): string {
-    const n = <i32>this.u8();
+  str(what: string): string { return this.strOf(<i32>this.u8(), what); }
+  /** a string with a u16 length prefix */
+  str16(what: string): string { return this.strOf(<i32>this.u16(), what); }
+  private strOf(n: i32, what: string): string {
     if (!this.need(n)) return "";
     const at = changetype<usize>(this.buf) + <usize>this.pos;
     if (!isValidUtf8(at, n)) { this.fail(what + " is not valid UTF-8"); return ""; }
@@ -237,6 +248,76 @@ function decodeInstances(r: Reader, out: Array<InstanceState>): void {
   }
 }
 
+/** RULES section (docs/contracts.md): any bound broken is structural (D1), the document is refused. */
+function decodeRules(r: Reader, out: Array<RuleDecision>): void {
+  const count = <i32>r.u16();
+  r.u16();
+  if (count > MAX_RULE_SETS) { r.fail("at most " + MAX_RULE_SETS.toString() + " rule sets, got " + count.toString()); return; }
+  for (let i = 0; i < count && r.err.length == 0; i++) {
+    const at = "rules[" + i.toString() + "]";
+    const d = new RuleDecision();
+    d.set = r.str(at + " set");
+    const nAuth = <i32>r.u8();
+    for (let k = 0; k < nAuth; k++) d.authorities.push(r.str(at + " authority"));
+    d.routeHeader = r.str(at + " routeHeader");
+    d.version = r.u64(at + " version");
+    d.ruleId = r.str(at + " ruleId");
+    d.sinceMs = r.u64(at + " sinceMs");
+    d.kind = r.u8();
+    if (d.kind == ACTION_ROUTE) {
+      d.target = r.str(at + " target");
+    } else if (d.kind == ACTION_LINK_STATUS) {
+      const st = r.u8();
+      if (st > 1) { r.fail(at + ": unknown link status " + st.toString()); return; }
+      d.linkStatus = st == 1 ? STATUS_DEGRADED : STATUS_NORMAL;
+    } else if (d.kind == ACTION_SPLIT) {
+      const n = <i32>r.u8();
+      for (let k = 0; k < n && r.err.length == 0; k++) {
+        const t = r.str(at + " split target");
+        d.targets.push(new SplitTarget(t, r.u32()));
+      }
+    } else if (d.kind == ACTION_LOCAL_REPLY) {
+      d.replyStatus = <i32>r.u16();
+      const n = <i32>r.u8();
+      for (let k = 0; k < n && r.err.length == 0; k++) {
+        const name = r.str(at + " reply header name");
+        if (d.replyHeaderNames.includes(name)) { r.fail(at + ": duplicate reply header " + name); return; }
+        d.replyHeaderNames.push(name);
+        d.replyHeaderValues.push(r.str16(at + " reply header value"));
+      }
+      d.replyBody = r.str16(at + " reply body");
+    } else {
+      if (r.err.length == 0) r.fail("set " + d.set + ": unknown action kind " + d.kind.toString());
+      return;
+    }
+    const nBecause = <i32>r.u8();
+    if (nBecause > MAX_BECAUSE) { r.fail("set " + d.set + ": at most " + MAX_BECAUSE.toString() + " variables in because"); return; }
+    for (let k = 0; k < nBecause && r.err.length == 0; k++) {
+      const name = r.str(at + " because name");
+      const v = r.u8();
+      if (v > 1) { r.fail("set " + d.set + ": because value " + v.toString() + " is not 0 or 1"); return; }
+      d.because.push(new Because(name, v == 1));
+    }
+    const has = r.u8();
+    if (has > 1) { r.fail("set " + d.set + ": override flag " + has.toString() + " is not 0 or 1"); return; }
+    if (has == 1) {
+      const by = r.u8();
+      if (by > 1) { r.fail("set " + d.set + ": unknown override kind " + by.toString()); return; }
+      r.str(at + " override rule");
+      d.overridden = true;
+      d.overrideAuthor = r.str(at + " override author");
+      d.overrideReason = r.str(at + " override reason");
+      r.u64(at + " override setAtMs");
+      d.overrideExpiresAtMs = r.u64(at + " override expiresAtMs");
+    }
+    if (r.err.length > 0) return;
+    const why = decisionProblem(d);
+    if (why.length > 0) { r.fail(why); return; }
+    for (let k = 0; k < out.length; k++) if (out[k].set == d.set) { r.fail("duplicate rule set " + d.set); return; }
+    out.push(d);
+  }
+}
+
 export function decodeSnapshot(buf: ArrayBuffer): DecodeResult {
   const res = new DecodeResult();
   const n = buf.byteLength;
@@ -260,7 +341,7 @@ export function decodeSnapshot(buf: ArrayBuffer): DecodeResult {
   s.bootId = load<u32>(p + <usize>H_BOOT_ID);
   const sections = <i32>load<u16>(p + <usize>H_SECTION_COUNT);
   const r = new Reader(buf, hlen, n);
-  let sawPeers = false, sawInstances = false, sawLlm = false;
+  let sawPeers = false, sawInstances = false, sawLlm = false, sawRules = false;
   let unknownSeen: Set<u16> | null = null;
   for (let i = 0; i < sections && r.err.length == 0; i++) {
     const type = r.u16();
@@ -282,6 +363,10 @@ export function decodeSnapshot(buf: ArrayBuffer): DecodeResult {
       if (sawLlm) { r.err = "section " + i.toString() + ": duplicate section type " + type.toString(); break; }
       sawLlm = true;
       decodeLlm(sr, s.llm);
+    } else if (type == SECTION_RULES) {
+      if (sawRules) { r.err = "section " + i.toString() + ": duplicate section type 3"; break; }
+      sawRules = true;
+      decodeRules(sr, s.rules);
     } else {
       // unknown section types are skipped by length, but only once each
       if (unknownSeen == null) unknownSeen = new Set<u16>();

@@ -18,6 +18,7 @@ import { resolveLink, LinkView } from "../lib/link";
 import { claimLease, encodeLease, LEASE_BYTES } from "../lib/lease";
 import { Metrics } from "./metrics";
 import { LoadAware } from "./loadaware";
+import { Rng } from "../lib/inflight";
 import { SwitchyardStream } from "./stream";
 import { RequestView } from "./view";
 
@@ -71,6 +72,7 @@ export class SwitchyardRoot extends RootContext {
     this.loadAware.configure(cfg, this.vmToken ^ <u32>(nowMs() & 0xffffffff));
     const view = new RequestView(cfg, this.loadAware, this.metrics!);
     view.nowMs = <f64>nowMs();
+    view.rulesRng = new Rng((this.vmToken * 0x9e3779b1) ^ <u32>(nowMs() & 0xffffffff));
     this.requestView = view;
     this.recompute(cfg);
     setTickPeriod(<u32>cfg.refreshMs);
@@ -126,6 +128,10 @@ export class SwitchyardRoot extends RootContext {
     this.view = resolveLink(cfg.link, this.snapshot, this.stale);
     if (cfg.loadAware.enabled) this.loadAware.rebuild(cfg, this.snapshot, this.stale);
     this.requestView!.refresh(this.view);
+    // Rule decisions apply only while the snapshot is fresh: stale or missing, every route
+    // header is stripped and requests take the default route (the fail-safe, docs/rules.md).
+    const snap = this.snapshot;
+    this.requestView!.refreshRules(cfg, snap == null || this.stale ? null : snap.rules);
   }
 
   private updateStaleness(now: u64, cfg: PluginConfig): void {
