@@ -11,6 +11,7 @@ import {
   isValidUtf8, isEndpointAddress,
 } from "./snapshot-rules";
 
+import { InstanceLlm } from "./snapshot-llm";
 export const MAGIC: u32 = 0x31595753; // "SWY1" little-endian
 // Header byte offsets (the agent's copy: HEADER in agent/src/snapshot/codec.ts).
 export const H_MAGIC: i32 = 0;
@@ -74,6 +75,8 @@ export class Snapshot {
   bootId: u32 = 0;
   peers: Array<PeerState> = [];
   instances: Array<InstanceState> = [];
+  /** The LLM section (lib/snapshot-llm.ts); empty when the agent publishes none. */
+  llm: Array<InstanceLlm> = [];
 
   peerIndex(name: string): i32 {
     for (let i = 0; i < this.peers.length; i++) if (this.peers[i].name == name) return i;
