@@ -80,7 +80,7 @@ export class Holds {
 export function beginHold(s: SwitchyardStream, v: RequestView, sp: ServicePlan, endOfStream: bool): bool {
   const req = sp.req!;
   const cfg = req.cfg;
-  const critName = String.UTF8.encode(cfg.criticalityHeader);
+  const critName = req.critHeader;
   const crit = getHeader(MAP_REQUEST_HEADERS, critName);
   // the filter's header: trusted callers set it, nobody upstream reads it
   if (crit != null) removeHeader(MAP_REQUEST_HEADERS, critName);

@@ -33,12 +33,15 @@ export class RequestPlan {
   /** Address each in-flight slot had in the last plan: a slot reused by another address forgets its prefixes. */
   private slotAddr: Map<i32, string> = new Map();
   counts: StaticArray<i64> = new StaticArray<i64>(8);
+  /** request.criticalityHeader, encoded once. */
+  critHeader: ArrayBuffer;
   private metricIds: StaticArray<u32> = new StaticArray<u32>(8);
 
   constructor(public cfg: RequestConfig, service: string) {
     const lim = new ParseLimits();
     lim.maxBodyBytes = cfg.maxBodyBytes;
     this.parser = new RequestParser(lim);
+    this.critHeader = String.UTF8.encode(cfg.criticalityHeader);
     this.index = new PrefixIndex(cfg.prefixEntries, <u64>cfg.prefixMaxAgeMs);
     this.hashes = new StaticArray<u64>(cfg.prefixMaxBlocks);
     this.cp.bytesPerToken = cfg.bytesPerToken;
