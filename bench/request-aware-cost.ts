@@ -6,7 +6,7 @@
 // HTTP/1.1 server on loopback that parses it and answers an endpoint); and wasm memory under a
 // stream of distinct prompts (bounded by the prefix index's configured entries).
 //
-//   tsx bench/request-aware-cost.ts [--quick]     quick: fewer rounds, 10^5 distinct prompts (full: 10^6)
+//   tsx bench/request-aware-cost.ts [--quick]     quick: 10 rounds × 200, 10^5 distinct prompts (full: 30 × 1000, 10^6)
 import * as path from 'node:path';
 import * as http from 'node:http';
 import { ProxyWasmHost } from '../host/src';
@@ -14,8 +14,8 @@ import { encodeSnapshot, type InstanceRecord } from '../agent/src/snapshot/codec
 
 const ROOT = path.resolve(__dirname, '..');
 const QUICK = process.argv.includes('--quick');
-const ROUNDS = QUICK ? 6 : 20;
-const BATCH = QUICK ? 300 : 1000;
+const ROUNDS = QUICK ? 10 : 30;
+const BATCH = QUICK ? 200 : 1000;
 const DISTINCT = QUICK ? 100_000 : 1_000_000;
 const N_INSTANCES = 16;
 const AUTH = 'inference.example';
@@ -105,7 +105,9 @@ async function main(): Promise<void> {
   if ((aware.metric('switchyard.request.parsed.llm') ?? 0) < 2) throw new Error('request-aware host did not parse');
 
   console.log(`\nRequest-aware choice: added cost per request in the embedded host (${N_INSTANCES} instances, p2c; ${ROUNDS} interleaved rounds × ${BATCH} requests)`);
-  console.log('prompt'.padEnd(34) + 'body-blind µs'.padStart(14) + 'request-aware µs'.padStart(18) + '   added µs median (p10..p90)   MB/s');
+  // On a shared machine load spikes hit single rounds: the fastest round of each side is the
+  // least disturbed estimate (added = min − min); the median of the paired differences is shown beside it.
+  console.log('prompt'.padEnd(34) + 'body-blind µs'.padStart(14) + 'request-aware µs'.padStart(18) + '   added µs: min−min   paired median (p10..p90)   MB/s');
   const results: Record<string, number> = {};
   for (const kb of [4, 64]) {
     for (const kind of ['same prompt (prefix hit)', 'distinct prompts']) {
@@ -115,11 +117,11 @@ async function main(): Promise<void> {
       const a: number[] = [], b: number[] = [];
       for (let r = 0; r < ROUNDS; r++) { b.push(timeBatch(blind, bodies)); a.push(timeBatch(aware, bodies)); }
       const d = a.map((x, i) => x - b[i]);
-      const added = median(d);
+      const added = Math.min(...a) - Math.min(...b);
       results[`${kb}:${kind}`] = added;
       const mbs = Buffer.byteLength(bodies[0]) / Math.max(added, 0.001);
-      console.log(`${kb} KiB, ${kind}`.padEnd(34) + median(b).toFixed(2).padStart(14) + median(a).toFixed(2).padStart(18) +
-        `   ${added.toFixed(2).padStart(6)} (${q(d, 0.1).toFixed(2)}..${q(d, 0.9).toFixed(2)})`.padEnd(30) + mbs.toFixed(0).padStart(6));
+      console.log(`${kb} KiB, ${kind}`.padEnd(34) + Math.min(...b).toFixed(2).padStart(14) + Math.min(...a).toFixed(2).padStart(18) +
+        `   ${added.toFixed(2).padStart(7)}   ${median(d).toFixed(2).padStart(7)} (${q(d, 0.1).toFixed(2)}..${q(d, 0.9).toFixed(2)})`.padEnd(44) + mbs.toFixed(0).padStart(6));
     }
   }
   const w4 = Math.max(results['4:same prompt (prefix hit)'], results['4:distinct prompts']);
@@ -131,8 +133,8 @@ async function main(): Promise<void> {
   for (const kb of [4, 64]) {
     const bodies = Array.from({ length: 16 }, (_, i) => chat(prompt(kb * 1024, `x${i}`), 'q'));
     const s = await extProcRoundTrip(bodies);
-    console.log(`  ${kb} KiB: ${median(s).toFixed(1)} µs per request (p10..p90 ${q(s, 0.1).toFixed(1)}..${q(s, 0.9).toFixed(1)}) = ` +
-      `${(median(s) / Math.max(0.01, results[`${kb}:distinct prompts`])).toFixed(0)}x the in-filter added cost`);
+    console.log(`  ${kb} KiB: fastest round ${Math.min(...s).toFixed(1)} µs per request, median ${median(s).toFixed(1)} (p10..p90 ${q(s, 0.1).toFixed(1)}..${q(s, 0.9).toFixed(1)}) = ` +
+      `${(Math.min(...s) / Math.max(0.01, results[`${kb}:distinct prompts`])).toFixed(0)}x the in-filter added cost (fastest vs fastest)`);
   }
 
   console.log(`\nWasm memory under ${DISTINCT.toLocaleString('en')} distinct 4 KiB prompts (prefix index: 32768 entries by default)`);

@@ -13,6 +13,8 @@ import { CRIT_CRITICAL, CRIT_STANDARD, CRIT_SHEDDABLE, criticalityOf, resolveCri
 import { routeModel, basisPointsOf } from "../assembly/lib/request/model-route";
 import { ModelRule, ModelSplit } from "../assembly/lib/request/config";
 import { Rng } from "../assembly/lib/inflight";
+import { apiOfPath } from "../assembly/lib/request/endpoint";
+import { API_CHAT, API_COMPLETIONS } from "../assembly/lib/request/openai";
 
 function inst(addr: string, q: f32 = 0): InstanceState {
   const s = new InstanceState();
@@ -247,5 +249,15 @@ describe("model-route: aliases and splits", () => {
     }
     expect(v2).toBeGreaterThan(850);
     expect(v2).toBeLessThan(1150);
+  });
+});
+
+describe("endpoint: which paths have their body read", () => {
+  it("reads completions and chat completions, query ignored; nothing else", () => {
+    expect(apiOfPath("/v1/chat/completions")).toBe(API_CHAT);
+    expect(apiOfPath("/v1/completions?x=1")).toBe(API_COMPLETIONS);
+    expect(apiOfPath("/v1/models")).toBe(0);
+    expect(apiOfPath("/v1/completions/extra")).toBe(0);
+    expect(apiOfPath("/V1/completions")).toBe(0);
   });
 });

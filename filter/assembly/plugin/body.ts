@@ -12,7 +12,8 @@ import {
   FilterDataStatusValues, send_local_response, HeaderPair, GrpcStatusValues, continue_request, proxy_set_effective_context,
 } from "@solo-io/proxy-runtime/assembly";
 import { getHeader, removeHeader, readBuffer, MAP_REQUEST_HEADERS } from "../abi/host";
-import { API_CHAT, API_COMPLETIONS, ReqError, OpenAiRequest } from "../lib/request/openai";
+import { ReqError, OpenAiRequest } from "../lib/request/openai";
+import { apiOfPath } from "../lib/request/endpoint";
 import { hashPromptBlocks, modelSeed } from "../lib/request/prefix";
 import { ON_INVALID_REJECT } from "../lib/request/config";
 import { routeModel, basisPointsOf } from "../lib/request/model-route";
@@ -29,15 +30,6 @@ import { SwitchyardStream } from "./stream";
 const PATH_KEY = String.UTF8.encode(":path");
 const REQUEST_ID_KEY = String.UTF8.encode("x-request-id");
 const BUFFER_HTTP_REQUEST_BODY: u32 = 0;
-
-/** The OpenAI API of a request path (query ignored), 0 when the body is not read. */
-export function apiOfPath(path: string): u8 {
-  const q = path.indexOf("?");
-  const p = q < 0 ? path : path.substring(0, q);
-  if (p == "/v1/chat/completions") return API_CHAT;
-  if (p == "/v1/completions") return API_COMPLETIONS;
-  return 0;
-}
 
 export class BodyHold {
   waiting: bool = true;
