@@ -14,7 +14,8 @@ import { routeModel, basisPointsOf } from "../assembly/lib/request/model-route";
 import { ModelRule, ModelSplit } from "../assembly/lib/request/config";
 import { Rng } from "../assembly/lib/inflight";
 import { apiOfPath } from "../assembly/lib/request/endpoint";
-import { API_CHAT, API_COMPLETIONS } from "../assembly/lib/request/openai";
+import { API_CHAT, API_COMPLETIONS, parseOpenAiRequest, ParseLimits } from "../assembly/lib/request/openai";
+import { withModel, jsonEscape } from "../assembly/lib/request/rewrite";
 
 function inst(addr: string, q: f32 = 0): InstanceState {
   const s = new InstanceState();
@@ -259,5 +260,18 @@ describe("endpoint: which paths have their body read", () => {
     expect(apiOfPath("/v1/models")).toBe(0);
     expect(apiOfPath("/v1/completions/extra")).toBe(0);
     expect(apiOfPath("/V1/completions")).toBe(0);
+  });
+});
+
+describe("rewrite: the model in the body", () => {
+  it("replaces only the model string's bytes, escaping the new name", () => {
+    const body = String.UTF8.encode('{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}');
+    const r = parseOpenAiRequest(body, API_CHAT, new ParseLimits());
+    expect(r.modelStart).toBe(10);
+    expect(r.modelEnd).toBe(21);
+    expect(String.UTF8.decode(withModel(body, r.modelStart, r.modelEnd, "llama-3-8b"))).toBe('{"model":"llama-3-8b","messages":[{"role":"user","content":"hi"}]}');
+    expect(jsonEscape('a"b\\c\n\u0001')).toBe('a\\"b\\\\c\\n\\u0001');
+    const again = parseOpenAiRequest(withModel(body, r.modelStart, r.modelEnd, 'we"ird'), API_CHAT, new ParseLimits());
+    expect(again.model).toBe('we"ird');
   });
 });

@@ -230,3 +230,38 @@ test('the filter refuses a request block that does not state the Envoy feature',
       loadAware: { services: [{ authorities: [AUTH], service: 'llm', request: { maxBodyBytes: 4096 } }] } }),
   }), /loadAware\.services\[0\]\.request\.allowOnHeadersStopIteration: must be true.*allow_on_headers_stop_iteration/);
 });
+
+test('model aliases and splits: the upstream is asked for the routed model (body and content-length rewritten); a split is deterministic per x-request-id', async () => {
+  const b = await bed({ models: [{ name: 'gpt-4o-mini', aliasOf: 'llama-3-8b' }, { name: 'llama-3-8b', split: [{ to: 'llama-3-8b-v2', percent: 10 }] }] });
+  try {
+    await b.serve(FLEET());
+    const seen: { model: string; length: string | undefined; bytes: number }[] = [];
+    const send = (model: string, id: string) => {
+      const body = JSON.stringify(chatBody('sys', 'q', { model }));
+      return b.host.request(
+      { ':method': 'POST', ':path': '/v1/chat/completions', ':authority': AUTH, ':scheme': 'http', 'x-request-id': id, 'content-length': String(Buffer.byteLength(body)) },
+      { body, response: (req) => {
+        const cl = req.headers.find(([k]: [string, string]) => k === 'content-length');
+        seen.push({ model: JSON.parse(req.body.toString()).model, length: cl?.[1], bytes: req.body.length });
+        return { status: 200 };
+      } });
+    };
+    await send('gpt-4o-mini', 'a-1');
+    assert.equal(seen[0].model, 'llama-3-8b');
+    assert.equal(seen[0].length, String(seen[0].bytes));
+    const first = new Map<string, string>();
+    for (let i = 0; i < 400; i++) {
+      await send('llama-3-8b', `req-${i}`);
+      first.set(`req-${i}`, seen[seen.length - 1].model);
+      assert.equal(seen[seen.length - 1].length, String(seen[seen.length - 1].bytes));
+    }
+    const v2 = [...first.values()].filter((m) => m === 'llama-3-8b-v2').length;
+    assert.ok(v2 >= 20 && v2 <= 65, `${v2} of 400 routed to v2 (10 % expected)`);
+    for (const id of ['req-1', 'req-2', 'req-3', 'req-50', 'req-399']) {
+      await send('llama-3-8b', id);
+      assert.equal(seen[seen.length - 1].model, first.get(id), `retry of ${id} routed as before`);
+    }
+  } finally {
+    await b.host.close();
+  }
+});

@@ -11,7 +11,8 @@
 import {
   FilterDataStatusValues, send_local_response, HeaderPair, GrpcStatusValues, continue_request, proxy_set_effective_context,
 } from "@solo-io/proxy-runtime/assembly";
-import { getHeader, removeHeader, readBuffer, MAP_REQUEST_HEADERS } from "../abi/host";
+import { getHeader, removeHeader, replaceHeader, readBuffer, setBuffer, MAP_REQUEST_HEADERS } from "../abi/host";
+import { withModel } from "../lib/request/rewrite";
 import { ReqError, OpenAiRequest } from "../lib/request/openai";
 import { apiOfPath } from "../lib/request/endpoint";
 import { hashPromptBlocks, modelSeed } from "../lib/request/prefix";
@@ -29,6 +30,7 @@ import { SwitchyardStream } from "./stream";
 
 const PATH_KEY = String.UTF8.encode(":path");
 const REQUEST_ID_KEY = String.UTF8.encode("x-request-id");
+const CONTENT_LENGTH_KEY = String.UTF8.encode("content-length");
 const BUFFER_HTTP_REQUEST_BODY: u32 = 0;
 
 export class BodyHold {
@@ -171,7 +173,18 @@ function chooseWithBody(s: SwitchyardStream, v: RequestView, h: BodyHold, body: 
         " cached_blocks=" + cached.toString() + " cost_ms=" + unchecked(plan.cost[p.index]).toString();
     }
   }
-  return s.applyPick(v, sp, p, note) ? FilterDataStatusValues.Continue : FilterDataStatusValues.StopIterationNoBuffer;
+  const sent = s.applyPick(v, sp, p, note);
+  if (sent && p.index >= 0 && target != r.model && r.modelStart >= 0) rewriteModel(body, r, target);
+  return sent ? FilterDataStatusValues.Continue : FilterDataStatusValues.StopIterationNoBuffer;
+}
+
+/** Routed as another model (alias, split): the upstream is asked for that model; content-length follows. */
+function rewriteModel(body: ArrayBuffer, r: OpenAiRequest, target: string): void {
+  const nb = withModel(body, r.modelStart, r.modelEnd, target);
+  setBuffer(BUFFER_HTTP_REQUEST_BODY, 0, <u32>body.byteLength, nb);
+  if (getHeader(MAP_REQUEST_HEADERS, CONTENT_LENGTH_KEY) != null) {
+    replaceHeader(MAP_REQUEST_HEADERS, CONTENT_LENGTH_KEY, String.UTF8.encode(nb.byteLength.toString()));
+  }
 }
 
 /** An invalid body: the body-blind choice (fallback) or a local reply with the reason. */
