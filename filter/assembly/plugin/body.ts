@@ -111,7 +111,11 @@ export function bodyChunk(s: SwitchyardStream, v: RequestView, h: BodyHold, len:
     release(s, v, h);
     return invalid(s, v, h, 413, "request body larger than " + cfg.maxBodyBytes.toString() + " bytes (request.maxBodyBytes)");
   }
-  if (!eos) return FilterDataStatusValues.StopIterationAndBuffer;
+  if (!eos) {
+    // the watchdog is for a body that never comes, not for a slow upload
+    h.deadlineMs = v.nowMs + <f64>cfg.holdTimeoutMs;
+    return FilterDataStatusValues.StopIterationAndBuffer;
+  }
   release(s, v, h);
   const body = readBuffer(BUFFER_HTTP_REQUEST_BODY, <u32>len);
   if (body == null) return invalid(s, v, h, 400, "request body unreadable");
