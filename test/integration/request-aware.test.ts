@@ -6,7 +6,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { encodeSnapshot, type InstanceRecord } from '../../agent/src/snapshot/codec';
-import { ProxyWasmHost, type RequestResult } from '../../host/src';
+import { ProxyWasmHost, HeaderMap, type HttpStream, type RequestResult } from '../../host/src';
 import { WASM, header } from './helpers';
 
 const AUTH = 'llm.example';
@@ -261,6 +261,33 @@ test('model aliases and splits: the upstream is asked for the routed model (body
       await send('llama-3-8b', id);
       assert.equal(seen[seen.length - 1].model, first.get(id), `retry of ${id} routed as before`);
     }
+  } finally {
+    await b.host.close();
+  }
+});
+
+test('a slow upload is read, not cut short: the hold timeout counts from the last body chunk', async () => {
+  const b = await bed({ holdTimeoutMs: 50 });
+  try {
+    await b.serve(FLEET());
+    const body = Buffer.from(JSON.stringify(chatBody(SYSTEM, 'slow')));
+    const upstream: { headers: HeaderMap; body: Buffer }[] = [];
+    const { stream } = b.host.startStream(new HeaderMap('request', { ':method': 'POST', ':path': '/v1/chat/completions', ':authority': AUTH, ':scheme': 'http' }),
+      null, false, { headers() {}, data() {}, reset() {} },
+      { send: (_s: HttpStream, headers: HeaderMap, data: Buffer) => { upstream.push({ headers, body: data }); } }, undefined, () => {});
+    const parts = 4;
+    const step = Math.ceil(body.length / parts);
+    for (let k = 0; k < parts; k++) {
+      await b.host.advance(40); // each gap is within the timeout, the whole upload is not
+      assert.equal(upstream.length, 0, `still held after chunk ${k}`);
+      stream.pushRequestData(body.subarray(k * step, (k + 1) * step), k === parts - 1);
+    }
+    assert.equal(upstream.length, 1);
+    assert.equal(upstream[0].body.toString(), body.toString());
+    assert.equal(upstream[0].headers.get('x-switchyard-endpoint')?.length ? 1 : 0, 1);
+    await b.host.advance(REFRESH);
+    assert.equal(Number(b.host.metric('switchyard.request.hold_timeout.llm') ?? 0), 0);
+    assert.equal(Number(b.host.metric('switchyard.request.parsed.llm')), 1);
   } finally {
     await b.host.close();
   }

@@ -4,7 +4,8 @@
 //      header; on authorities with no link service a client-sent copy is stripped;
 //   2. load-aware choice: for routes with a load-aware service pick an instance and set (replace)
 //      the ORIGINAL_DST endpoint header; a client-sent endpoint, degraded or debug header is
-//      always removed;
+//      always removed; services with a `request` block hold the headers and choose once the body
+//      is read (plugin/body.ts, through onRequestBody and applyPick);
 //  on response headers: the debug header is replaced when this request produced one and removed
 //  otherwise, and an upstream-set copy of the other filter-owned headers never reaches the
 //  client (an echoing upstream would otherwise reveal instance addresses and link state).
