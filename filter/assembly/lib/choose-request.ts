@@ -9,8 +9,7 @@ import { dropSaturated } from "./choice/filter-saturated";
 import { p2cScored } from "./choice/picker-p2c";
 import { bandPick } from "./choice/picker-band";
 import { CRIT_CRITICAL, shouldShed } from "./criticality";
-
-export const PICKER_P2C_: i32 = 0; // lib/choose.ts PICKER_P2C (not imported: choose.ts re-exports plan stages)
+import { PICKER_P2C } from "./choose";
 
 export class RequestPick {
   pick: Pick = new Pick();
@@ -30,7 +29,7 @@ export function pickForRequest(plan: Plan, lp: LlmPlan, inflight: Array<i32>, no
   if (scan.eligible == 0) return out;
   if (shouldShed(crit, rc.pressure, sheddableAt, standardAt)) { out.shed = true; return out; }
   if (crit == CRIT_CRITICAL) bandPick(plan, scan.best, 0, rng, p);
-  else if (picker == PICKER_P2C_) {
+  else if (picker == PICKER_P2C) {
     p2cScored(plan, scan.eligible, rng, p);
     // p2c plus the prefix holder: the draw keeps proxies from herding, the third contender keeps
     // a request with a cached prefix from missing the instance that holds it

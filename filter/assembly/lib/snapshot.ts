@@ -10,7 +10,6 @@ import {
   rhoOk, esMsOk, es2Ms2Ok, lambdaOk, queueOk, latencyOk, gpuUtilOk, slotsOk, normalizeRtt,
   isValidUtf8, isEndpointAddress,
 } from "./snapshot-rules";
-
 import { InstanceLlm } from "./snapshot-llm";
 export const MAGIC: u32 = 0x31595753; // "SWY1" little-endian
 // Header byte offsets (the agent's copy: HEADER in agent/src/snapshot/codec.ts).
