@@ -5,6 +5,7 @@ import * as path from 'node:path';
 const quick = process.argv.includes('--quick');
 const runs: [string, string[]][] = [
   ['bench/request-cost.ts', quick ? ['--rounds', '8'] : []],
+  ['bench/request-aware-cost.ts', quick ? ['--quick'] : []],
   ['bench/reaction.ts', quick ? ['--trials', '20'] : ['--trials', '30']],
   ['bench/link-flap.ts', quick ? ['--quick'] : []],
   ['bench/snapshot-size.ts', []],

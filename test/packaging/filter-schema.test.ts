@@ -433,3 +433,93 @@ test('config parse time: a 1 MiB configuration and the hostile shapes of issue 1
   // Generous bounds for a shared 2-core machine; the quadratic versions took minutes.
   assert.ok(ms < 5000 && kms < 5000 && wms < 5000, `${ms} ${kms} ${wms}`);
 });
+
+test('loadAware.services[].request: schema property sets equal the parser\'s key lists (filter/assembly/lib/request/config.ts)', () => {
+  const src = readText('filter/assembly/lib/request/config.ts');
+  const list = (re: RegExp, what: string): string[] => {
+    const m = re.exec(src);
+    assert.ok(m, `request parser: key list for ${what} not found`);
+    return JSON.parse(m[1].replace(/\s+/g, ''));
+  };
+  const keys = (o: Obj): string[] => Object.keys(o.properties).sort();
+  const rq = schema.properties.loadAware.properties.services.items.properties.request;
+  const pairs: [string, string[], string[]][] = [
+    ['request', list(/REQUEST_KEYS: Array<string> = (\[[^\]]*\])/, 'request'), keys(rq)],
+    ['request.prefix', list(/r\.obj\("prefix", (\[[^\]]*\])\)/, 'prefix'), keys(rq.properties.prefix)],
+    ['request.shedding', list(/r\.obj\("shedding", (\[[^\]]*\])\)/, 'shedding'), keys(rq.properties.shedding)],
+    ['request.models[]', list(/new ObjectReader\(items\[i\], at, p, (\[[^\]]*\])\)/, 'models[]'), keys(rq.properties.models.items)],
+    ['request.models[].split[]', list(/new ObjectReader\(split\[k\], sat, p, (\[[^\]]*\])\)/, 'split[]'), keys(rq.properties.models.items.properties.split.items)],
+  ];
+  for (const [what, parser, sch] of pairs) assert.deepEqual(sch, [...parser].sort(), `${what}: schema and filter parser disagree`);
+  // ranges and defaults of the numeric fields: c.x = r.int("x", c.x, min, max) / px.int(...) / sh.num(...)
+  const calls = [...src.matchAll(/(r|px|sh)\.(num|int)\("(\w+)", c\.(\w+), ([\d.]+), ([\d.]+)\)/g)];
+  assert.ok(calls.length >= 12, `found ${calls.length} range calls`);
+  const body = /export class RequestConfig \{([\s\S]*?)\n\}/.exec(src)![1];
+  for (const [, obj, kind, key, field, min, max] of calls) {
+    const props = obj === 'px' ? rq.properties.prefix.properties : obj === 'sh' ? rq.properties.shedding.properties : rq.properties;
+    assert.ok(props[key], `schema has ${key}`);
+    assert.equal(props[key].type, kind === 'int' ? 'integer' : 'number', `${key}: type`);
+    assert.equal(props[key].minimum, Number(min), `${key}: minimum`);
+    assert.equal(props[key].maximum, Number(max), `${key}: maximum`);
+    const init = new RegExp(`\\b${field}: \\w+ = ([^;]+);`).exec(body);
+    assert.ok(init, `initialiser of ${field}`);
+    assert.equal(props[key].default, Number(init![1]), `${key}: default`);
+  }
+});
+
+test('loadAware.services[].request: the schema and the real filter agree at the boundaries', async () => {
+  const base = (): Obj => {
+    const c = readJson('envoy/plugin-config.json');
+    c.loadAware.services[0].request = { allowOnHeadersStopIteration: true };
+    return c;
+  };
+  const cases: [string, (r: Obj) => void][] = [
+    ['defaults', () => {}],
+    ['allowOnHeadersStopIteration absent', (r) => { delete r.allowOnHeadersStopIteration; }],
+    ['allowOnHeadersStopIteration false', (r) => { r.allowOnHeadersStopIteration = false; }],
+    ['allowOnHeadersStopIteration "true"', (r) => { r.allowOnHeadersStopIteration = 'true'; }],
+    ['unknown field', (r) => { r.bodyBytes = 1; }],
+    ['api openai', (r) => { r.api = 'openai'; }],
+    ['api other', (r) => { r.api = 'anthropic'; }],
+    ['onInvalid reject-400', (r) => { r.onInvalid = 'reject-400'; }],
+    ['onInvalid drop', (r) => { r.onInvalid = 'drop'; }],
+    ['criticality sheddable', (r) => { r.criticality = 'sheddable'; }],
+    ['criticality gold', (r) => { r.criticality = 'gold'; }],
+    ['criticalityHeader x-tier', (r) => { r.criticalityHeader = 'x-tier'; }],
+    ['criticalityHeader reserved', (r) => { r.criticalityHeader = 'x-request-id'; }],
+    ['criticalityHeader uppercase', (r) => { r.criticalityHeader = 'X-Tier'; }],
+    ['prefix.blockBytes 60', (r) => { r.prefix = { blockBytes: 60 }; }],
+    ['prefix.blockBytes 128', (r) => { r.prefix = { blockBytes: 128 }; }],
+    ['prefix unknown', (r) => { r.prefix = { size: 1 }; }],
+    ['shedding reversed', (r) => { r.shedding = { sheddableAt: 2, standardAt: 1 }; }],
+    ['shedding equal', (r) => { r.shedding = { sheddableAt: 2, standardAt: 2 }; }],
+    ['shedding standardAt below the default sheddableAt', (r) => { r.shedding = { standardAt: 0.5 }; }],
+    ['models duplicate', (r) => { r.models = [{ name: 'a' }, { name: 'a' }]; }],
+    ['models alias and split', (r) => { r.models = [{ name: 'a', aliasOf: 'b', split: [{ to: 'c', percent: 1 }] }]; }],
+    ['split adds up to 100', (r) => { r.models = [{ name: 'a', split: [{ to: 'b', percent: 60 }, { to: 'c', percent: 40 }] }]; }],
+    ['split adds up to 110', (r) => { r.models = [{ name: 'a', split: [{ to: 'b', percent: 60 }, { to: 'c', percent: 50 }] }]; }],
+    ['models ok', (r) => { r.models = [{ name: 'a', criticality: 'critical', split: [{ to: 'b', percent: 10 }] }, { name: 'c', aliasOf: 'a' }]; }],
+    ['models no name', (r) => { r.models = [{ criticality: 'critical' }]; }],
+    ['models empty name', (r) => { r.models = [{ name: '' }]; }],
+    ['models name 257', (r) => { r.models = [{ name: 'm'.repeat(257) }]; }],
+    ['split percent 101', (r) => { r.models = [{ name: 'a', split: [{ to: 'b', percent: 101 }] }]; }],
+    ['split without to', (r) => { r.models = [{ name: 'a', split: [{ percent: 1 }] }]; }],
+    ['split 17 entries', (r) => { r.models = [{ name: 'a', split: Array.from({ length: 17 }, () => ({ to: 'b', percent: 1 })) }]; }],
+  ];
+  const rq = schema.properties.loadAware.properties.services.items.properties.request.properties;
+  for (const [key, spec] of Object.entries(rq) as [string, Obj][]) {
+    if (spec.type !== 'integer' && spec.type !== 'number') continue;
+    for (const v of [spec.minimum - 1, spec.minimum, spec.maximum, spec.maximum + 1]) cases.push([`${key} = ${v}`, (r) => { r[key] = v; }]);
+    if (spec.type === 'integer') cases.push([`${key} = ${spec.minimum + 0.5}`, (r) => { r[key] = spec.minimum + 0.5; }]);
+  }
+  const disagreements: string[] = [];
+  for (const [name, mutate] of cases) {
+    const c = base();
+    mutate(c.loadAware.services[0].request);
+    const schemaOk = checkPluginConfig(c).length === 0;
+    const filter = await filterAccepts(c);
+    if (schemaOk !== filter.ok) disagreements.push(`${name}: schema ${schemaOk ? 'accepts' : 'rejects'}, filter ${filter.ok ? 'accepts' : 'rejects (' + filter.why + ')'}`);
+    if (!filter.ok && !filter.why.startsWith('loadAware.services[0].request')) disagreements.push(`${name}: refusal does not name the field: ${filter.why}`);
+  }
+  assert.deepEqual(disagreements, []);
+});

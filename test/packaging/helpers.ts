@@ -181,6 +181,23 @@ export function checkPluginConfig(cfg: unknown): string[] {
         if (names[i][1] === names[j][1]) problems.push(`${names[j][0]} must differ from ${names[i][0]} (${names[i][1]})`);
       }
     }
+    // filter/assembly/lib/request/config.ts: the request block's cross-field rules.
+    const services: Obj[] = Array.isArray(c.loadAware.services) ? c.loadAware.services : [];
+    services.forEach((svc, i) => {
+      const r = svc?.request;
+      if (!r || typeof r !== 'object') return;
+      const at = `loadAware.services[${i}].request`;
+      const sh = r.shedding ?? {};
+      if ((sh.standardAt ?? 2) < (sh.sheddableAt ?? 1)) problems.push(`${at}.shedding.standardAt must be at least sheddableAt`);
+      const seen = new Set<string>();
+      (Array.isArray(r.models) ? r.models : []).forEach((m: Obj, k: number) => {
+        if (seen.has(m?.name)) problems.push(`${at}.models[${k}].name duplicate`);
+        seen.add(m?.name);
+        const split: Obj[] = Array.isArray(m?.split) ? m.split : [];
+        if (m?.aliasOf !== undefined && split.length > 0) problems.push(`${at}.models[${k}]: aliasOf and split exclude each other`);
+        if (split.reduce((a, x) => a + Math.round((x?.percent ?? 0) * 100), 0) > 10000) problems.push(`${at}.models[${k}].split adds up to more than 100`);
+      });
+    });
   }
   if (c && typeof c === 'object') {
     // filter/assembly/lib/config.ts: route headers differ from the other filter-owned names (defaults apply).

@@ -5,6 +5,7 @@ import { parseJson, JKind, JValue } from "./json";
 import { ObjectReader, Problems, isHeaderName, join, reservedHeaderReason, onlyChars } from "./fields";
 import { checkPattern, shortNames, AuthorityMatcher } from "./authority";
 import { MODEL_CONDITIONAL, MODEL_MG1, PICKER_P2C, PICKER_BAND } from "./choose";
+import { RequestConfig, parseRequestConfig, REQUEST_KEYS } from "./request/config";
 
 /** Largest configuration accepted (bytes): parsing runs on Envoy's main thread. */
 export const MAX_CONFIG_BYTES: i32 = 1024 * 1024;
@@ -56,6 +57,8 @@ export class LoadAwareService {
   allIneligible: i32 = ALL_INELIGIBLE_FORWARD;
   retryAfterS: i32 = 1;
   debug: bool = false;
+  /** Request-aware choice (lib/request/config.ts); null: body-blind. */
+  request: RequestConfig | null = null;
 }
 
 export class LoadAwareConfig {
@@ -289,7 +292,7 @@ function parseLoadAware(r: ObjectReader, c: LoadAwareConfig): void {
     const sv = services[i];
     if (sv.kind != JKind.Obj) { r.problems.add(at, "must be object, got " + sv.kindName()); continue; }
     const sr = new ObjectReader(sv, at, r.problems,
-      ["authorities", "service", "maxUtilization", "stalenessMs", "model", "picker", "band", "allIneligible", "retryAfterS", "debug"]);
+      ["authorities", "service", "maxUtilization", "stalenessMs", "model", "picker", "band", "allIneligible", "retryAfterS", "debug", "request"]);
     const svc = new LoadAwareService();
     svc.authorities = readAuthorities(sr);
     svc.service = requiredName(sr, "service");
@@ -302,6 +305,8 @@ function parseLoadAware(r: ObjectReader, c: LoadAwareConfig): void {
     svc.allIneligible = policy == "reject-503" ? ALL_INELIGIBLE_REJECT : ALL_INELIGIBLE_FORWARD;
     svc.retryAfterS = sr.int("retryAfterS", svc.retryAfterS, 0, 3600);
     svc.debug = sr.bool("debug", svc.debug);
+    const rq = sr.obj("request", REQUEST_KEYS);
+    if (rq != null) svc.request = parseRequestConfig(rq);
     c.services.push(svc);
   }
 }

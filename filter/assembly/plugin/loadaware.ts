@@ -6,6 +6,8 @@ import { Snapshot } from "../lib/snapshot";
 import { Candidate, candidateFrom, Plan, SKIP_REASONS, skipName } from "../lib/choose";
 import { Inflight, Rng } from "../lib/inflight";
 import { defineMetric, incrementMetric, METRIC_COUNTER } from "../abi/host";
+import { RequestPlan } from "./request-plan";
+import { Holds } from "./body";
 
 /**
  * How long the in-flight slot of an address that left the snapshots is kept: an instance that is
@@ -21,6 +23,8 @@ export class ServicePlan {
   plan: Plan = new Plan([]);
   /** switchyard.lb.choice.<service>: requests sent to an instance of the service. */
   choiceMetric: u32 = 0xffffffff;
+  /** Request-aware state when the service has a `request` block (plugin/request-plan.ts). */
+  req: RequestPlan | null = null;
   constructor(public cfg: LoadAwareService) {}
 }
 
@@ -46,6 +50,8 @@ export class LoadAware {
   skipMetrics: StaticArray<u32> = new StaticArray<u32>(SKIP_REASONS);
   allIneligibleMetric: u32 = 0;
   nextSweepMs: f64 = 0;
+  /** Streams held while their body is read (plugin/body.ts); the tick releases overdue ones. */
+  holds: Holds = new Holds();
 
   configure(cfg: PluginConfig, seed: u32): void {
     const la = cfg.loadAware;
@@ -58,6 +64,8 @@ export class LoadAware {
       const sp = new ServicePlan(la.services[i]);
       // Per service, not per instance: Envoy never frees a stat, and instances churn.
       sp.choiceMetric = defineMetric(METRIC_COUNTER, "switchyard.lb.choice." + sanitize(sp.cfg.service));
+      const rq = sp.cfg.request;
+      if (rq != null) sp.req = new RequestPlan(rq!, sanitize(sp.cfg.service));
       this.plans.push(sp);
     }
     for (let r = 1; r < SKIP_REASONS; r++) this.skipMetrics[r] = defineMetric(METRIC_COUNTER, "switchyard.lb.skip." + skipName(r));
@@ -66,6 +74,7 @@ export class LoadAware {
 
   /** Every tick: counters to the host, then frees the in-flight slots of addresses long gone. */
   onTick(nowMs: f64): void {
+    this.holds.expire(nowMs);
     this.flush();
     if (nowMs >= this.nextSweepMs) {
       this.inflight.sweep(nowMs, SLOT_GRACE_MS);
@@ -81,6 +90,8 @@ export class LoadAware {
       let chosen: i64 = 0;
       for (let j = 0; j < p.n; j++) { chosen += p.chosen[j]; p.chosen[j] = 0; }
       if (chosen != 0) incrementMetric(sp.choiceMetric, chosen);
+      const rq = sp.req;
+      if (rq != null) rq.flush();
       for (let r = 1; r < SKIP_REASONS; r++) {
         const n = p.skipped[r];
         if (n != 0) { incrementMetric(this.skipMetrics[r], n); p.skipped[r] = 0; }
@@ -96,7 +107,12 @@ export class LoadAware {
     for (let i = 0; i < this.plans.length; i++) {
       const sp = this.plans[i];
       const cands = new Array<Candidate>();
-      if (snap == null) { sp.plan = new Plan(cands, sp.cfg.maxUtilization); continue; }
+      const rq = sp.req;
+      if (snap == null) {
+        sp.plan = new Plan(cands, sp.cfg.maxUtilization);
+        if (rq != null) rq.rebuild(sp.plan, sp.cfg.service, [], [], []);
+        continue;
+      }
       for (let j = 0; j < snap.instances.length; j++) {
         const inst = snap.instances[j];
         if (inst.service != sp.cfg.service) continue;
@@ -107,6 +123,11 @@ export class LoadAware {
         cands.push(c);
       }
       sp.plan = new Plan(cands, sp.cfg.maxUtilization);
+      if (rq != null) {
+        const es = new Array<f64>(cands.length), w = new Array<f64>(cands.length);
+        for (let k = 0; k < cands.length; k++) { es[k] = cands[k].perItemMs * cands[k].slots; w[k] = cands[k].weight; }
+        rq.rebuild(sp.plan, sp.cfg.service, snap.llm, es, w);
+      }
     }
   }
 }
