@@ -16,7 +16,7 @@ import * as path from 'node:path';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import * as net from 'node:net';
-import { startCloudService, type CloudService } from '../sim/cloud-service';
+import { startCloudService } from '../sim/cloud-service';
 import { startLeasedLine, type LeasedLine } from '../sim/leased-line';
 import { startInferenceServer, type InferenceServerHandle } from '../sim/inference-server';
 import { spawnAgent, type SpawnedAgent } from '../agent/src/spawn';
