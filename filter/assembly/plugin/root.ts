@@ -20,6 +20,7 @@ import { Metrics } from "./metrics";
 import { LoadAware } from "./loadaware";
 import { SwitchyardStream } from "./stream";
 import { RequestView } from "./view";
+import { shareInband } from "./inband";
 
 const SNAPSHOT_KEY = String.UTF8.encode("switchyard.snapshot.v1");
 const WRITER_KEY = String.UTF8.encode("switchyard.writer.v1");
@@ -105,7 +106,10 @@ export class SwitchyardRoot extends RootContext {
     this.updateStaleness(now, cfg);
     this.elect(now, cfg);
     if (this.isWriter && !this.pollInFlight && now >= this.nextPollAtMs) this.poll(cfg);
-    if (cfg.loadAware.enabled) this.shareInflight(now, cfg);
+    if (cfg.loadAware.enabled) {
+      this.shareInflight(now, cfg);
+      shareInband(this.loadAware.inband, this.loadAware.inflight);
+    }
     this.metrics!.flush();
     this.loadAware.onTick(<f64>now);
   }

@@ -19,7 +19,9 @@ import { STATUS_DEGRADED, ALL_INELIGIBLE_REJECT } from "../lib/config";
 import { pick } from "../lib/choose";
 import { NO_HOLD } from "../lib/inflight";
 import { RequestView, NOT_LINKED } from "./view";
-import { ServicePlan } from "./loadaware";
+import { ServicePlan, LoadAware } from "./loadaware";
+import { probePick } from "../lib/choice/scorer-inband";
+import { clockMs, recordHeaders, stripOrcaHeaders } from "./inband";
 
 const AUTHORITY_KEY = String.UTF8.encode(":authority");
 
@@ -27,6 +29,13 @@ export class SwitchyardStream extends Context {
   /** In-flight hold (slot and generation, lib/inflight.ts) of the chosen instance. */
   held: i64 = NO_HOLD;
   debug: string | null = null;
+  /** In-band bookkeeping (plugin/inband.ts): the service, slot and generation, start time, answer. */
+  inbandPlan: ServicePlan | null = null;
+  inbandSlot: i32 = -1;
+  inbandGen: u32 = 0;
+  startMs: f64 = 0;
+  headersSeen: bool = false;
+  status: i32 = 0;
 
   constructor(context_id: u32, root: RootContext, private view: RequestView | null) {
     super(context_id, root);
@@ -74,7 +83,7 @@ export class SwitchyardStream extends Context {
     }
     const sp = found!;
     const plan = sp.plan;
-    const p = pick(plan, la.inflight.total, v.nowMs, sp.cfg.picker, sp.cfg.band, la.rng);
+    const p = pick(plan, la.inflight.total, v.nowMs, sp.cfg.picker, sp.cfg.band, la.rng, sp.inbandOn ? la.inband.adj : null);
     if (p.index < 0) {
       removeHeader(MAP_REQUEST_HEADERS, v.endpointHeader);
       la.allIneligiblePending++;
@@ -90,7 +99,12 @@ export class SwitchyardStream extends Context {
       replaceHeader(MAP_REQUEST_HEADERS, v.degradedHeader, v.trueValue);
       return FilterHeadersStatusValues.Continue;
     }
-    const i = p.index;
+    let i = p.index;
+    if (sp.inbandOn && sp.prober.due()) {
+      // the probe share (docs/inband.md): an idle, priced-out instance gets this request
+      const k = probePick(plan, la.inband, sp.prober, la.inflight.total.dataStart, v.nowMs, la.rng);
+      if (k >= 0) { i = k; la.inbandCounters!.probes++; }
+    }
     const slot = unchecked(plan.slot[i]);
     if (sp.cfg.debug) {
       this.debug = "instance=" + unchecked(plan.addr[i]) + " w_ms=" + plan.waitMs(i, unchecked(la.inflight.total[slot])).toString() +
@@ -99,6 +113,13 @@ export class SwitchyardStream extends Context {
     replaceHeader(MAP_REQUEST_HEADERS, v.endpointHeader, unchecked(plan.addrBytes[i]));
     this.held = la.inflight.acquire(slot);
     unchecked(plan.chosen[i]++);
+    if (sp.inbandOn && slot < la.inband.size()) {
+      this.inbandPlan = sp;
+      this.inbandSlot = slot;
+      this.inbandGen = unchecked(la.inflight.gen[slot]);
+      this.startMs = clockMs();
+      la.inband.sent(slot, this.startMs);
+    }
     return FilterHeadersStatusValues.Continue;
   }
 
@@ -111,7 +132,29 @@ export class SwitchyardStream extends Context {
     removeHeader(MAP_RESPONSE_HEADERS, v.endpointHeader);
     removeHeader(MAP_RESPONSE_HEADERS, v.degradedHeader);
     removeHeader(MAP_RESPONSE_HEADERS, v.linkHeader);
+    const ip = this.inbandPlan;
+    if (ip != null && !this.headersSeen) {
+      const la = v.loadAware;
+      this.headersSeen = true;
+      if (this.inbandLive(la)) this.status = recordHeaders(la.inband, la.inflight, this.inbandSlot, this.startMs, ip.cfg.inband);
+      else if (ip.cfg.inband.stripOrca) stripOrcaHeaders();
+    }
     return FilterHeadersStatusValues.Continue;
+  }
+
+  /** The slot still names the address this request went to (not freed and reused since). */
+  private inbandLive(la: LoadAware): bool {
+    const s = this.inbandSlot;
+    return s >= 0 && s < la.inflight.gen.length && unchecked(la.inflight.gen[s]) == this.inbandGen && la.inband.valid(s, this.inbandGen);
+  }
+
+  /** End of stream (or reset): the time to end of stream, or a reset counted as an error. */
+  private recordDone(): void {
+    const v = this.view;
+    if (this.inbandPlan == null || v == null) return;
+    const la = v.loadAware;
+    if (this.inbandLive(la)) la.inband.done(this.inbandSlot, this.startMs, clockMs(), this.headersSeen, this.status);
+    this.inbandPlan = null;
   }
 
   private release(): void {
@@ -122,7 +165,7 @@ export class SwitchyardStream extends Context {
     }
   }
 
-  onDone(): bool { this.release(); return true; }
+  onDone(): bool { this.recordDone(); this.release(); return true; }
 
-  onDelete(): void { this.release(); }
+  onDelete(): void { this.recordDone(); this.release(); }
 }

@@ -1,0 +1,343 @@
+// In-band signals per instance (pure): what this proxy's own responses say about each instance,
+// fused with the agent's scrape into one cost factor per in-flight slot (docs/inband.md).
+//
+// Indexed like the in-flight table (lib/inflight.ts): one entry per slot, bounded by the live
+// fleet; a slot reused for another address (its generation changed) starts from nothing. The
+// request path reads only `adj` (factor, queue override per slot); everything else is written on
+// the response path and on the tick.
+//
+// Estimators (t = time of the sample, at = time of the previous one, τ = tauMs):
+//   peak   x > peak ? x : peak·w + x·(1 − w), w = e^(−(t − at)/τ)      (Finagle / tower PeakEwma)
+//   ref    ref·w' + x·(1 − w'), w' = e^(−(t − at)/refTauMs)           (the instance's own norm)
+//   error  e·e^(−(t − at)/errorTauMs), then += errorStep·(isError − e)  (per response)
+// for the time to response headers (TTFT when streaming) and to end of stream (2xx/3xx/4xx
+// answers; 5xx and resets only count as errors).
+import { OrcaReport } from "./orca";
+
+/** Stride of `adj`: [factor, queue override (NaN: none)] per slot. */
+export const ADJ_STRIDE: i32 = 2;
+
+export class InbandParams {
+  tauMs: f64 = 1000;
+  refTauMs: f64 = 30000;
+  /** Slowdown (peak / own norm) below this is noise; above it, the cost is multiplied by ratio / threshold. */
+  slowdownThreshold: f64 = 2;
+  errorTauMs: f64 = 5000;
+  errorStep: f64 = 0.25;
+  errorWeight: f64 = 10;
+  /** Lowest level factor: how far fresh fast answers may price an instance below its scraped E[S]. */
+  minLevel: f64 = 0.05;
+  /**
+   * How long a level correction holds without fresh answers: a few of the agent's E[S] windows (10 s by
+   * default), the time its scrape needs to forget an episode (its fade has τ = the window). Sparse answers (probes, ~1/s) must
+   * not let the correction fade between two of them.
+   */
+  levelTauMs: f64 = 30000;
+}
+
+@inline function decay(now: f64, at: f64, tau: f64): f64 {
+  const d = now - at;
+  return d <= 0 ? 1 : Math.exp(-d / tau);
+}
+
+/** Peak-sensitive EWMA step (see the header). `peak` 0 = no data yet. */
+export function peakStep(peak: f64, x: f64, dtMs: f64, tauMs: f64): f64 {
+  if (peak <= 0 || x >= peak) return x;
+  const w = dtMs <= 0 ? 1 : Math.exp(-dtMs / tauMs);
+  return peak * w + x * (1 - w);
+}
+
+/** Plain time-based EWMA step; `ref` 0 = no data yet. */
+export function ewmaStep(ref: f64, x: f64, dtMs: f64, tauMs: f64): f64 {
+  if (ref <= 0) return x;
+  const w = dtMs <= 0 ? 1 : Math.exp(-dtMs / tauMs);
+  return ref * w + x * (1 - w);
+}
+
+/**
+ * The fusion rule (docs/inband.md), a pure function of one instance's state at `now`:
+ *   slow  = max(hdrPeak/hdrRef, eosPeak/eosRef, age/hdrRef when age > hdrPeak), each faded to 1
+ *           with τ since its last sample (the age term is current); ×(slow/threshold) above threshold
+ *   level = min(1, eosPeak / E[S]scraped) faded to 1 with levelTauMs, >= minLevel: fresh fast answers
+ *           correct a scrape that still remembers a slow episode
+ *   error = 1 + errorWeight · e / (1 − e), e = max(own error rate, ORCA eps/rps), faded with errorTauMs
+ *   factor = slow · level · error  (multiplies the scraped cost)
+ */
+export function fuseFactor(p: InbandParams, now: f64,
+  hdrPeak: f64, hdrRef: f64, hdrAt: f64, eosPeak: f64, eosRef: f64, eosAt: f64,
+  pendingAgeMs: f64, esScrapeMs: f64, err: f64, errAt: f64, orcaErr: f64, orcaAt: f64): f64 {
+  let up: f64 = 1;
+  if (hdrRef > 0 && hdrPeak > 0) {
+    const r = hdrPeak / hdrRef;
+    if (r > 1) up = Math.max(up, 1 + (r - 1) * decay(now, hdrAt, p.tauMs));
+    if (pendingAgeMs > hdrPeak) up = Math.max(up, pendingAgeMs / hdrRef);
+  }
+  if (eosRef > 0 && eosPeak > 0) {
+    const r = eosPeak / eosRef;
+    if (r > 1) up = Math.max(up, 1 + (r - 1) * decay(now, eosAt, p.tauMs));
+  }
+  const slow = up > p.slowdownThreshold ? up / p.slowdownThreshold : 1;
+  let level: f64 = 1;
+  if (esScrapeMs > 0 && eosPeak > 0 && eosPeak < esScrapeMs) {
+    level = 1 + (eosPeak / esScrapeMs - 1) * decay(now, eosAt, p.levelTauMs);
+    if (level < p.minLevel) level = p.minLevel;
+  }
+  let e = err > 0 ? err * decay(now, errAt, p.errorTauMs) : 0;
+  if (orcaErr > 0) e = Math.max(e, orcaErr * decay(now, orcaAt, p.errorTauMs));
+  if (e > 0.99) e = 0.99;
+  const error = 1 + p.errorWeight * e / (1 - e);
+  return slow * level * error;
+}
+
+export class InbandTable {
+  /** Default parameters; each slot uses its service's (paramsOf, set on rebuild). */
+  params: InbandParams = new InbandParams();
+  paramsOf: Array<InbandParams> = [];
+  /** Per slot [factor, queue override]: what the request path reads (ADJ_STRIDE). */
+  adj: Array<f64> = [];
+  gen: Array<u32> = [];
+  hdrPeak: Array<f64> = [];
+  hdrRef: Array<f64> = [];
+  hdrAt: Array<f64> = [];
+  eosPeak: Array<f64> = [];
+  eosRef: Array<f64> = [];
+  eosAt: Array<f64> = [];
+  err: Array<f64> = [];
+  errAt: Array<f64> = [];
+  /** Requests sent and still waiting for response headers: count and sum of their start times. */
+  pendN: Array<i32> = [];
+  pendSum: Array<f64> = [];
+  lastSentMs: Array<f64> = [];
+  /** From the scrape in force (rebuild): E[S], slots, scrape time. */
+  esScrape: Array<f64> = [];
+  slots: Array<f64> = [];
+  scrapeAt: Array<f64> = [];
+  /** Latest ORCA report per slot (this VM's; not shared). */
+  orcaAt: Array<f64> = [];
+  orcaErr: Array<f64> = [];
+  orcaUtil: Array<f64> = [];
+  orcaKv: Array<f64> = [];
+  /** Reports refused (malformed), answers and errors seen: counters flushed on the tick. */
+  orcaInvalid: i64 = 0;
+  orcaValid: i64 = 0;
+  errors: i64 = 0;
+
+  size(): i32 { return this.gen.length; }
+
+  /** Makes room for `n` slots and clears any slot whose generation changed (freed and reused). */
+  sync(n: i32, gens: Array<u32>): void {
+    while (this.gen.length < n) {
+      const s = this.gen.length;
+      this.gen.push(s < gens.length ? gens[s] : 0);
+      this.paramsOf.push(this.params);
+      this.adj.push(1); this.adj.push(NaN);
+      this.hdrPeak.push(0); this.hdrRef.push(0); this.hdrAt.push(0);
+      this.eosPeak.push(0); this.eosRef.push(0); this.eosAt.push(0);
+      this.err.push(0); this.errAt.push(0);
+      this.pendN.push(0); this.pendSum.push(0); this.lastSentMs.push(-Infinity);
+      this.esScrape.push(0); this.slots.push(1); this.scrapeAt.push(-1);
+      this.orcaAt.push(-Infinity); this.orcaErr.push(0); this.orcaUtil.push(NaN); this.orcaKv.push(NaN);
+    }
+    for (let s = 0; s < n && s < gens.length; s++) if (this.gen[s] != gens[s]) { this.clear(s); this.gen[s] = gens[s]; }
+  }
+
+  private clear(s: i32): void {
+    this.adj[s * ADJ_STRIDE] = 1; this.adj[s * ADJ_STRIDE + 1] = NaN;
+    this.hdrPeak[s] = 0; this.hdrRef[s] = 0; this.hdrAt[s] = 0;
+    this.eosPeak[s] = 0; this.eosRef[s] = 0; this.eosAt[s] = 0;
+    this.err[s] = 0; this.errAt[s] = 0;
+    this.pendN[s] = 0; this.pendSum[s] = 0; this.lastSentMs[s] = -Infinity;
+    this.esScrape[s] = 0; this.slots[s] = 1; this.scrapeAt[s] = -1;
+    this.orcaAt[s] = -Infinity; this.orcaErr[s] = 0; this.orcaUtil[s] = NaN; this.orcaKv[s] = NaN;
+  }
+
+  /** Whether a stream's (slot, generation) still names the slot's current address. */
+  @inline valid(slot: i32, gen: u32): bool { return slot >= 0 && slot < this.gen.length && unchecked(this.gen[slot]) == gen; }
+
+  /** The scrape in force for a slot (plan rebuild): an ORCA queue older than the scrape gives way to it. */
+  onScrape(s: i32, scrapeAtMs: f64, esMs: f64, slots: f64): void {
+    this.esScrape[s] = esMs;
+    this.slots[s] = slots >= 1 ? slots : 1;
+    this.scrapeAt[s] = scrapeAtMs;
+    if (this.orcaAt[s] <= scrapeAtMs) this.adj[s * ADJ_STRIDE + 1] = NaN;
+  }
+
+  /** A request sent to slot s at `t` (request path: three stores). */
+  @inline sent(s: i32, t: f64): void {
+    unchecked(this.pendN[s]++);
+    unchecked(this.pendSum[s] += t);
+    unchecked(this.lastSentMs[s] = t);
+  }
+
+  /** The request started at `start` stopped waiting for headers (headers, or reset before them). */
+  private unpend(s: i32, start: f64): void {
+    if (this.pendN[s] > 0) {
+      this.pendN[s]--;
+      this.pendSum[s] -= start;
+      if (this.pendN[s] == 0) this.pendSum[s] = 0;
+    }
+  }
+
+  /** Response headers of a request started at `start`, at `t`, with HTTP status `status`. */
+  headers(s: i32, start: f64, t: f64, status: i32): void {
+    this.unpend(s, start);
+    if (status >= 500) { this.error(s, t, true); this.fuse(s, t); return; }
+    this.error(s, t, false);
+    const x = t - start;
+    if (!(x >= 0)) return;
+    const dt = t - this.hdrAt[s];
+    const p = this.paramsOf[s];
+    this.hdrPeak[s] = peakStep(this.hdrPeak[s], x, dt, p.tauMs);
+    this.hdrRef[s] = ewmaStep(this.hdrRef[s], x, dt, p.refTauMs);
+    this.hdrAt[s] = t;
+    this.fuse(s, t);
+  }
+
+  /** End of stream at `t`: `headersSeen` false = reset before any answer (an error). */
+  done(s: i32, start: f64, t: f64, headersSeen: bool, status: i32): void {
+    if (!headersSeen) {
+      this.unpend(s, start);
+      this.error(s, t, true);
+      this.fuse(s, t);
+      return;
+    }
+    if (status >= 500) return; // counted at the headers
+    const x = t - start;
+    if (!(x >= 0)) return;
+    const dt = t - this.eosAt[s];
+    const p = this.paramsOf[s];
+    this.eosPeak[s] = peakStep(this.eosPeak[s], x, dt, p.tauMs);
+    this.eosRef[s] = ewmaStep(this.eosRef[s], x, dt, p.refTauMs);
+    this.eosAt[s] = t;
+    this.fuse(s, t);
+  }
+
+  private error(s: i32, t: f64, isError: bool): void {
+    const p = this.paramsOf[s];
+    let e = this.err[s] * decay(t, this.errAt[s], p.errorTauMs);
+    e += p.errorStep * ((isError ? 1.0 : 0.0) - e);
+    this.err[s] = e;
+    this.errAt[s] = t;
+    if (isError) this.errors++;
+  }
+
+  /**
+   * An ORCA report on an answer from slot s at `t`; `inflightNow` is our in-flight count then.
+   * Its queue (+ running = utilisation × slots) replaces the scraped queue until a newer scrape.
+   */
+  orca(s: i32, r: OrcaReport, t: f64, inflightNow: i32): void {
+    if (!r.ok) { this.orcaInvalid++; return; }
+    this.orcaValid++;
+    this.orcaAt[s] = t;
+    const u = r.utilization();
+    this.orcaUtil[s] = u;
+    this.orcaKv[s] = r.kvCache;
+    this.orcaErr[s] = r.eps > 0 && r.rps > 0 ? Math.min(1, r.eps / r.rps) : 0;
+    if (!isNaN(r.queue)) {
+      const running = u >= 0 && u < Infinity ? Math.min(u, 1) * this.slots[s] : 0;
+      this.adj[s * ADJ_STRIDE + 1] = r.queue + running - <f64>inflightNow;
+    }
+    this.fuse(s, t);
+  }
+
+  /** Recomputes slot s's factor at `now` (response path, and every tick for the decay and ages). */
+  fuse(s: i32, now: f64): void {
+    const n = this.pendN[s];
+    const age = n > 0 ? now - this.pendSum[s] / <f64>n : 0;
+    this.adj[s * ADJ_STRIDE] = fuseFactor(this.paramsOf[s], now,
+      this.hdrPeak[s], this.hdrRef[s], this.hdrAt[s], this.eosPeak[s], this.eosRef[s], this.eosAt[s],
+      age, this.esScrape[s], this.err[s], this.errAt[s], this.orcaErr[s], this.orcaAt[s]);
+  }
+
+  /** Tick: every slot's factor at `now`. */
+  fuseAll(now: f64): void {
+    for (let s = 0; s < this.gen.length; s++) this.fuse(s, now);
+  }
+
+  // ---------------------------------------------------------------- sharing across worker VMs
+  // Document: u16 count, count × (u8 addrLen, addr, 8 × f64: hdrPeak, hdrRef, hdrAt, eosPeak,
+  // eosRef, eosAt, err, errAt). Every VM reads it, adopts per signal what is newer than its own
+  // (by the sample time), and writes back its merged table of the addresses it plans: bounded by
+  // the live fleet.
+
+  /**
+   * Merges the shared document into this table (slots by address via `slotOf`, -1: not planned
+   * here) and returns the document to write back. `addrs[s]` is slot s's address ("" = free).
+   * Malformed input is ignored from the first bad entry on.
+   */
+  merge(doc: ArrayBuffer, addrs: Array<string>, slotOf: (a: string) => i32): ArrayBuffer {
+    const p = changetype<usize>(doc);
+    const n = doc.byteLength;
+    if (n >= 2) {
+      const count = <i32>load<u16>(p);
+      let off = 2;
+      for (let e = 0; e < count; e++) {
+        if (off + 1 > n) break;
+        const len = <i32>load<u8>(p + <usize>off);
+        if (off + 1 + len + 64 > n) break;
+        const addr = String.UTF8.decodeUnsafe(p + <usize>off + 1, <usize>len);
+        const q = p + <usize>(off + 1 + len);
+        off += 1 + len + 64;
+        const s = slotOf(addr);
+        if (s < 0 || s >= this.gen.length) continue;
+        const hAt = load<f64>(q + 16), eAt = load<f64>(q + 40), rAt = load<f64>(q + 56);
+        if (hAt > this.hdrAt[s]) { this.hdrPeak[s] = load<f64>(q); this.hdrRef[s] = load<f64>(q + 8); this.hdrAt[s] = hAt; }
+        if (eAt > this.eosAt[s]) { this.eosPeak[s] = load<f64>(q + 24); this.eosRef[s] = load<f64>(q + 32); this.eosAt[s] = eAt; }
+        if (rAt > this.errAt[s]) { this.err[s] = load<f64>(q + 48); this.errAt[s] = rAt; }
+      }
+    }
+    let count = 0;
+    let size = 2;
+    const limit = addrs.length < this.gen.length ? addrs.length : this.gen.length;
+    for (let s = 0; s < limit; s++) {
+      if (addrs[s].length == 0 || (this.hdrAt[s] == 0 && this.eosAt[s] == 0 && this.errAt[s] == 0)) continue;
+      size += 1 + String.UTF8.byteLength(addrs[s]) + 64;
+      count++;
+      if (count == 0xffff) break;
+    }
+    const out = new ArrayBuffer(size);
+    const o = changetype<usize>(out);
+    store<u16>(o, <u16>count);
+    let off: usize = 2;
+    let written = 0;
+    for (let s = 0; s < limit && written < count; s++) {
+      if (addrs[s].length == 0 || (this.hdrAt[s] == 0 && this.eosAt[s] == 0 && this.errAt[s] == 0)) continue;
+      const a = addrs[s];
+      const len = <usize>String.UTF8.encodeUnsafe(changetype<usize>(a), a.length, o + off + 1);
+      store<u8>(o + off, <u8>len);
+      const q = o + off + 1 + len;
+      store<f64>(q, this.hdrPeak[s]); store<f64>(q + 8, this.hdrRef[s]); store<f64>(q + 16, this.hdrAt[s]);
+      store<f64>(q + 24, this.eosPeak[s]); store<f64>(q + 32, this.eosRef[s]); store<f64>(q + 40, this.eosAt[s]);
+      store<f64>(q + 48, this.err[s]); store<f64>(q + 56, this.errAt[s]);
+      off += 1 + len + 64;
+      written++;
+    }
+    return out;
+  }
+}
+
+/**
+ * Probe share (no absorbing state): every `every`-th request of a service may go to an eligible
+ * instance that has had no request from this VM for `idleMs`, whatever its price, so that fresh
+ * answers can correct an estimate nothing else would correct. Round-robin over the candidates.
+ */
+export class Prober {
+  countdown: i32 = 0;
+  cursor: i32 = 0;
+  constructor(public every: i32, public idleMs: f64) { this.countdown = every; }
+
+  /** True once every `every` calls (never when every <= 0). */
+  @inline due(): bool {
+    if (this.every <= 0) return false;
+    if (--this.countdown > 0) return false;
+    this.countdown = this.every;
+    return true;
+  }
+}
+
+/** Requests between probes for a probe share (0: never; share 0.01 → every 100th request). */
+export function probeEvery(share: f64): i32 {
+  if (!(share > 0)) return 0;
+  const e = Math.round(1 / share);
+  return e < 1 ? 1 : <i32>e;
+}
