@@ -54,15 +54,18 @@ describe("in-band estimators", () => {
     expect(peakStep(0, 7, 5, 1000)).toBe(7);
     const d = peakStep(50, 10, 1000, 1000); // w = e^-1
     expect(d).toBeCloseTo(50 * Math.exp(-1) + 10 * (1 - Math.exp(-1)));
-    expect(ewmaStep(10, 50, 1000, 1000)).toBeCloseTo(10 * Math.exp(-1) + 50 * (1 - Math.exp(-1)));
+    const a = 1 - Math.exp(-0.01);
+    expect(ewmaStep(10, 50, 10, 1000)).toBeCloseTo(10 * (1 - a) + 50 * a);
+    // sparse samples move the norm by at most 1/32 of the gap
+    expect(ewmaStep(10, 50, 100000, 1000)).toBeCloseTo(10 + 40.0 / 32);
   });
 
   it("the factor returns to 1 (the scrape) without fresh data", () => {
     const p = new InbandParams();
     const now: f64 = 1000;
-    const fresh = fuseFactor(p, now, 80, 8, now, 0, 0, 0, 0, 80, 0.9, now, 0, 0);
+    const fresh = fuseFactor(p, now, 80, 8, now, 0, 0, 0, 0, 0, 80, 0.9, now, 0, 0);
     expect(fresh).toBeGreaterThan(10);
-    const later = fuseFactor(p, now + 20 * p.tauMs + 20 * p.errorTauMs, 80, 8, now, 0, 0, 0, 0, 80, 0.9, now, 0, 0);
+    const later = fuseFactor(p, now + 20 * p.tauMs + 20 * p.errorTauMs, 80, 8, now, 0, 0, 0, 0, 0, 80, 0.9, now, 0, 0);
     expect(later).toBeCloseTo(1, 2);
   });
 });

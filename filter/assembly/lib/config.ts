@@ -46,7 +46,7 @@ export const ALL_INELIGIBLE_REJECT: i32 = 1;
 /** Per load-aware service: in-band learning from this proxy's responses (lib/inband.ts, docs/inband.md). */
 export class InbandConfig {
   enabled: bool = true;
-  tauMs: i32 = 1000;
+  tauMs: i32 = 2000;
   refTauMs: i32 = 30000;
   slowdownThreshold: f64 = 2;
   errorTauMs: i32 = 5000;

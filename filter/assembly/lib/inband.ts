@@ -7,8 +7,11 @@
 // the response path and on the tick.
 //
 // Estimators (t = time of the sample, at = time of the previous one, τ = tauMs):
-//   peak   x > peak ? x : peak·w + x·(1 − w), w = e^(−(t − at)/τ)      (Finagle / tower PeakEwma)
-//   ref    ref·w' + x·(1 − w'), w' = e^(−(t − at)/refTauMs)           (the instance's own norm)
+//   peak   y > peak ? y : peak·w + y·(1 − w), w = e^(−(t − at)/τ)      (Finagle / tower PeakEwma)
+//          fed y = min(x, previous x): one heavy-tailed answer is not a peak, two in a row are
+//          (with lognormal σ 1.1 service one answer in eight exceeds twice the mean; two in a row
+//          one in seventy), so the factor stays near 1 on healthy instances
+//   ref    ref + a·(x − ref), a = min(1 − e^(−(t − at)/refTauMs), 1/32)  (the instance's own norm)
 //   error  e·e^(−(t − at)/errorTauMs), then += errorStep·(isError − e)  (per response)
 // for the time to response headers (TTFT when streaming) and to end of stream (2xx/3xx/4xx
 // answers; 5xx and resets only count as errors).
@@ -16,6 +19,8 @@ import { OrcaReport } from "./orca";
 
 /** Stride of `adj`: [factor, queue override (NaN: none)] per slot. */
 export const ADJ_STRIDE: i32 = 2;
+/** Probe spacing doubles at most this often (idleMs · 4: a recovered instance is probed within 4 s by default). */
+export const MAX_PROBE_BACKOFF: i32 = 2;
 
 export class InbandParams {
   tauMs: f64 = 1000;
@@ -47,25 +52,39 @@ export function peakStep(peak: f64, x: f64, dtMs: f64, tauMs: f64): f64 {
   return peak * w + x * (1 - w);
 }
 
-/** Plain time-based EWMA step; `ref` 0 = no data yet. */
-export function ewmaStep(ref: f64, x: f64, dtMs: f64, tauMs: f64): f64 {
+/**
+ * The norm's step: a time-based EWMA whose weight per sample is at most 1/REF_MIN_SAMPLES, so that
+ * sparse samples (an instance priced out, answering a probe every few seconds) do not make a
+ * slow episode its norm within a few answers. `ref` 0 = no data yet.
+ */
+export function ewmaStep(ref: f64, x: f64, dtMs: f64, tauMs: f64, outlierAbove: f64 = Infinity): f64 {
   if (ref <= 0) return x;
-  const w = dtMs <= 0 ? 1 : Math.exp(-dtMs / tauMs);
-  return ref * w + x * (1 - w);
+  let a = dtMs <= 0 ? 0 : 1 - Math.exp(-dtMs / tauMs);
+  if (a > 1.0 / REF_MIN_SAMPLES) a = 1.0 / REF_MIN_SAMPLES;
+  // A sample above outlierAbove × the norm is evidence of a slowdown, not of a new norm: it moves
+  // the norm 8× slower (a lasting change is still learnt, over minutes instead of seconds).
+  if (x > outlierAbove * ref) a *= 0.125;
+  return ref * (1 - a) + x * a;
 }
+
+/** The norm moves by at most 1/32 of the gap per sample. */
+export const REF_MIN_SAMPLES: f64 = 32;
 
 /**
  * The fusion rule (docs/inband.md), a pure function of one instance's state at `now`:
- *   slow  = max(hdrPeak/hdrRef, eosPeak/eosRef, age/hdrRef when age > hdrPeak), each faded to 1
- *           with τ since its last sample (the age term is current); ×(slow/threshold) above threshold
- *   level = min(1, eosPeak / E[S]scraped) faded to 1 with levelTauMs, >= minLevel: fresh fast answers
+ *   slow  = max(hdrPeak/hdrRef, eosPeak/eosRef, each faded to 1 with τ since its last sample;
+ *           the mean age of requests waiting for headers / hdrRef when above hdrPeak; the mean age
+ *           of requests not ended / eosRef when above eosPeak -- both current); the cost is
+ *           multiplied by slow/threshold above the threshold
+ *   level = min(1, 2·eosPeak / E[S]scraped) faded to 1 with levelTauMs, >= minLevel: fresh fast answers
+ *           (at least twice as fast as the scrape says: the median of a heavy-tailed service is below its mean)
  *           correct a scrape that still remembers a slow episode
  *   error = 1 + errorWeight · e / (1 − e), e = max(own error rate, ORCA eps/rps), faded with errorTauMs
  *   factor = slow · level · error  (multiplies the scraped cost)
  */
 export function fuseFactor(p: InbandParams, now: f64,
   hdrPeak: f64, hdrRef: f64, hdrAt: f64, eosPeak: f64, eosRef: f64, eosAt: f64,
-  pendingAgeMs: f64, esScrapeMs: f64, err: f64, errAt: f64, orcaErr: f64, orcaAt: f64): f64 {
+  pendingAgeMs: f64, openAgeMs: f64, esScrapeMs: f64, err: f64, errAt: f64, orcaErr: f64, orcaAt: f64): f64 {
   let up: f64 = 1;
   if (hdrRef > 0 && hdrPeak > 0) {
     const r = hdrPeak / hdrRef;
@@ -75,11 +94,12 @@ export function fuseFactor(p: InbandParams, now: f64,
   if (eosRef > 0 && eosPeak > 0) {
     const r = eosPeak / eosRef;
     if (r > 1) up = Math.max(up, 1 + (r - 1) * decay(now, eosAt, p.tauMs));
+    if (openAgeMs > eosPeak) up = Math.max(up, openAgeMs / eosRef);
   }
   const slow = up > p.slowdownThreshold ? up / p.slowdownThreshold : 1;
   let level: f64 = 1;
-  if (esScrapeMs > 0 && eosPeak > 0 && eosPeak < esScrapeMs) {
-    level = 1 + (eosPeak / esScrapeMs - 1) * decay(now, eosAt, p.levelTauMs);
+  if (esScrapeMs > 0 && eosPeak > 0 && 2 * eosPeak < esScrapeMs) {
+    level = 1 + (2 * eosPeak / esScrapeMs - 1) * decay(now, eosAt, p.levelTauMs);
     if (level < p.minLevel) level = p.minLevel;
   }
   let e = err > 0 ? err * decay(now, errAt, p.errorTauMs) : 0;
@@ -99,6 +119,8 @@ export class InbandTable {
   hdrPeak: Array<f64> = [];
   hdrRef: Array<f64> = [];
   hdrAt: Array<f64> = [];
+  hdrPrev: Array<f64> = [];
+  eosPrev: Array<f64> = [];
   eosPeak: Array<f64> = [];
   eosRef: Array<f64> = [];
   eosAt: Array<f64> = [];
@@ -107,7 +129,13 @@ export class InbandTable {
   /** Requests sent and still waiting for response headers: count and sum of their start times. */
   pendN: Array<i32> = [];
   pendSum: Array<f64> = [];
+  /** Requests sent and not yet ended (end of stream or reset): count and sum of their start times. */
+  openN: Array<i32> = [];
+  openSum: Array<f64> = [];
   lastSentMs: Array<f64> = [];
+  /** Probes: no probe to slot s before probeUntil[s]; consecutive probes without regular traffic. */
+  probeUntil: Array<f64> = [];
+  probeStreak: Array<i32> = [];
   /** From the scrape in force (rebuild): E[S], slots, scrape time. */
   esScrape: Array<f64> = [];
   slots: Array<f64> = [];
@@ -131,10 +159,12 @@ export class InbandTable {
       this.gen.push(s < gens.length ? gens[s] : 0);
       this.paramsOf.push(this.params);
       this.adj.push(1); this.adj.push(NaN);
-      this.hdrPeak.push(0); this.hdrRef.push(0); this.hdrAt.push(0);
+      this.hdrPeak.push(0); this.hdrRef.push(0); this.hdrAt.push(0); this.hdrPrev.push(0); this.eosPrev.push(0);
       this.eosPeak.push(0); this.eosRef.push(0); this.eosAt.push(0);
       this.err.push(0); this.errAt.push(0);
       this.pendN.push(0); this.pendSum.push(0); this.lastSentMs.push(-Infinity);
+      this.openN.push(0); this.openSum.push(0);
+      this.probeUntil.push(-Infinity); this.probeStreak.push(0);
       this.esScrape.push(0); this.slots.push(1); this.scrapeAt.push(-1);
       this.orcaAt.push(-Infinity); this.orcaErr.push(0); this.orcaUtil.push(NaN); this.orcaKv.push(NaN);
     }
@@ -143,10 +173,12 @@ export class InbandTable {
 
   private clear(s: i32): void {
     this.adj[s * ADJ_STRIDE] = 1; this.adj[s * ADJ_STRIDE + 1] = NaN;
-    this.hdrPeak[s] = 0; this.hdrRef[s] = 0; this.hdrAt[s] = 0;
+    this.hdrPeak[s] = 0; this.hdrRef[s] = 0; this.hdrAt[s] = 0; this.hdrPrev[s] = 0; this.eosPrev[s] = 0;
     this.eosPeak[s] = 0; this.eosRef[s] = 0; this.eosAt[s] = 0;
     this.err[s] = 0; this.errAt[s] = 0;
     this.pendN[s] = 0; this.pendSum[s] = 0; this.lastSentMs[s] = -Infinity;
+    this.openN[s] = 0; this.openSum[s] = 0;
+    this.probeUntil[s] = -Infinity; this.probeStreak[s] = 0;
     this.esScrape[s] = 0; this.slots[s] = 1; this.scrapeAt[s] = -1;
     this.orcaAt[s] = -Infinity; this.orcaErr[s] = 0; this.orcaUtil[s] = NaN; this.orcaKv[s] = NaN;
   }
@@ -162,10 +194,22 @@ export class InbandTable {
     if (this.orcaAt[s] <= scrapeAtMs) this.adj[s * ADJ_STRIDE + 1] = NaN;
   }
 
-  /** A request sent to slot s at `t` (request path: three stores). */
-  @inline sent(s: i32, t: f64): void {
+  /**
+   * A request sent to slot s at `t` (request path: a few stores). A probe waits idleMs · 2^k
+   * (k: probes in a row without regular traffic, at most MAX_PROBE_BACKOFF doublings) before the
+   * next probe to the same instance; a regular choice resets k.
+   */
+  @inline sent(s: i32, t: f64, probeIdleMs: f64 = -1): void {
+    if (probeIdleMs < 0) unchecked(this.probeStreak[s] = 0);
+    else {
+      const k = unchecked(this.probeStreak[s]);
+      unchecked(this.probeUntil[s] = t + probeIdleMs * <f64>(1 << (k < MAX_PROBE_BACKOFF ? k : MAX_PROBE_BACKOFF)));
+      unchecked(this.probeStreak[s] = k + 1);
+    }
     unchecked(this.pendN[s]++);
     unchecked(this.pendSum[s] += t);
+    unchecked(this.openN[s]++);
+    unchecked(this.openSum[s] += t);
     unchecked(this.lastSentMs[s] = t);
   }
 
@@ -187,14 +231,21 @@ export class InbandTable {
     if (!(x >= 0)) return;
     const dt = t - this.hdrAt[s];
     const p = this.paramsOf[s];
-    this.hdrPeak[s] = peakStep(this.hdrPeak[s], x, dt, p.tauMs);
-    this.hdrRef[s] = ewmaStep(this.hdrRef[s], x, dt, p.refTauMs);
+    const prev = this.hdrPrev[s];
+    this.hdrPrev[s] = x;
+    this.hdrPeak[s] = peakStep(this.hdrPeak[s], prev > 0 && prev < x ? prev : x, dt, p.tauMs);
+    this.hdrRef[s] = ewmaStep(this.hdrRef[s], x, dt, p.refTauMs, p.slowdownThreshold);
     this.hdrAt[s] = t;
     this.fuse(s, t);
   }
 
   /** End of stream at `t`: `headersSeen` false = reset before any answer (an error). */
   done(s: i32, start: f64, t: f64, headersSeen: bool, status: i32): void {
+    if (this.openN[s] > 0) {
+      this.openN[s]--;
+      this.openSum[s] -= start;
+      if (this.openN[s] == 0) this.openSum[s] = 0;
+    }
     if (!headersSeen) {
       this.unpend(s, start);
       this.error(s, t, true);
@@ -206,8 +257,10 @@ export class InbandTable {
     if (!(x >= 0)) return;
     const dt = t - this.eosAt[s];
     const p = this.paramsOf[s];
-    this.eosPeak[s] = peakStep(this.eosPeak[s], x, dt, p.tauMs);
-    this.eosRef[s] = ewmaStep(this.eosRef[s], x, dt, p.refTauMs);
+    const prev = this.eosPrev[s];
+    this.eosPrev[s] = x;
+    this.eosPeak[s] = peakStep(this.eosPeak[s], prev > 0 && prev < x ? prev : x, dt, p.tauMs);
+    this.eosRef[s] = ewmaStep(this.eosRef[s], x, dt, p.refTauMs, p.slowdownThreshold);
     this.eosAt[s] = t;
     this.fuse(s, t);
   }
@@ -244,9 +297,11 @@ export class InbandTable {
   fuse(s: i32, now: f64): void {
     const n = this.pendN[s];
     const age = n > 0 ? now - this.pendSum[s] / <f64>n : 0;
+    const m = this.openN[s];
+    const openAge = m > 0 ? now - this.openSum[s] / <f64>m : 0;
     this.adj[s * ADJ_STRIDE] = fuseFactor(this.paramsOf[s], now,
       this.hdrPeak[s], this.hdrRef[s], this.hdrAt[s], this.eosPeak[s], this.eosRef[s], this.eosAt[s],
-      age, this.esScrape[s], this.err[s], this.errAt[s], this.orcaErr[s], this.orcaAt[s]);
+      age, openAge, this.esScrape[s], this.err[s], this.errAt[s], this.orcaErr[s], this.orcaAt[s]);
   }
 
   /** Tick: every slot's factor at `now`. */
@@ -255,10 +310,10 @@ export class InbandTable {
   }
 
   // ---------------------------------------------------------------- sharing across worker VMs
-  // Document: u16 count, count × (u8 addrLen, addr, 8 × f64: hdrPeak, hdrRef, hdrAt, eosPeak,
-  // eosRef, eosAt, err, errAt). Every VM reads it, adopts per signal what is newer than its own
-  // (by the sample time), and writes back its merged table of the addresses it plans: bounded by
-  // the live fleet.
+  // Document: u16 count, count × (u8 addrLen, addr, 12 × f64: hdrPeak, hdrRef, hdrAt, eosPeak,
+  // eosRef, eosAt, err, errAt, lastSentMs, probeUntil, hdrPrev, eosPrev). Every VM reads it, adopts per signal what
+  // is newer than its own (by the sample time; the last send and the probe pacing: the later),
+  // and writes back its merged table of the addresses it plans: bounded by the live fleet.
 
   /**
    * Merges the shared document into this table (slots by address via `slotOf`, -1: not planned
@@ -274,16 +329,19 @@ export class InbandTable {
       for (let e = 0; e < count; e++) {
         if (off + 1 > n) break;
         const len = <i32>load<u8>(p + <usize>off);
-        if (off + 1 + len + 64 > n) break;
+        if (off + 1 + len + ENTRY > n) break;
         const addr = String.UTF8.decodeUnsafe(p + <usize>off + 1, <usize>len);
         const q = p + <usize>(off + 1 + len);
-        off += 1 + len + 64;
+        off += 1 + len + ENTRY;
         const s = slotOf(addr);
         if (s < 0 || s >= this.gen.length) continue;
         const hAt = load<f64>(q + 16), eAt = load<f64>(q + 40), rAt = load<f64>(q + 56);
-        if (hAt > this.hdrAt[s]) { this.hdrPeak[s] = load<f64>(q); this.hdrRef[s] = load<f64>(q + 8); this.hdrAt[s] = hAt; }
-        if (eAt > this.eosAt[s]) { this.eosPeak[s] = load<f64>(q + 24); this.eosRef[s] = load<f64>(q + 32); this.eosAt[s] = eAt; }
+        if (hAt > this.hdrAt[s]) { this.hdrPeak[s] = load<f64>(q); this.hdrRef[s] = load<f64>(q + 8); this.hdrAt[s] = hAt; this.hdrPrev[s] = load<f64>(q + 80); }
+        if (eAt > this.eosAt[s]) { this.eosPeak[s] = load<f64>(q + 24); this.eosRef[s] = load<f64>(q + 32); this.eosAt[s] = eAt; this.eosPrev[s] = load<f64>(q + 88); }
         if (rAt > this.errAt[s]) { this.err[s] = load<f64>(q + 48); this.errAt[s] = rAt; }
+        const ls = load<f64>(q + 64), pu = load<f64>(q + 72);
+        if (ls > this.lastSentMs[s]) this.lastSentMs[s] = ls;
+        if (pu > this.probeUntil[s]) this.probeUntil[s] = pu;
       }
     }
     let count = 0;
@@ -291,7 +349,7 @@ export class InbandTable {
     const limit = addrs.length < this.gen.length ? addrs.length : this.gen.length;
     for (let s = 0; s < limit; s++) {
       if (addrs[s].length == 0 || (this.hdrAt[s] == 0 && this.eosAt[s] == 0 && this.errAt[s] == 0)) continue;
-      size += 1 + String.UTF8.byteLength(addrs[s]) + 64;
+      size += 1 + String.UTF8.byteLength(addrs[s]) + ENTRY;
       count++;
       if (count == 0xffff) break;
     }
@@ -309,12 +367,17 @@ export class InbandTable {
       store<f64>(q, this.hdrPeak[s]); store<f64>(q + 8, this.hdrRef[s]); store<f64>(q + 16, this.hdrAt[s]);
       store<f64>(q + 24, this.eosPeak[s]); store<f64>(q + 32, this.eosRef[s]); store<f64>(q + 40, this.eosAt[s]);
       store<f64>(q + 48, this.err[s]); store<f64>(q + 56, this.errAt[s]);
-      off += 1 + len + 64;
+      store<f64>(q + 64, this.lastSentMs[s]); store<f64>(q + 72, this.probeUntil[s]);
+      store<f64>(q + 80, this.hdrPrev[s]); store<f64>(q + 88, this.eosPrev[s]);
+      off += 1 + len + ENTRY;
       written++;
     }
     return out;
   }
 }
+
+/** Bytes per entry after the address in the shared document. */
+const ENTRY: i32 = 96;
 
 /**
  * Probe share (no absorbing state): every `every`-th request of a service may go to an eligible

@@ -100,15 +100,17 @@ export class SwitchyardStream extends Context {
       return FilterHeadersStatusValues.Continue;
     }
     let i = p.index;
+    let probe = false;
     if (sp.inbandOn && sp.prober.due()) {
       // the probe share (docs/inband.md): an idle, priced-out instance gets this request
       const k = probePick(plan, la.inband, sp.prober, la.inflight.total.dataStart, v.nowMs, la.rng);
-      if (k >= 0) { i = k; la.inbandCounters!.probes++; }
+      if (k >= 0) { i = k; probe = true; la.inbandCounters!.probes++; }
     }
     const slot = unchecked(plan.slot[i]);
     if (sp.cfg.debug) {
       this.debug = "instance=" + unchecked(plan.addr[i]) + " w_ms=" + plan.waitMs(i, unchecked(la.inflight.total[slot])).toString() +
-        " rho=" + unchecked(plan.rho[i]).toString() + " eligible=" + p.eligible.toString() + " considered=" + p.considered.toString();
+        " rho=" + unchecked(plan.rho[i]).toString() + " eligible=" + p.eligible.toString() + " considered=" + p.considered.toString() +
+        (sp.inbandOn && slot < la.inband.size() ? " inband=" + unchecked(la.inband.adj[slot * 2]).toString() + (probe ? " probe" : "") : "");
     }
     replaceHeader(MAP_REQUEST_HEADERS, v.endpointHeader, unchecked(plan.addrBytes[i]));
     this.held = la.inflight.acquire(slot);
@@ -118,7 +120,7 @@ export class SwitchyardStream extends Context {
       this.inbandSlot = slot;
       this.inbandGen = unchecked(la.inflight.gen[slot]);
       this.startMs = clockMs();
-      la.inband.sent(slot, this.startMs);
+      la.inband.sent(slot, this.startMs, probe ? sp.prober.idleMs : -1);
     }
     return FilterHeadersStatusValues.Continue;
   }

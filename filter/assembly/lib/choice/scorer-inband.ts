@@ -35,7 +35,7 @@ export function probePick(plan: Plan, table: InbandTable, prober: Prober, inflig
     const i = unchecked(plan.elig[e]);
     const slot = i32At(slotP, i);
     if (slot >= table.size() || nowMs >= f64At(staleP, i)) continue;
-    if (unchecked(table.lastSentMs[slot]) > since) continue;
+    if (unchecked(table.lastSentMs[slot]) > since || nowMs < unchecked(table.probeUntil[slot])) continue;
     const b = f64At(qP, i) + <f64>i32At(inflightP, slot);
     if (b >= f64At(slotsP, i)) continue;
     prober.cursor = (e + 1) % m;
