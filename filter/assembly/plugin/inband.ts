@@ -68,15 +68,19 @@ export function recordHeaders(t: InbandTable, inflight: Inflight, slot: i32, sta
   const now = clockMs();
   const status = responseStatus();
   t.headers(slot, startMs, now, status);
-  if (cfg.orca) {
-    const h = getHeader(MAP_RESPONSE_HEADERS, ORCA_HEADER);
-    if (h != null) t.orca(slot, parseOrcaHeader(String.UTF8.decode(h), cfg.orcaQueueMetric, cfg.orcaKvCacheMetric, REPORT), now, unchecked(inflight.total[slot]));
-    else {
-      const b = getHeader(MAP_RESPONSE_HEADERS, ORCA_BIN_HEADER);
-      if (b != null) t.orca(slot, parseOrcaBinary(String.UTF8.decode(b), cfg.orcaQueueMetric, cfg.orcaKvCacheMetric, REPORT), now, unchecked(inflight.total[slot]));
-    }
+  if (!cfg.orca) {
+    if (cfg.stripOrca) stripOrcaHeaders();
+    return status;
   }
-  if (cfg.stripOrca) stripOrcaHeaders();
+  // two lookups per answer; a header is removed only when present (host calls cost more than the parse)
+  const h = getHeader(MAP_RESPONSE_HEADERS, ORCA_HEADER);
+  const b = getHeader(MAP_RESPONSE_HEADERS, ORCA_BIN_HEADER);
+  if (h != null) t.orca(slot, parseOrcaHeader(String.UTF8.decode(h), cfg.orcaQueueMetric, cfg.orcaKvCacheMetric, REPORT), now, unchecked(inflight.total[slot]));
+  else if (b != null) t.orca(slot, parseOrcaBinary(String.UTF8.decode(b), cfg.orcaQueueMetric, cfg.orcaKvCacheMetric, REPORT), now, unchecked(inflight.total[slot]));
+  if (cfg.stripOrca) {
+    if (h != null) removeHeader(MAP_RESPONSE_HEADERS, ORCA_HEADER);
+    if (b != null) removeHeader(MAP_RESPONSE_HEADERS, ORCA_BIN_HEADER);
+  }
   return status;
 }
 
