@@ -39,7 +39,7 @@ class Fixture {
   answer(s: i32, t: f64, hdr: f64, eos: f64, status: i32 = 200): void {
     this.table.sent(s, t);
     this.table.headers(s, t, t + hdr, status);
-    if (status < 500) this.table.done(s, t, t + eos, true, status);
+    if (status < 500) this.table.done(s, t, t + hdr, t + eos, true, status);
   }
   warm(t0: f64): f64 {
     let t = t0;
@@ -63,9 +63,9 @@ describe("in-band estimators", () => {
   it("the factor returns to 1 (the scrape) without fresh data", () => {
     const p = new InbandParams();
     const now: f64 = 1000;
-    const fresh = fuseFactor(p, now, 80, 8, now, 0, 0, 0, 0, 0, 80, 0.9, now, 0, 0);
+    const fresh = fuseFactor(p, now, 0, 0, 0, 80, 8, now, 0, 80, 0.9, now, 0, 0);
     expect(fresh).toBeGreaterThan(10);
-    const later = fuseFactor(p, now + 20 * p.tauMs + 20 * p.errorTauMs, 80, 8, now, 0, 0, 0, 0, 0, 80, 0.9, now, 0, 0);
+    const later = fuseFactor(p, now + 20 * p.tauMs + 20 * p.errorTauMs, 0, 0, 0, 80, 8, now, 0, 80, 0.9, now, 0, 0);
     expect(later).toBeCloseTo(1, 2);
   });
 });
@@ -80,24 +80,33 @@ describe("in-band fusion moves the choice", () => {
     expect(a).toBeLessThan(280);
   });
 
-  it("a slower time to headers (TTFT) moves traffic away before the scrape sees it", () => {
+  it("a slower generation (headers to end of stream) moves traffic away before the scrape sees it", () => {
     const f = new Fixture(80, 0, 80, 1); // the scrape prefers a (b has a request queued)
     const t = f.warm(0);
     f.table.fuseAll(t);
     expect(f.toA(50, t)).toBe(50);
-    f.table.sent(0, t);
-    f.table.headers(0, t, t + 80, 200); // 10x its norm
-    expect(f.toA(50, t + 80)).toBe(0);
+    f.answer(0, t, 8, 728);              // one answer 10x as long: not yet a peak
+    expect(f.toA(50, t + 728)).toBe(50);
+    f.answer(0, t + 10, 8, 738);         // two in a row are
+    expect(f.toA(50, t + 738)).toBe(0);
   });
 
-  it("an outstanding request older than the estimate counts before any answer arrives", () => {
+  it("a slower time to headers alone is queueing, which the backlog prices: no factor", () => {
+    const f = new Fixture(80, 0, 80, 1);
+    const t = f.warm(0);
+    for (let k = 0; k < 3; k++) f.answer(0, t + k, 400, 472);
+    expect(f.toA(50, t + 480)).toBe(50);
+  });
+
+  it("a request answering for longer than the estimate counts before it ends", () => {
     const f = new Fixture(80, 0, 80, 1);
     const t = f.warm(0);
     f.table.sent(0, t);
-    f.table.fuseAll(t + 5);
-    expect(f.toA(20, t + 5)).toBe(20); // younger than its usual 8 ms: no evidence
-    f.table.fuseAll(t + 100);          // 100 ms without headers: > 2x its norm
-    expect(f.toA(20, t + 100)).toBe(0);
+    f.table.headers(0, t, t + 8, 200);
+    f.table.fuseAll(t + 50);
+    expect(f.toA(20, t + 50)).toBe(20); // answering for 42 ms, usual 72: no evidence
+    f.table.fuseAll(t + 400);           // 392 ms: > 2x its norm
+    expect(f.toA(20, t + 400)).toBe(0);
   });
 
   it("errors make a fast-failing instance expensive (it looks idle to the scrape)", () => {
@@ -110,12 +119,12 @@ describe("in-band fusion moves the choice", () => {
     expect(f.table.errors).toBe(4);
     // a reset before any answer is an error too
     f.table.sent(1, t);
-    f.table.done(1, t, t + 1, false, 0);
+    f.table.done(1, t, 0, t + 1, false, 0);
     expect(f.table.errors).toBe(5);
   });
 
   it("fresh fast answers correct a scrape that remembers a slow episode", () => {
-    const f = new Fixture(800, 0, 80, 2); // the scrape: a is 10x slower
+    const f = new Fixture(800, 0, 80, 6); // the scrape: a is 10x slower
     f.table.fuseAll(0);
     expect(f.toA(20, 0)).toBe(0);
     let t: f64 = 0;
@@ -203,7 +212,7 @@ describe("inband configuration", () => {
     const r = parseConfig('{"agent":{"cluster":"a"},"link":{"services":[]},"loadAware":{"services":[{"authorities":["x.example"],"service":"s"}]}}');
     const ib = r.config!.loadAware.services[0].inband;
     expect(ib.enabled).toBe(true);
-    expect(ib.tauMs).toBe(1000);
+    expect(ib.tauMs).toBe(2000);
     expect(ib.refTauMs).toBe(30000);
     expect(ib.slowdownThreshold).toBe(2.0);
     expect(ib.errorTauMs).toBe(5000);

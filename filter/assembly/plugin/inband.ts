@@ -64,8 +64,7 @@ export function responseStatus(): i32 {
  * into the table, the ORCA report (if any and enabled) into the slot's state; the ORCA headers
  * are removed unless cfg.stripOrca is false. Returns the status.
  */
-export function recordHeaders(t: InbandTable, inflight: Inflight, slot: i32, startMs: f64, cfg: InbandConfig): i32 {
-  const now = clockMs();
+export function recordHeaders(t: InbandTable, inflight: Inflight, slot: i32, startMs: f64, now: f64, cfg: InbandConfig): i32 {
   const status = responseStatus();
   t.headers(slot, startMs, now, status);
   if (!cfg.orca) {

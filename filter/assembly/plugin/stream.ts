@@ -34,6 +34,7 @@ export class SwitchyardStream extends Context {
   inbandSlot: i32 = -1;
   inbandGen: u32 = 0;
   startMs: f64 = 0;
+  headersMs: f64 = 0;
   headersSeen: bool = false;
   status: i32 = 0;
 
@@ -138,7 +139,10 @@ export class SwitchyardStream extends Context {
     if (ip != null && !this.headersSeen) {
       const la = v.loadAware;
       this.headersSeen = true;
-      if (this.inbandLive(la)) this.status = recordHeaders(la.inband, la.inflight, this.inbandSlot, this.startMs, ip.cfg.inband);
+      if (this.inbandLive(la)) {
+        this.headersMs = clockMs();
+        this.status = recordHeaders(la.inband, la.inflight, this.inbandSlot, this.startMs, this.headersMs, ip.cfg.inband);
+      }
       else if (ip.cfg.inband.stripOrca) stripOrcaHeaders();
     }
     return FilterHeadersStatusValues.Continue;
@@ -155,7 +159,7 @@ export class SwitchyardStream extends Context {
     const v = this.view;
     if (this.inbandPlan == null || v == null) return;
     const la = v.loadAware;
-    if (this.inbandLive(la)) la.inband.done(this.inbandSlot, this.startMs, clockMs(), this.headersSeen, this.status);
+    if (this.inbandLive(la)) la.inband.done(this.inbandSlot, this.startMs, this.headersMs, clockMs(), this.headersSeen, this.status);
     this.inbandPlan = null;
   }
 
