@@ -48,7 +48,7 @@ export class InbandConfig {
   enabled: bool = true;
   tauMs: i32 = 2000;
   refTauMs: i32 = 30000;
-  slowdownThreshold: f64 = 2;
+  slowdownThreshold: f64 = 3;
   errorTauMs: i32 = 5000;
   errorWeight: f64 = 10;
   probeShare: f64 = 0.01;

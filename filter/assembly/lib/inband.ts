@@ -73,7 +73,7 @@ export const REF_MIN_SAMPLES: f64 = 32;
 /**
  * The fusion rule (docs/inband.md), a pure function of one instance's state at `now`:
  *   slow  = max(eosPeak/eosRef faded to 1 with τ since its last sample, the mean time requests
- *           have been answering (headers seen, not ended) / eosRef when above eosPeak -- current);
+ *           have been answering (headers seen, not ended) / (2·eosRef) when above eosPeak -- current);
  *           eos* is the service sample (headers to end of stream, see done()); the cost is
  *           multiplied by slow/threshold above the threshold
  *   level = min(1, 2·eosPeak / E[S]scraped) faded to 1 with levelTauMs, >= minLevel: fresh fast answers
@@ -92,7 +92,9 @@ export function fuseFactor(p: InbandParams, now: f64,
   if (eosRef > 0 && eosPeak > 0) {
     const r = eosPeak / eosRef;
     if (r > 1) up = Math.max(up, 1 + (r - 1) * decay(now, eosAt, p.tauMs));
-    if (openAgeMs > eosPeak) up = Math.max(up, openAgeMs / eosRef);
+    // requests caught answering are length-biased: their mean age is E[S²]/(2·E[S]), ~1.7·E[S]
+    // for the lognormal σ 1.1 of the benchmark -- so the age counts against twice the norm
+    if (openAgeMs > eosPeak) up = Math.max(up, openAgeMs / (2 * eosRef));
   }
   const slow = up > p.slowdownThreshold ? up / p.slowdownThreshold : 1;
   let level: f64 = 1;

@@ -7,6 +7,7 @@ import { Plan } from "./plan";
 import { ptr, f64At, i32At } from "./flat";
 import { ADJ_STRIDE, InbandTable, Prober } from "../inband";
 import { Rng } from "../inflight";
+import { SKIP_NONE, SKIP_SLOW } from "./skip";
 
 @inline export function inbandFactor(adjP: usize, slot: i32): f64 {
   return adjP == 0 ? 1.0 : load<f64>(adjP + (<usize>(slot * ADJ_STRIDE) << 3));
@@ -20,19 +21,23 @@ import { Rng } from "../inflight";
 }
 
 /**
- * The probe (no absorbing state): an eligible candidate, not stale, with a free slot by our
- * estimate, that this VM has sent nothing to for prober.idleMs; -1 if none. Round-robin from the
- * prober's cursor, so repeated probes visit every idle instance; O(candidates), once per
- * prober.every requests.
+ * The probe (no absorbing state): a candidate that is eligible or priced out by the health
+ * scorer (skip reason slow: weight 0 is a price, and a P99 window that remembers an episode is
+ * exactly what fresh answers must correct), not stale, with a free slot by our estimate, that
+ * this VM has sent nothing to for prober.idleMs (and past its probe backoff); -1 if none.
+ * Round-robin from the prober's cursor, so repeated probes visit every idle instance;
+ * O(candidates), once per prober.every requests.
  */
 export function probePick(plan: Plan, table: InbandTable, prober: Prober, inflightP: usize, nowMs: f64, _rng: Rng): i32 {
-  const m = plan.nElig;
+  const m = plan.n;
   if (m < 2) return -1;
   const since = nowMs - prober.idleMs;
-  const slotP = ptr(plan.slot), staleP = ptr(plan.staleAtMs), qP = ptr(plan.qAdj), slotsP = ptr(plan.slots);
+  const slotP = ptr(plan.slot), staleP = ptr(plan.staleAtMs), qP = ptr(plan.qAdj), slotsP = ptr(plan.slots), skipP = ptr(plan.skip);
   for (let k = 0; k < m; k++) {
     const e = (prober.cursor + k) % m;
-    const i = unchecked(plan.elig[e]);
+    const i = e;
+    const skip = i32At(skipP, i);
+    if (skip != SKIP_NONE && skip != SKIP_SLOW) continue;
     const slot = i32At(slotP, i);
     if (slot >= table.size() || nowMs >= f64At(staleP, i)) continue;
     if (unchecked(table.lastSentMs[slot]) > since || nowMs < unchecked(table.probeUntil[slot])) continue;
