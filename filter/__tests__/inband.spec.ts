@@ -105,8 +105,8 @@ describe("in-band fusion moves the choice", () => {
     f.table.headers(0, t, t + 8, 200);
     f.table.fuseAll(t + 50);
     expect(f.toA(20, t + 50)).toBe(20); // answering for 42 ms, usual 72: no evidence
-    f.table.fuseAll(t + 400);           // 392 ms: > 2x its norm
-    expect(f.toA(20, t + 400)).toBe(0);
+    f.table.fuseAll(t + 1200);          // 1192 ms: > 5 x 2 x its norm (answering ages are length-biased)
+    expect(f.toA(20, t + 1200)).toBe(0);
   });
 
   it("errors make a fast-failing instance expensive (it looks idle to the scrape)", () => {
@@ -124,7 +124,7 @@ describe("in-band fusion moves the choice", () => {
   });
 
   it("fresh fast answers correct a scrape that remembers a slow episode", () => {
-    const f = new Fixture(800, 0, 80, 6); // the scrape: a is 10x slower
+    const f = new Fixture(800, 0, 80, 14); // the scrape: a is 10x slower; corrected, a costs 4x its answers (LEVEL_MARGIN)
     f.table.fuseAll(0);
     expect(f.toA(20, 0)).toBe(0);
     let t: f64 = 0;
@@ -214,8 +214,8 @@ describe("inband configuration", () => {
     expect(ib.enabled).toBe(true);
     expect(ib.tauMs).toBe(2000);
     expect(ib.refTauMs).toBe(30000);
-    expect(ib.slowdownThreshold).toBe(2.0);
-    expect(ib.errorTauMs).toBe(5000);
+    expect(ib.slowdownThreshold).toBe(5.0);
+    expect(ib.errorTauMs).toBe(2000);
     expect(ib.errorWeight).toBe(10.0);
     expect(ib.probeShare).toBe(0.01);
     expect(ib.probeIdleMs).toBe(1000);

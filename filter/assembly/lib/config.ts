@@ -48,8 +48,8 @@ export class InbandConfig {
   enabled: bool = true;
   tauMs: i32 = 2000;
   refTauMs: i32 = 30000;
-  slowdownThreshold: f64 = 3;
-  errorTauMs: i32 = 5000;
+  slowdownThreshold: f64 = 5;
+  errorTauMs: i32 = 2000;
   errorWeight: f64 = 10;
   probeShare: f64 = 0.01;
   probeIdleMs: i32 = 1000;

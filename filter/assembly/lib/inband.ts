@@ -19,6 +19,14 @@ import { OrcaReport } from "./orca";
 
 /** Stride of `adj`: [factor, queue override (NaN: none)] per slot. */
 export const ADJ_STRIDE: i32 = 2;
+/**
+ * The level correction needs answers this many times faster than the scraped E[S]: the service
+ * sample (headers to end, a pair minimum of a heavy-tailed time) is often half the mean on a
+ * healthy instance, and a margin of 2 lowered healthy instances' prices at random (fleet A,
+ * rho 0.95: P99 0.78x -> 1.29x LEAST_REQUEST, bench/routing/run.ts --quick).
+ */
+export const LEVEL_MARGIN: f64 = 4;
+
 /** Probe spacing doubles at most this often (idleMs · 4: a recovered instance is probed within 4 s by default). */
 export const MAX_PROBE_BACKOFF: i32 = 2;
 
@@ -26,8 +34,8 @@ export class InbandParams {
   tauMs: f64 = 1000;
   refTauMs: f64 = 30000;
   /** Slowdown (peak / own norm) below this is noise; above it, the cost is multiplied by ratio / threshold. */
-  slowdownThreshold: f64 = 2;
-  errorTauMs: f64 = 5000;
+  slowdownThreshold: f64 = 5;
+  errorTauMs: f64 = 2000;
   errorStep: f64 = 0.25;
   errorWeight: f64 = 10;
   /** Lowest level factor: how far fresh fast answers may price an instance below its scraped E[S]. */
@@ -76,8 +84,8 @@ export const REF_MIN_SAMPLES: f64 = 32;
  *           have been answering (headers seen, not ended) / (2·eosRef) when above eosPeak -- current);
  *           eos* is the service sample (headers to end of stream, see done()); the cost is
  *           multiplied by slow/threshold above the threshold
- *   level = min(1, 2·eosPeak / E[S]scraped) faded to 1 with levelTauMs, >= minLevel: fresh fast answers
- *           (at least twice as fast as the scrape says: the median of a heavy-tailed service is below its mean)
+ *   level = min(1, LEVEL_MARGIN·eosPeak / E[S]scraped) faded to 1 with levelTauMs, >= minLevel: fresh
+ *           fast answers (at least LEVEL_MARGIN times as fast as the scrape says)
  *           correct a scrape that still remembers a slow episode
  *   error = 1 + errorWeight · e / (1 − e), e = max(own error rate, ORCA eps/rps), faded with errorTauMs
  *   factor = slow · level · error  (multiplies the scraped cost)
@@ -98,8 +106,8 @@ export function fuseFactor(p: InbandParams, now: f64,
   }
   const slow = up > p.slowdownThreshold ? up / p.slowdownThreshold : 1;
   let level: f64 = 1;
-  if (esScrapeMs > 0 && eosPeak > 0 && 2 * eosPeak < esScrapeMs) {
-    level = 1 + (2 * eosPeak / esScrapeMs - 1) * decay(now, eosAt, p.levelTauMs);
+  if (esScrapeMs > 0 && eosPeak > 0 && LEVEL_MARGIN * eosPeak < esScrapeMs) {
+    level = 1 + (LEVEL_MARGIN * eosPeak / esScrapeMs - 1) * decay(now, eosAt, p.levelTauMs);
     if (level < p.minLevel) level = p.minLevel;
   }
   let e = err > 0 ? err * decay(now, errAt, p.errorTauMs) : 0;
