@@ -8,7 +8,11 @@
 //  on response headers: the debug header is replaced when this request produced one and removed
 //  otherwise, and an upstream-set copy of the other filter-owned headers never reaches the
 //  client (an echoing upstream would otherwise reveal instance addresses and link state).
-// No decoding of agent data and no host call for time on this path.
+//  in-band learning (plugin/inband.ts, docs/inband.md): the chosen instance's slot, generation and
+//  start time are kept; response headers and end of stream feed the per-instance estimates, and
+//  the ORCA headers are read and stripped.
+// No decoding of agent data on this path; one clock read per chosen request (in-band on), since the
+// tick's clock is refreshMs coarse.
 import {
   Context, RootContext, FilterHeadersStatusValues, send_local_response, HeaderPair, GrpcStatusValues,
 } from "@solo-io/proxy-runtime/assembly";
