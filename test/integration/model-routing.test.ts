@@ -8,6 +8,9 @@
 //   L1, L2  llama-3-8b with adapters sql/chat/code/math-lora, max-loras 2
 //   L3      same, and also serves qwen-7b-v2 (the split's target)
 //   M       mistral-7b and qwen-7b, no adapters
+// The adapter-listing test starts its own agent and filter over L1 and a mistral server with
+// LoRA room (B). Requests the filter routes are forwarded to the chosen simulator where the
+// answer matters (200 vs 404), else answered by the host.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import pino from 'pino';
@@ -34,21 +37,7 @@ before(async () => {
     startLlmSim(['--model-name', 'mistral-7b,qwen-7b']),
   ]);
   [L1, L2, L3, M] = sims;
-  agent = await startAgent({
-    listen: { host: '127.0.0.1', port: 0 },
-    publishIntervalMs: 100,
-    link: { peers: [] },
-    inference: { scrapeIntervalMs: 100, services: [{ name: 'llm', kind: 'vllm', instances: { static: sims.map((s) => s.addr) },
-      // configured, not inferred: the LoRA test's pinned requests must weigh as backlog per slot
-      concurrency: 4 }] },
-  } as any, { logger: pino({ level: 'silent' }), defaultMetrics: false });
-  host = await ProxyWasmHost.create({ wasm: WASM, workers: 1, logLevel: 'info', allowOnHeadersStopIteration: true,
-    clusters: { switchyard_agent: { address: '127.0.0.1', port: agent.port } }, pluginConfig: pluginConfig({
-    loadAware: { services: [{ authorities: [AUTH], service: 'llm', debug: true, request: {
-      allowOnHeadersStopIteration: true,
-      models: [{ name: 'gpt-4o-mini', aliasOf: 'mistral-7b' }, { name: 'qwen-7b', split: [{ to: 'qwen-7b-v2', percent: 40 }] }],
-    } }] },
-  }, { services: [] }) });
+  ({ agent, host } = await startBed(sims));
   // the agent has every instance's model list and the filter has adopted the document with it
   await until(async () => {
     const s = await snapshot();
@@ -58,14 +47,34 @@ before(async () => {
   await until(async () => endpoint(await send('mistral-7b')).join() === M.addr, 10_000, 'the filter routes by model');
 });
 
+/** The real agent scraping `fleet` (service llm) and the real filter polling it, request-aware. */
+async function startBed(fleet: SimProcess[]): Promise<{ agent: AgentHandle; host: ProxyWasmHost }> {
+  const agent = await startAgent({
+    listen: { host: '127.0.0.1', port: 0 },
+    publishIntervalMs: 100,
+    link: { peers: [] },
+    inference: { scrapeIntervalMs: 100, services: [{ name: 'llm', kind: 'vllm', instances: { static: fleet.map((s) => s.addr) },
+      // configured, not inferred: the LoRA test's pinned requests must weigh as backlog per slot
+      concurrency: 4 }] },
+  } as any, { logger: pino({ level: 'silent' }), defaultMetrics: false });
+  const host = await ProxyWasmHost.create({ wasm: WASM, workers: 1, logLevel: 'info', allowOnHeadersStopIteration: true,
+    clusters: { switchyard_agent: { address: '127.0.0.1', port: agent.port } }, pluginConfig: pluginConfig({
+      loadAware: { services: [{ authorities: [AUTH], service: 'llm', debug: true, request: {
+        allowOnHeadersStopIteration: true,
+        models: [{ name: 'gpt-4o-mini', aliasOf: 'mistral-7b' }, { name: 'qwen-7b', split: [{ to: 'qwen-7b-v2', percent: 40 }] }],
+      } }] },
+    }, { services: [] }) });
+  return { agent, host };
+}
+
 after(async () => {
   await host?.close();
   await agent?.stop();
   await Promise.all(sims.map((s) => s.stop()));
 });
 
-async function snapshot() {
-  return decodeSnapshot(Buffer.from(await (await fetch(`${agent.url}/v1/snapshot`)).arrayBuffer()));
+async function snapshot(a = agent) {
+  return decodeSnapshot(Buffer.from(await (await fetch(`${a.url}/v1/snapshot`)).arrayBuffer()));
 }
 
 const endpoint = (r: RequestResult) => header(r.upstreamHeaders, 'x-switchyard-endpoint');
@@ -83,18 +92,18 @@ interface Sent {
 async function forward(req: UpstreamRequest, out: Sent): Promise<UpstreamReply> {
   const hdr = (k: string) => req.headers.find(([n]) => n === k)?.[1];
   out.upstreamModel = JSON.parse(req.body.toString()).model;
-  const res = await fetch(`http://${hdr('x-switchyard-endpoint')}${hdr(':path')}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: req.body });
+  const res = await fetch(`http://${hdr('x-switchyard-endpoint')}${hdr(':path')}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: new Uint8Array(req.body) });
   out.simStatus = res.status;
   return { status: res.status, body: Buffer.from(await res.arrayBuffer()) };
 }
 
-async function sendFull(model: string, opts: { id?: string; forward?: boolean; tiny?: boolean } = {}): Promise<Sent> {
+async function sendFull(model: string, opts: { id?: string; forward?: boolean; tiny?: boolean; host?: ProxyWasmHost } = {}): Promise<Sent> {
   const body = JSON.stringify({ model, prompt: opts.tiny ? 'hi' : `say something about ${model} ${opts.id ?? ''}`, max_tokens: opts.tiny ? 1 : 2 });
   const out: Sent = {} as Sent;
   const h: Record<string, string> = { ':method': 'POST', ':path': '/v1/completions', ':authority': AUTH, ':scheme': 'http',
     'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) };
   if (opts.id) h['x-request-id'] = opts.id;
-  out.result = await host.request(h, { body, response: (req) => {
+  out.result = await (opts.host ?? host).request(h, { body, response: (req) => {
     if (opts.forward) return forward(req, out);
     out.upstreamModel = JSON.parse(req.body.toString()).model;
     return { status: 200 };
@@ -160,6 +169,29 @@ test('alias and weighted split from the plugin config: routed to the instances s
     assert.match(debug(s.result), new RegExp(` model=${s.upstreamModel} `));
   }
   assert.ok(routed['qwen-7b-v2'] >= 6 && routed['qwen-7b-v2'] <= 28, `40 % of 40 expected on v2: ${JSON.stringify(routed)}`);
+});
+
+test('an adapter goes only to instances that list it, not to any instance with LoRA capacity (another base model\'s server answers 404)', async () => {
+  // B serves another base model with its own adapter and has LoRA room; it does not register sql-lora
+  const B = await startLlmSim(['--model-name', 'mistral-7b', '--adapters', 'mistral-lora:mistral-7b', '--max-loras', '2']);
+  const bed = await startBed([L1, B]);
+  try {
+    await until(async () => {
+      const s = await snapshot(bed.agent);
+      return (s.llm ?? []).length === 2 && s.instances!.every((r) => r.healthy) && s.llm!.every((l) => l.models.length >= 2);
+    }, 15_000, 'both instances with their model lists');
+    await until(async () => endpoint((await sendFull('mistral-lora', { host: bed.host })).result).join() === B.addr, 10_000, 'the filter routes by model');
+    const to: string[] = [];
+    for (let i = 0; i < 12; i++) {
+      const s = await sendFull('sql-lora', { host: bed.host, forward: true, tiny: true });
+      to.push(`${endpoint(s.result)[0] === B.addr ? 'B' : 'L1'}:${s.simStatus}`);
+    }
+    assert.deepEqual(to, Array(12).fill('L1:200'), `sql-lora is registered on L1 only: ${to}`);
+  } finally {
+    await bed.host.close();
+    await bed.agent.stop();
+    await B.stop();
+  }
 });
 
 test('LoRA affinity: the instance with the adapter loaded is preferred; an instance at max-loras with other adapters pinned is avoided', async (t) => {
