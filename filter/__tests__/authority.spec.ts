@@ -49,6 +49,14 @@ describe("checkPattern", () => {
     expect(checkPattern("a.*.example")).toBe("invalid character '*' (use lowercase host names, '*.' only as a prefix, no port)");
     expect(checkPattern("a..example")).toBe("empty label");
   });
+
+  it("accepts exactly a-z, 0-9, '-', '.', '_' (each range's first and last character)", () => {
+    expect(checkPattern("az.09-_.example")).toBe("");
+    const outside = ["`", "{", "/", ":", "A", "Z", ","];
+    for (let i = 0; i < outside.length; i++) {
+      expect(checkPattern("a" + outside[i] + ".example")).toBe("invalid character '" + outside[i] + "' (use lowercase host names, '*.' only as a prefix, no port)");
+    }
+  });
 });
 
 describe("AuthorityMatcher", () => {

@@ -27,6 +27,9 @@ describe("parseJson", () => {
     expect(parseJson('{"a": "\\x"}').error).toBe("bad escape at offset 8");
     expect(parseJson('').error).toBe("unexpected end of input at offset 0");
     expect(parseJson('nul').error).toBe("unexpected character 'n' at offset 0");
+    // a \u escape whose four digits end the input is read whole: the string is then unterminated
+    expect(parseJson('"\\u0041').error).toBe("unterminated string at offset 7");
+    expect(parseJson('"\\u004').error).toBe("bad \\u escape at offset 3");
   });
 
   it("bounds nesting depth", () => {
