@@ -4,7 +4,7 @@
 //   npx tsx bench/mutation.ts                       # both sides, small seeded sample (~20 min)
 //   npx tsx bench/mutation.ts --side as --per-module 6 --seed 7 --budget-min 10
 //   npx tsx bench/mutation.ts --side ts --ts-lines 4 --only link
-//   npx tsx bench/mutation.ts --report               # print the last results again
+//   npx tsx bench/mutation.ts --report [--markdown]  # print the last results again (docs/mutation.md)
 //
 // AssemblyScript (filter/assembly/lib/**, filter/assembly/plugin/**): mutants generated from source
 // patterns (scripts/mutation/as-mutants.ts), run one at a time on a temp copy of the tree
@@ -14,6 +14,7 @@
 import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { generateMutants, sampleByOperator, shuffle, codeMask } from '../scripts/mutation/as-mutants';
 import { baseline, prepareCopy, runMutant, testsFor, type MutantResult } from '../scripts/mutation/as-runner';
 
@@ -92,7 +93,9 @@ function codeLines(file: string): number[] {
 }
 
 async function runTs(): Promise<void> {
-  const { MUTATION_UNITS } = (await import('../scripts/mutation/groups.mjs')) as { MUTATION_UNITS: Units };
+  // shared with stryker.conf.mjs, hence plain ESM; loaded by URL so TypeScript need not type it
+  const groups = pathToFileURL(path.join(ROOT, 'scripts/mutation/groups.mjs')).href;
+  const { MUTATION_UNITS } = (await import(groups)) as { MUTATION_UNITS: Units };
   const started = Date.now();
   for (const [unit, def] of Object.entries(MUTATION_UNITS)) {
     if (!`${unit} ${def.mutate.join(' ')}`.includes(only)) continue;
@@ -159,6 +162,14 @@ function rowsFromStryker(): Row[] {
 function report(): void {
   const rows = [...rowsFromAs(), ...rowsFromStryker()];
   const pct = (r: Row) => { const n = r.killed + r.timeout + r.survived; return n ? `${((100 * (r.killed + r.timeout)) / n).toFixed(0)} %` : '-'; };
+  if (has('markdown')) {
+    console.log('| module | score | killed | timeout | survived | compile error |\n|---|---:|---:|---:|---:|---:|');
+    for (const r of rows) console.log(`| ${r.module} | ${pct(r)} | ${r.killed} | ${r.timeout} | ${r.survived} | ${r.compileError} |`);
+    const all = rows.reduce((a, r) => ({ ...a, killed: a.killed + r.killed + r.timeout, survived: a.survived + r.survived }), { killed: 0, survived: 0 });
+    console.log(`\ntotal: ${all.killed} of ${all.killed + all.survived} killed\n`);
+    for (const x of rows.flatMap((r) => r.survivors)) console.log(`- \`${x.replace(/`/g, "'")}\``);
+    return;
+  }
   console.log('\nmodule                                         score  killed  timeout  survived  compile-error');
   for (const r of rows) console.log(`${r.module.padEnd(46)} ${pct(r).padStart(5)}  ${String(r.killed).padStart(6)}  ${String(r.timeout).padStart(7)}  ${String(r.survived).padStart(8)}  ${String(r.compileError).padStart(13)}`);
   const survivors = rows.flatMap((r) => r.survivors);
