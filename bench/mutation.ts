@@ -16,7 +16,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { generateMutants, sampleByOperator, shuffle, codeMask } from '../scripts/mutation/as-mutants';
-import { baseline, prepareCopy, runMutant, testsFor, type MutantResult } from '../scripts/mutation/as-runner';
+import { baseline, killActive, prepareCopy, runMutant, testsFor, type MutantResult } from '../scripts/mutation/as-runner';
 
 type Units = Record<string, { group: string; mutate: string[]; tests: string[] }>;
 
@@ -34,7 +34,9 @@ const seed = Number(flag('seed', '1'));
 const perModule = has('full') ? Infinity : Number(flag('per-module', '6'));
 const tsLines = has('full') ? Infinity : Number(flag('ts-lines', '4'));
 const budgetMs = Number(flag('budget-min', '10')) * 60_000;
-const only = flag('only', '');
+/** --only a,b: modules (or TS units) whose path (or name) contains any of the substrings */
+const only = flag('only', '').split(',');
+const selected = (name: string): boolean => only.some((o) => name.includes(o));
 for (const [k, v] of [['seed', seed], ['per-module', perModule], ['ts-lines', tsLines], ['budget-min', budgetMs]] as const) {
   if (!(v > 0) && !(k === 'seed' && v === 0)) throw new Error(`--${k}: expected a positive number`);
 }
@@ -49,9 +51,11 @@ function listTs(dir: string): string[] {
 
 // ---------------------------------------------------------------- AssemblyScript
 async function runAs(): Promise<void> {
-  const modules = [...listTs('filter/assembly/lib'), ...listTs('filter/assembly/plugin')].filter((f) => f.includes(only));
+  const modules = [...listTs('filter/assembly/lib'), ...listTs('filter/assembly/plugin')].filter(selected);
   const chosen = modules.flatMap((f) => sampleByOperator(generateMutants(f, fs.readFileSync(path.join(ROOT, f), 'utf8')), perModule, seed));
   const dir = prepareCopy(ROOT);
+  const interrupted = (): void => { killActive(); fs.rmSync(dir, { recursive: true, force: true }); process.exit(130); };
+  process.once('SIGINT', interrupted).once('SIGTERM', interrupted);
   const started = Date.now();
   const results: MutantResult[] = [];
   try {
@@ -98,7 +102,7 @@ async function runTs(): Promise<void> {
   const { MUTATION_UNITS } = (await import(groups)) as { MUTATION_UNITS: Units };
   const started = Date.now();
   for (const [unit, def] of Object.entries(MUTATION_UNITS)) {
-    if (!`${unit} ${def.mutate.join(' ')}`.includes(only)) continue;
+    if (!selected(`${unit} ${def.mutate.join(' ')}`)) continue;
     if (Date.now() - started > budgetMs) { console.log(`TS: budget reached, unit ${unit} not run`); continue; }
     const ranges = def.mutate.flatMap((f) => {
       const lines = codeLines(f);

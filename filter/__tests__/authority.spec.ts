@@ -95,6 +95,20 @@ describe("AuthorityMatcher", () => {
     expect(m.matchRaw(String.UTF8.encode("a.example"))).toBe(3);
   });
 
+  it("keeps two authorities with the same cache hash apart, and charges their slot once", () => {
+    // an FNV-1a (32-bit) collision found by search: same hash, same length, different bytes
+    const a = "nl64wsrt.example", b = "ucdg92lf.example";
+    const m = new AuthorityMatcher();
+    m.add(a, 0);
+    m.add(b, 1);
+    expect(m.matchRaw(String.UTF8.encode(a))).toBe(0);
+    const one = m.cacheBytesUsed();
+    expect(m.matchRaw(String.UTF8.encode(b))).toBe(1);
+    expect(m.matchRaw(String.UTF8.encode(a))).toBe(0);
+    expect(m.cacheSize()).toBe(1);
+    expect(m.cacheBytesUsed()).toBe(one);
+  });
+
   it("bounds the cache in bytes and never caches absurdly long authorities", () => {
     const m = new AuthorityMatcher();
     m.add("*.example", 1);

@@ -75,9 +75,18 @@ export function specsFor(root: string, module: string): string[] {
 
 interface Run { code: number | null; out: string; timedOut: boolean }
 
+/** Process group of the test run in progress (each run is detached into its own group). */
+let activeGroup: number | undefined;
+
+/** Kills the test run in progress, if any (for an interrupted benchmark). */
+export function killActive(): void {
+  if (activeGroup !== undefined) try { process.kill(-activeGroup, 'SIGKILL'); } catch { /* already gone */ }
+}
+
 function run(cmd: string, args: string[], cwd: string, timeoutMs: number): Promise<Run> {
   return new Promise((resolve) => {
     const child = spawn(cmd, args, { cwd, detached: true, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, FORCE_COLOR: '0', NO_COLOR: '1' } });
+    activeGroup = child.pid;
     let out = '';
     child.stdout.on('data', (d) => { if (out.length < 200_000) out += d; });
     child.stderr.on('data', (d) => { if (out.length < 200_000) out += d; });
@@ -86,7 +95,7 @@ function run(cmd: string, args: string[], cwd: string, timeoutMs: number): Promi
       timedOut = true;
       try { process.kill(-child.pid!, 'SIGKILL'); } catch { /* already gone */ }
     }, timeoutMs);
-    child.on('close', (code) => { clearTimeout(timer); resolve({ code, out, timedOut }); });
+    child.on('close', (code) => { clearTimeout(timer); activeGroup = undefined; resolve({ code, out, timedOut }); });
   });
 }
 
