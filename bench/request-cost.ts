@@ -2,15 +2,18 @@
 // no-op Proxy-Wasm filter (same SDK, same runtime) in one run; rounds are interleaved and the
 // added cost is the median of per-round paired differences, so machine noise hits both sides.
 //
-//   tsx bench/request-cost.ts [--rounds 30] [--batch 2000]
+//   tsx bench/request-cost.ts [--rounds 30] [--batch 2000] [--quick]
 //
-// Variants: no-op; Switchyard link status (matched authority / unmatched authority);
+// --quick: 8 rounds, and only the synchronous per-request table (no adoption or async sections).
+// Variants: no-op; Switchyard link status (matched authority / unmatched authority); with a rule
+// decision in force (route, split by x-request-id) on the same authority;
 // Switchyard load-aware choice with 16, 64 and 256 instances; and the seed's uncached design
 // (one proxy_http_call to the agent per request) against a real agent on loopback.
 import * as path from 'node:path';
 import pino from 'pino';
 import { ProxyWasmHost } from '../host/src';
 import { encodeSnapshot, type InstanceRecord } from '../agent/src/snapshot/codec';
+import type { RuleDecision } from '../agent/src/rules/engine';
 import { startAgent } from '../agent/src';
 
 const ROOT = path.resolve(__dirname, '..');
@@ -18,7 +21,8 @@ const arg = (name: string, def: number): number => {
   const i = process.argv.indexOf(name);
   return i >= 0 ? Number(process.argv[i + 1]) : def;
 };
-const ROUNDS = arg('--rounds', 30);
+const QUICK = process.argv.includes('--quick');
+const ROUNDS = arg('--rounds', QUICK ? 8 : 30);
 const BATCH = arg('--batch', 2000);
 
 function instances(n: number): InstanceRecord[] {
@@ -32,9 +36,22 @@ function instances(n: number): InstanceRecord[] {
   return out;
 }
 
-function snapshotBody(n: number): Buffer {
+/**
+ * The decisions of a rules configuration whose set for payment.example has 100 rules (the agent
+ * evaluates them; the filter receives the one in force, so the request path's work does not
+ * depend on the rule count) plus 63 more sets on other authorities, the RULES section's maximum:
+ * the authority matcher is as full as it gets.
+ */
+function ruleDecisions(action: RuleDecision['action']): RuleDecision[] {
+  const because = Array.from({ length: 3 }, (_, i) => ({ name: `v${i}`, value: true }));
+  const out: RuleDecision[] = [{ set: 'payments', authorities: ['payment.example'], routeHeader: 'x-switchyard-route', version: 1, ruleId: 'rule-42-of-100', action, sinceMs: 1_000_000, because }];
+  for (let i = 1; i < 64; i++) out.push({ ...out[0], set: `set-${i}`, authorities: [`svc-${i}.example`, `*.w${i}.example`], ruleId: 'default', action: { kind: 'route', target: 'dc1' } });
+  return out;
+}
+
+function snapshotBody(n: number, rules?: RuleDecision[]): Buffer {
   return encodeSnapshot({ seq: 1, generatedAtMs: 1_000_000, peers: [{ name: 'cloud-b', state: 'normal', lastRttMs: 10, avgRttMs: 10, recoverStreak: 10, lastSampleAtMs: 1_000_000 }],
-    instances: n > 0 ? instances(n) : undefined });
+    instances: n > 0 ? instances(n) : undefined, rules });
 }
 
 function config(loadAware: boolean, picker = 'p2c'): string {
@@ -46,8 +63,8 @@ function config(loadAware: boolean, picker = 'p2c'): string {
 }
 
 /** picker 'band' scans every instance on every request: the cost p2c has when it must scan (a drawn candidate saturated). */
-async function switchyardHost(n: number | null, picker = 'p2c'): Promise<ProxyWasmHost> {
-  const body = snapshotBody(n ?? 0);
+async function switchyardHost(n: number | null, picker = 'p2c', rules?: RuleDecision[]): Promise<ProxyWasmHost> {
+  const body = snapshotBody(n ?? 0, rules);
   const host = await ProxyWasmHost.create({
     wasm: path.join(ROOT, 'build/switchyard.wasm'), pluginConfig: config(n !== null, picker), workers: 1, mainThread: false, canary: false,
     clock: 'manual', startTimeMs: 1_000_000, clusters: { switchyard_agent: { handler: () => ({ status: 200, body }) } },
@@ -77,6 +94,12 @@ async function main(): Promise<void> {
     { name: 'switchyard link (matched authority)', host: link, headers: rq('payment.example'), samples: [] },
     { name: 'switchyard link (other authority)', host: link, headers: rq('other.example'), samples: [] },
   ];
+  const RULES_ROUTE = variants.length;
+  variants.push({ name: 'link + rule route (100 rules, 64 sets)', host: await switchyardHost(null, 'p2c', ruleDecisions({ kind: 'route', target: 'dc2' })),
+    headers: rq('payment.example'), samples: [] });
+  variants.push({ name: 'link + rule split by x-request-id', host: await switchyardHost(null, 'p2c', ruleDecisions({ kind: 'split', targets: [{ target: 'dc1', weight: 95 }, { target: 'dc1-canary', weight: 5 }] })),
+    headers: { ...rq('payment.example'), 'x-request-id': '5f0c2b9e-2a43-4c6b-9d1e-7b1f6e0f1a22' }, samples: [] });
+  const LA = variants.length;
   for (const n of [16, 64, 256]) {
     variants.push({ name: `switchyard load-aware, ${n} instances`, host: await switchyardHost(n), headers: rq('inference.example'), samples: [] });
   }
@@ -84,7 +107,9 @@ async function main(): Promise<void> {
   // sanity: the variants do what they claim
   const hdr = (v: Variant, name: string) => v.host.requestSync(v.headers).upstreamHeaders!.filter(([k]) => k === name).map(([, x]) => x).join();
   if (hdr(variants[1], 'x-cross-cloud-status') !== 'normal') throw new Error('link variant did not set the status');
-  if (!/^10\.0\./.test(hdr(variants[3], 'x-switchyard-endpoint'))) throw new Error('load-aware variant did not choose');
+  if (!/^10\.0\./.test(hdr(variants[LA], 'x-switchyard-endpoint'))) throw new Error('load-aware variant did not choose');
+  if (hdr(variants[RULES_ROUTE], 'x-switchyard-route') !== 'dc2' || hdr(variants[RULES_ROUTE], 'x-cross-cloud-status') !== 'normal') throw new Error('rules variant did not route');
+  if (!/^dc1/.test(hdr(variants[RULES_ROUTE + 1], 'x-switchyard-route'))) throw new Error('split variant did not split');
 
   for (const v of variants) timeBatch(v); // warm-up (JIT, GC steady state)
   for (let r = 0; r < ROUNDS; r++) for (const v of variants) v.samples.push(timeBatch(v));
@@ -98,9 +123,19 @@ async function main(): Promise<void> {
       (v === variants[0] ? '' : `  ${median(diffs).toFixed(2).padStart(6)} (${q(diffs, 0.1).toFixed(2)}..${q(diffs, 0.9).toFixed(2)})`));
   }
   const linkAdded = median(variants[1].samples.map((s, i) => s - base[i]));
-  const la256 = median(variants[5].samples.map((s, i) => s - base[i]));
+  const la256 = median(variants[LA + 2].samples.map((s, i) => s - base[i]));
   console.log(`targets: link status <= 1 µs added at the median: ${linkAdded.toFixed(2)} µs -> ${linkAdded <= 1 ? 'MET' : 'NOT MET'}; ` +
     `load-aware at 256 instances <= 3 µs added: ${la256.toFixed(2)} µs -> ${la256 <= 3 ? 'MET' : 'NOT MET'}`);
+  // issue 8: the rule decision's cost on top of the link-status path, paired per round
+  const linkSamples = variants[1].samples;
+  const rulesAdded = variants[RULES_ROUTE].samples.map((s, i) => s - linkSamples[i]);
+  const splitAdded = variants[RULES_ROUTE + 1].samples.map((s, i) => s - linkSamples[i]);
+  console.log(`rules (issue 8): added over the link-status path, median (p10..p90): route ${median(rulesAdded).toFixed(2)} µs (${q(rulesAdded, 0.1).toFixed(2)}..${q(rulesAdded, 0.9).toFixed(2)}), ` +
+    `split ${median(splitAdded).toFixed(2)} µs; target route <= 1 µs -> ${median(rulesAdded) <= 1 ? 'MET' : 'NOT MET'}`);
+  if (QUICK) {
+    for (const v of new Set(variants.map((x) => x.host))) await v.close();
+    return;
+  }
 
   // Snapshot adoption in the filter (decode + plan rebuild + publish to shared data), per version:
   // a host whose agent answers a new version at every poll against one that repeats the same

@@ -5,11 +5,18 @@ import * as path from 'node:path';
 const quick = process.argv.includes('--quick');
 const runs: [string, string[]][] = [
   ['bench/request-cost.ts', quick ? ['--rounds', '8'] : []],
+  ['bench/request-aware-cost.ts', quick ? ['--quick'] : []],
   ['bench/reaction.ts', quick ? ['--trials', '20'] : ['--trials', '30']],
   ['bench/link-flap.ts', quick ? ['--quick'] : []],
   ['bench/snapshot-size.ts', []],
   ['bench/rules-eval.ts', quick ? ['--quick'] : []],
   ['bench/routing/run.ts', quick ? ['--quick'] : []],
+  ['bench/routing/inband.ts', quick ? ['--quick'] : []],
+  ['bench/request-parse.ts', quick ? ['--quick'] : []],
+  ['bench/llm-routing/run.ts', quick ? ['--quick'] : []],
+  ['bench/hostile-authorities.ts', quick ? ['--requests', '100000', '--large', '500'] : []],
+  ['bench/agent-scrape-load.ts', quick ? ['--seconds', '3'] : []],
+  ['bench/fuzz.ts', quick ? ['--quick'] : []],
 ];
 let failed = 0;
 for (const [file, args] of runs) {

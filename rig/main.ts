@@ -5,7 +5,10 @@
 //
 //   tsx rig/main.ts [--once] [--proxy auto|embedded|envoy] [--ephemeral]
 //   --once: one scenario cycle, then a verdict (exit 0 if routing behaved, 1 if not)
+// Keys (on a terminal): m toggles maintenance_mode_on, c toggles canary_release_active (the
+// payment rules of envoy/agent.yaml), q stops; from another shell: npm run flag -- <flag> on|off.
 import { startRig, type Rig } from './rig';
+import { setFlag } from './flag';
 import { Traffic, quantile, type WindowStats } from './traffic';
 import { judgeOnce, type Verdict } from './verdict';
 
@@ -33,6 +36,47 @@ async function agentView(rig: Rig): Promise<{ state: string; rtt: number; instan
   }
 }
 
+interface RulesView { line: string; flags: Record<string, boolean> }
+
+/** The active rule of every set, since when and why (the agent's /status?format=json). */
+async function rulesView(rig: Rig, nowMs: number): Promise<RulesView> {
+  try {
+    const j = (await (await fetch(`${rig.agentUrl}/status?format=json`)).json()) as any;
+    const r = j.rules;
+    if (!r) return { line: 'rules: not configured', flags: {} };
+    const flags: Record<string, boolean> = {};
+    for (const v of r.variables ?? []) if (v.kind === 'flag') flags[v.name] = Boolean(v.value);
+    const sets = (r.sets ?? []).map((s: any) => {
+      const d = s.decision;
+      const why = d.override ? `override by ${d.override.author}: ${d.override.reason}` : (d.because ?? []).map((b: any) => `${b.name}=${b.value ? 1 : 0}`).join(' ') || 'TRUE';
+      const pending = s.pending ? ` (pending ${s.pending.ruleId}: ${s.pending.waitingFor})` : '';
+      return `${d.set}: ${d.ruleId} v${d.version} for ${((nowMs - d.sinceMs) / 1000).toFixed(0)}s because ${why}${pending}`;
+    });
+    const fl = Object.entries(flags).map(([k, v]) => `${k}=${v ? 'on' : 'off'}`).join(' ');
+    return { line: `rules: ${sets.join(' | ')} | flags: ${fl}`, flags };
+  } catch {
+    return { line: 'rules: agent-down', flags: {} };
+  }
+}
+
+/** Keys m / c flip the rig's flags through the admin API (raw terminal only). */
+function keyboard(rig: Rig, flags: () => Record<string, boolean>, stop: () => void): void {
+  if (!process.stdin.isTTY) return;
+  process.stdin.setRawMode(true);
+  process.stdin.resume();
+  process.stdin.on('data', (b: Buffer) => {
+    const k = b.toString();
+    if (k === 'q' || k === '\u0003') return stop();
+    const name = k === 'm' ? 'maintenance_mode_on' : k === 'c' ? 'canary_release_active' : undefined;
+    if (!name) return;
+    const verb = flags()[name] ? 'off' : 'on';
+    setFlag(rig.rulesAdminUrl, rig.rulesAdminToken, name, verb, 'rig keyboard').then(
+      (r) => process.stdout.write(`>>> ${name} ${verb}: ${r.status === 200 ? 'accepted' : `refused ${r.status} ${r.body.trim()}`}\n`),
+      (e) => process.stdout.write(`>>> ${name} ${verb}: ${(e as Error).message}\n`),
+    );
+  });
+}
+
 function pct(n: number, total: number): string {
   return total === 0 ? '  -' : `${Math.round((100 * n) / total)}%`.padStart(4);
 }
@@ -44,6 +88,7 @@ function line(t: number, phase: Phase, rtt: number, view: { state: string; rtt: 
   return `${t.toFixed(1).padStart(5)}s ${phase.name.padEnd(8)} line=${String(rtt).padStart(3)}ms ` +
     `agent: ${view.state.padEnd(8)} rtt=${Number.isFinite(view.rtt) ? view.rtt.toFixed(1).padStart(6) : '     -'}ms | ` +
     `payment ${String(p.total).padStart(3)} rq status=${status.padEnd(8)} cloud-a ${pct(p.byCloud['cloud-a'] ?? 0, p.total)} cloud-b ${pct(p.byCloud['cloud-b'] ?? 0, p.total)} ` +
+    `canary ${pct(p.byCloud['cloud-a-canary'] ?? 0, p.total)} local-reply ${pct(p.byCloud['local-reply'] ?? 0, p.total)} ` +
     `p50=${quantile(p.latencyMs, 0.5).toFixed(0).padStart(3)}ms | inference ${String(w.inference.total).padStart(3)} rq ${inst}`;
 }
 
@@ -64,6 +109,10 @@ async function main(): Promise<void> {
     process.exit(code);
   };
   process.on('SIGINT', () => { process.stdout.write('\nCtrl-C: stopping…\n'); void stop(0); });
+  let flags: Record<string, boolean> = {};
+  keyboard(rig, () => flags, () => { process.stdout.write('\nq: stopping…\n'); void stop(0); });
+  process.stdout.write(`rules admin API ${rig.rulesAdminUrl} (token in .rig/admin-token): ` +
+    `${process.stdin.isTTY ? 'keys m = maintenance, c = canary, q = quit; or ' : ''}npm run flag -- maintenance_mode_on on|off\n`);
   process.on('SIGTERM', () => void stop(0));
 
   // The agent starts degraded and needs 10 good probes (~1 s) to trust the line.
@@ -82,6 +131,9 @@ async function main(): Promise<void> {
         const w = traffic.take();
         const view = await agentView(rig);
         process.stdout.write(line((performance.now() - t0) / 1000, phase, rig.lineRtt(), view, w) + '\n');
+        const rv = await rulesView(rig, Date.now());
+        flags = rv.flags;
+        process.stdout.write(`       ${rv.line}\n`);
         // Judge each phase after its first second (the reaction time).
         if (i >= 2) {
           v.cloudB += w.payment.byCloud['cloud-b'] ?? 0;

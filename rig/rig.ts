@@ -1,7 +1,8 @@
 // The local rig: everything Switchyard needs, on this machine.
 //
 //   cloud-A service ─┐                                   ┌─ agent (probes cloud-B over the line,
-//   cloud-B service ◄── leased line (delay injector) ◄──┤    scrapes the inference fleet)
+//   cloud-A canary  ─┤                                   │    scrapes the inference fleet, runs the
+//   cloud-B service ◄── leased line (delay injector) ◄──┤    payment rules, admin API on 8010)
 //   inference fleet (4 local, 1 remote over a 2nd line)  └─ proxy: real Envoy if on PATH, else the
 //                                                           embedded Proxy-Wasm host, both running
 //                                                           envoy/envoy.yaml with the built filter
@@ -13,7 +14,9 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { startCloudService, type CloudService } from '../sim/cloud-service';
+import { randomBytes } from 'node:crypto';
+import * as net from 'node:net';
+import { startCloudService } from '../sim/cloud-service';
 import { startLeasedLine, type LeasedLine } from '../sim/leased-line';
 import { startInferenceServer, type InferenceServerHandle } from '../sim/inference-server';
 import { spawnAgent, type SpawnedAgent } from '../agent/src/spawn';
@@ -29,7 +32,34 @@ export const FLEET = [
   { port: 9204, speed: 0.35, seed: 4 },
   { port: 9205, speed: 1.0, seed: 5, remoteVia: 9112, control: 9113 },
 ];
-export const PORTS = { proxy: 10000, admin: 9901, agent: 8000, cloudA: 9001, cloudB: 9002, line: 9102, lineControl: 9103 };
+export const PORTS = { proxy: 10000, admin: 9901, agent: 8000, cloudA: 9001, cloudACanary: 9003, cloudB: 9002, line: 9102, lineControl: 9103, rulesAdmin: 8010 };
+/** The rig's local state: the rules admin token (generated once, mode 0600) and the admin API's URL. */
+export const RIG_DIR = path.join(ROOT, '.rig');
+export const TOKEN_FILE = path.join(RIG_DIR, 'admin-token');
+export const ADMIN_URL_FILE = path.join(RIG_DIR, 'admin-url');
+
+/** The rig's admin token: read from .rig/admin-token, generated there on first use. */
+export function rigAdminToken(): string {
+  fs.mkdirSync(RIG_DIR, { recursive: true, mode: 0o700 });
+  try {
+    const t = fs.readFileSync(TOKEN_FILE, 'utf8').trim();
+    if (t.length >= 16) return t;
+  } catch { /* first run */ }
+  const token = randomBytes(24).toString('hex');
+  fs.writeFileSync(TOKEN_FILE, token + '\n', { mode: 0o600 });
+  return token;
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const port = (s.address() as net.AddressInfo).port;
+      s.close(() => resolve(port));
+    });
+  });
+}
 export const PAYMENT_AUTHORITY = 'payment-service.prod.svc.cluster.local';
 export const INFERENCE_AUTHORITY = 'inference.prod.svc.cluster.local';
 
@@ -53,6 +83,9 @@ export interface Rig {
   proxyKind: 'envoy' | 'embedded';
   agentUrl: string;
   adminUrl: string | undefined;
+  /** the agent's rules admin API (flags, overrides) and its bearer token */
+  rulesAdminUrl: string;
+  rulesAdminToken: string;
   /** Sets the round-trip time the leased lines add (both lines). */
   setLineRtt(ms: number): void;
   lineRtt(): number;
@@ -83,9 +116,14 @@ export async function startRig(opts: RigOptions = {}): Promise<Rig> {
   try {
     const cloudA = await startCloudService({ cloud: 'cloud-a', port: want(PORTS.cloudA) });
     cleanups.push(() => cloudA.close());
+    const canary = await startCloudService({ cloud: 'cloud-a-canary', port: want(PORTS.cloudACanary) });
+    cleanups.push(() => canary.close());
     const cloudB = await startCloudService({ cloud: 'cloud-b', port: want(PORTS.cloudB) });
     cleanups.push(() => cloudB.close());
-    portMap.set(PORTS.cloudA, cloudA.port).set(PORTS.cloudB, cloudB.port);
+    portMap.set(PORTS.cloudA, cloudA.port).set(PORTS.cloudACanary, canary.port).set(PORTS.cloudB, cloudB.port);
+    const rulesAdminPort = eph ? await freePort() : PORTS.rulesAdmin;
+    portMap.set(PORTS.rulesAdmin, rulesAdminPort);
+    const rulesAdminToken = rigAdminToken();
     const lines: LeasedLine[] = [];
     const line = await startLeasedLine({ listenPort: want(PORTS.line), targetPort: cloudB.port, rttMs: rtt, controlPort: want(PORTS.lineControl) });
     lines.push(line);
@@ -116,7 +154,11 @@ export async function startRig(opts: RigOptions = {}): Promise<Rig> {
     agentConfigPath = path.join(tmp, 'agent.yaml');
     fs.writeFileSync(agentConfigPath, agentText);
     const bundle = path.join(ROOT, 'build/agent.js');
-    const agent = await spawnAgent({ configPath: agentConfigPath, entry: fs.existsSync(bundle) ? bundle : undefined, onLine: opts.onAgentLine });
+    const agent = await spawnAgent({ configPath: agentConfigPath, entry: fs.existsSync(bundle) ? bundle : undefined, onLine: opts.onAgentLine,
+      env: { SWITCHYARD_ADMIN_TOKEN: rulesAdminToken } });
+    const rulesAdminUrl = `http://127.0.0.1:${rulesAdminPort}`;
+    // for `npm run flag` (the ephemeral rigs of the tests leave the file to `npm start`)
+    if (!eph) fs.writeFileSync(ADMIN_URL_FILE, rulesAdminUrl + '\n');
     let agentAlive = true;
     cleanups.push(() => (agentAlive ? agent.stop() : undefined));
     const agentPort = Number(new URL(agent.url).port);
@@ -141,6 +183,7 @@ export async function startRig(opts: RigOptions = {}): Promise<Rig> {
       if (eph) {
         clusterAddresses.switchyard_agent = [{ address: '127.0.0.1', port: agentPort }];
         clusterAddresses.cloud_a = [{ address: '127.0.0.1', port: cloudA.port }];
+        clusterAddresses.cloud_a_canary = [{ address: '127.0.0.1', port: canary.port }];
         clusterAddresses.cloud_b = [{ address: '127.0.0.1', port: line.port }];
         if (/name: inference_default\b/.test(fs.readFileSync(path.join(ROOT, 'envoy/envoy.yaml'), 'utf8')))
           clusterAddresses.inference_default = fleet.filter((_, i) => !FLEET[i].remoteVia).map((s) => ({ address: '127.0.0.1', port: s.port }));
@@ -159,7 +202,7 @@ export async function startRig(opts: RigOptions = {}): Promise<Rig> {
     }
 
     return {
-      proxyUrl, proxyKind: kind, agentUrl: agent.url, adminUrl, embedded, agent, fleet,
+      proxyUrl, proxyKind: kind, agentUrl: agent.url, adminUrl, embedded, agent, fleet, rulesAdminUrl, rulesAdminToken,
       setLineRtt: (ms: number) => { for (const l of lines) l.setDelay({ rttMs: ms }); },
       lineRtt: () => line.getDelay().rttMs,
       killAgent: async () => {

@@ -81,6 +81,11 @@ export class Traffic {
       const p = w();
       p.total++;
       p.latencyMs.push(r.ms);
+      // the filter's local reply (a rule's maintenance answer): no upstream, the rule in the debug header
+      if (r.headers['x-served-by'] === undefined && /rule set=/.test(String(r.headers['x-switchyard-debug'] ?? ''))) {
+        p.byCloud['local-reply'] = (p.byCloud['local-reply'] ?? 0) + 1;
+        return;
+      }
       if (r.status !== 200) { p.errors++; return; }
       const j = JSON.parse(r.body) as { cloud: string; headers?: Record<string, string> };
       p.byCloud[j.cloud] = (p.byCloud[j.cloud] ?? 0) + 1;

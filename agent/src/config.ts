@@ -31,7 +31,7 @@ export interface PeerConfig {
 }
 
 export interface AgentConfig {
-  listen: { host: string; port: number };
+  listen: { host: string; port: number; maxConnections: number; headersTimeoutMs: number };
   publishIntervalMs: number;
   log: { level: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent' };
   link: { peers: PeerConfig[] };
@@ -177,6 +177,12 @@ function semanticChecks(c: AgentConfig): string[] {
   const problems: string[] = [];
   if (c.inference !== undefined) problems.push(...inferenceChecks(c.inference));
   if (c.rules !== undefined) problems.push(...checkRulesConfig(c.rules, 'rules', c.link.peers.map((p) => p.name)));
+  // instances of a peer whose link is not probed would be routed on a link state nobody measures
+  const linkPeers = new Set(c.link.peers.map((p) => p.name));
+  ((c.inference as { services?: Array<{ peer?: string }> } | undefined)?.services ?? []).forEach((s, i) => {
+    if (s.peer && !linkPeers.has(s.peer))
+      problems.push(`inference.services[${i}].peer: "${s.peer}" is not a link peer (link.peers: ${[...linkPeers].map((n) => `"${n}"`).join(', ') || 'none'}); its link state would be unknown`);
+  });
   const seen = new Map<string, number>();
   c.link.peers.forEach((p, i) => {
     const f = `link.peers[${i}]`;
@@ -184,6 +190,10 @@ function semanticChecks(c: AgentConfig): string[] {
     else seen.set(p.name, i);
     if (p.recoverThresholdMs > p.degradeThresholdMs)
       problems.push(`${f}.recoverThresholdMs: must be <= degradeThresholdMs (${p.recoverThresholdMs} > ${p.degradeThresholdMs})`);
+    // a probe is aborted at timeoutMs: below the degrade threshold no probe could ever be "slow",
+    // only failed, so the threshold would be dead configuration
+    if (p.timeoutMs < p.degradeThresholdMs)
+      problems.push(`${f}.timeoutMs: must be >= degradeThresholdMs (${p.timeoutMs} < ${p.degradeThresholdMs}: a probe could never be slow, only time out)`);
     if (p.probe.kind === 'tcp') {
       const port = Number(p.probe.address.slice(p.probe.address.lastIndexOf(':') + 1));
       if (!(port >= 1 && port <= 65535)) problems.push(`${f}.probe.address: port must be 1..65535`);
@@ -260,5 +270,11 @@ export function loadConfig(opts: LoadOptions = {}): LoadedConfig {
   if (!isPlainObject(raw)) throw new ConfigError(['(root): must be a mapping']);
   const sources = new Map<string, string>();
   applyEnv(raw, env, sources);
-  return { config: resolveConfig(raw, sources), source };
+  const config = resolveConfig(raw, sources);
+  // An agent with nothing to probe or scrape serves an empty snapshot and /status "healthy":
+  // an empty or truncated file must not look like a working agent.
+  const services = (config.inference as { services?: unknown[] } | undefined)?.services ?? [];
+  if (source !== undefined && config.link.peers.length === 0 && services.length === 0)
+    throw new ConfigError([`${source}: configures neither link.peers nor inference.services (empty or truncated file?)`]);
+  return { config, source };
 }

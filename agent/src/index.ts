@@ -1,6 +1,7 @@
 // Programmatic API of the Switchyard agent.
 export { spawnAgent, type SpawnedAgent, type SpawnAgentOptions } from './spawn';
 export { startAgent, MAX_WAIT_MS, type AgentHandle, type AgentEvents, type StartOptions } from './agent';
+export { ListenError, type ApiRoute } from './api/server';
 export {
   loadConfig,
   resolveConfig,

@@ -4,6 +4,7 @@
 // Exit codes: 0 ok / clean shutdown, 1 runtime failure (e.g. port in use), 2 config or usage error.
 import { ConfigError, effectiveSchema, loadConfig } from './config';
 import { startAgent } from './agent';
+import { ListenError } from './api/server';
 
 const USAGE = `usage: switchyard-agent [--config PATH] [--check] [--print-schema]
   --config PATH    YAML config (default: $SWITCHYARD_CONFIG, else /etc/switchyard/agent.yaml if present, else built-in defaults)
@@ -79,6 +80,7 @@ async function main(): Promise<void> {
 }
 
 main().catch((err) => {
-  process.stderr.write(`switchyard-agent: ${(err as Error).stack ?? err}\n`);
+  // an operator's problem (port taken, address not on this host) is one line; a bug keeps its stack
+  process.stderr.write(`switchyard-agent: ${err instanceof ListenError ? err.message : ((err as Error).stack ?? err)}\n`);
   process.exit(1);
 });

@@ -11,7 +11,7 @@
 import type { InstanceRecord } from '../../agent/src/snapshot/codec';
 import { mulberry32, type Rng } from '../../sim/inference/prng';
 import { AgentModel, type AgentSpec, type Published } from './agent-model';
-import { type EngineCtx, leastRequestPick, type RoutingPolicy } from './des';
+import { type Answer, type EngineCtx, leastRequestPick, type RoutingPolicy } from './des';
 import { START_EPOCH_MS } from './switchyard';
 
 export interface ChooseVariant {
@@ -291,6 +291,11 @@ export class ChooseModel implements RoutingPolicy {
     return pickI;
   }
 
+  /** an error answer ends the stream at its headers */
+  respond(t: number, id: number, inst: number, a: Answer): void {
+    if (a.status >= 300) this.complete(t, id, inst);
+  }
+
   complete(_t: number, id: number, inst: number): void {
     if (this.mine[id]) {
       this.inflight[inst]--;
@@ -301,7 +306,8 @@ export class ChooseModel implements RoutingPolicy {
 
 /**
  * Several proxies in front of the same fleet, each with its own in-flight counts (the filter's
- * counts are per Envoy process), fed by one agent: arrivals are spread over the proxies at random.
+ * counts are per Envoy process), fed by one agent: arrivals are spread over the proxies at random,
+ * uniformly or by `split` (share of the arrivals per proxy, e.g. one ingress carrying most).
  */
 export class MultiProxy implements RoutingPolicy {
   private readonly proxies: RoutingPolicy[] = [];
@@ -313,8 +319,24 @@ export class MultiProxy implements RoutingPolicy {
     private readonly k: number,
     private readonly agentOpts: { spec: AgentSpec; seed: number } | undefined,
     seed: number,
+    private readonly split?: number[],
   ) {
     this.rng = mulberry32(seed ^ 0x9e0);
+    if (split) {
+      const sum = split.reduce((a, b) => a + b, 0);
+      if (split.length !== k || !split.every((x) => x >= 0) || !(sum > 0)) throw new Error(`split must be ${k} shares >= 0 with a positive sum, got [${split.join(', ')}]`);
+      this.split = split.map((x) => x / sum);
+    }
+  }
+  private pickProxy(): number {
+    const u = this.rng();
+    if (!this.split) return Math.floor(u * this.k) % this.k;
+    let acc = 0;
+    for (let i = 0; i < this.k; i++) {
+      acc += this.split[i];
+      if (u < acc) return i;
+    }
+    return this.k - 1;
   }
   init(ctx: EngineCtx): void {
     let agent: AgentModel | undefined;
@@ -327,7 +349,7 @@ export class MultiProxy implements RoutingPolicy {
     if (agent) agent.attach(ctx);
   }
   route(t: number, id: number): number {
-    const k = Math.floor(this.rng() * this.k) % this.k;
+    const k = this.pickProxy();
     if (this.owner.length <= id) {
       const o = new Int8Array(Math.max(1024, id * 2));
       o.set(this.owner);
@@ -335,6 +357,9 @@ export class MultiProxy implements RoutingPolicy {
     }
     this.owner[id] = k;
     return this.proxies[k].route(t, id);
+  }
+  respond(t: number, id: number, inst: number, a: Answer): void {
+    this.proxies[this.owner[id]].respond?.(t, id, inst, a);
   }
   complete(t: number, id: number, inst: number): void {
     this.proxies[this.owner[id]].complete?.(t, id, inst);
@@ -373,6 +398,10 @@ export class LocalLeastRequest implements RoutingPolicy {
     }
     this.mine[id] = 1;
     return j;
+  }
+  /** an error answer ends the stream at its headers */
+  respond(_t: number, id: number, inst: number, a: Answer): void {
+    if (a.status >= 300 && this.mine[id]) this.counts[inst]--;
   }
   complete(_t: number, id: number, inst: number): void {
     if (this.mine[id]) this.counts[inst]--;

@@ -129,8 +129,8 @@ export function makeSamplePath(fleet: FleetSpec, opts: { rho: number; seed: numb
 interface Ev {
   t: number;
   seq: number;
-  /** 0: completion (a = instance, job), 1: timer (fn) */
-  kind: 0 | 1;
+  /** 0: end of stream (instance, job), 1: timer (fn), 2: response headers (instance, job), 3: error answer (instance, request id) */
+  kind: 0 | 1 | 2 | 3;
   inst: number;
   job: unknown;
   fn: (() => void) | null;
@@ -146,7 +146,7 @@ class Heap {
   peek(): Ev | undefined {
     return this.q.peek();
   }
-  push(t: number, kind: 0 | 1, inst: number, job: unknown, fn: (() => void) | null): void {
+  push(t: number, kind: Ev['kind'], inst: number, job: unknown, fn: (() => void) | null): void {
     this.q.push({ t, seq: this.seq++, kind, inst, job, fn });
   }
   pop(): Ev | undefined {
@@ -177,7 +177,13 @@ export interface RoutingPolicy {
   advanceTo?(t: number): void;
   /** instance index for request `id` arriving now */
   route(t: number, id: number): number;
-  /** request `id` finished at instance `inst` (its response is complete) */
+  /**
+   * The response headers of request `id` arrive from instance `inst`: when the instance starts
+   * answering (time to first token, `RunOptions.ttftFraction`), or at once with an error status
+   * (an error answer ends the stream: `complete` is not called for it).
+   */
+  respond?(t: number, id: number, inst: number, answer: Answer): void;
+  /** request `id` finished at instance `inst` (end of stream of a 2xx answer) */
   complete?(t: number, id: number, inst: number): void;
   /** the run is over (all measured requests done) */
   finish?(t: number): void;
@@ -246,16 +252,94 @@ export class LeastRequest implements RoutingPolicy {
 
 // ---------------------------------------------------------------- the run
 
+/** What the instance answers: the response headers a proxy sees. */
+export interface Answer {
+  status: number;
+  /**
+   * The instance's ORCA per-request load report, the value of the `endpoint-load-metrics` response
+   * header in Envoy's TEXT format (only with `RunOptions.orca`).
+   */
+  orca?: string;
+}
+
+/**
+ * Something wrong with one instance for a while, with no change in the offered load.
+ * `slow`: a request whose service STARTS in [fromMs, toMs) takes `factor` times as long (a
+ * degraded GPU, a noisy neighbour); `error`: every request routed to it in [fromMs, toMs) is
+ * answered `status` after `errorMs`, without queueing (a "black hole": it looks idle).
+ */
+export interface Episode {
+  kind: 'slow' | 'error';
+  inst: number;
+  fromMs: number;
+  toMs: number;
+  /** slow: service time multiplier */
+  factor?: number;
+  /** error: time to the error answer (ms, default 2) */
+  errorMs?: number;
+  /** error: the status (default 503) */
+  status?: number;
+}
+
+export interface RunOptions {
+  episodes?: Episode[];
+  /**
+   * Response headers at service start + ttftFraction × service time (streaming inference: time
+   * to first token; 1 = headers with the last byte). Default 0.1.
+   */
+  ttftFraction?: number;
+  /** attach an ORCA `endpoint-load-metrics` header to every answer (default off) */
+  orca?: boolean;
+}
+
+/** ORCA report window: rps_fractional, eps and application_utilization over the last second. */
+const ORCA_WINDOW_MS = 1000;
+
+/**
+ * The load report a simulated instance would attach (TEXT format of Envoy's
+ * `endpoint-load-metrics`): application_utilization = busy slot-time / capacity over the last
+ * second, rps_fractional / eps = answers / error answers per second over the last second,
+ * named_metrics.queue = requests waiting now.
+ */
+export function orcaText(m: { utilization: number; rps: number; eps: number; queue: number }): string {
+  return `TEXT application_utilization=${m.utilization.toFixed(4)},rps_fractional=${m.rps.toFixed(3)},eps=${m.eps.toFixed(3)},named_metrics.queue=${m.queue}`;
+}
+
+/** Answer times (ms) of one instance over a trailing window (bounded by the window's answers). */
+class RateWindow {
+  private t: number[] = [];
+  private head = 0;
+  add(now: number): void {
+    this.t.push(now);
+  }
+  count(now: number, w: number): number {
+    while (this.head < this.t.length && this.t[this.head] <= now - w) this.head++;
+    if (this.head > 4096) {
+      this.t = this.t.slice(this.head);
+      this.head = 0;
+    }
+    return this.t.length - this.head;
+  }
+}
+
 export interface RunResult {
   policy: string;
   rho: number;
-  /** response times (queue + service, ms) of the measured requests, in arrival order */
+  /** response times (queue + service, ms; error answers: time to the error) of the measured requests, in arrival order */
   responseMs: Float64Array;
+  /** status of every measured request's answer (200 or an episode's error status) */
+  status: Uint16Array;
   /** instance chosen for every request (all, not only measured) */
   choice: Int8Array;
   arrivals: Float64Array;
   /** measured requests per instance */
   perInstance: number[];
+  /** error answers among all requests (not only measured) */
+  errors: number;
+  /** requests whose answer ended (2xx end of stream or error), all requests */
+  finished: number;
+  /** response headers delivered to the policy, all requests */
+  responded: number;
   /** virtual time simulated (ms) */
   virtualMs: number;
   wallMs: number;
@@ -263,15 +347,27 @@ export interface RunResult {
 
 /**
  * Runs one policy over one sample path. Extra event sources (the agent's scrapes and
- * publications) are scheduled by the policy in init() through ctx.at().
+ * publications) are scheduled by the policy in init() through ctx.at(). Every request's stream
+ * lifecycle reaches the policy as a proxy sees it: route() at arrival (request headers),
+ * respond() at the response headers, complete() at the end of a 2xx stream.
  */
-export async function runPolicy(fleet: FleetSpec, path: SamplePath, policy: RoutingPolicy): Promise<RunResult> {
+export async function runPolicy(fleet: FleetSpec, path: SamplePath, policy: RoutingPolicy, opts: RunOptions = {}): Promise<RunResult> {
   const wall0 = performance.now();
   const n = fleet.speeds.length;
   const addrs = instanceAddrs(fleet);
   const servers = fleet.speeds.map(() => new FifoQueueModel<number>({ concurrency: fleet.slots }));
   const inSystem = new Int32Array(n);
   const heap = new Heap();
+  const ttft = opts.ttftFraction ?? 0.1;
+  if (!(ttft > 0 && ttft <= 1)) throw new Error(`ttftFraction must be in (0, 1], got ${ttft}`);
+  const episodes = opts.episodes ?? [];
+  for (const e of episodes) {
+    if (!(e.inst >= 0 && e.inst < n)) throw new Error(`episode.inst ${e.inst} is not an instance of the fleet`);
+    if (!(e.toMs > e.fromMs)) throw new Error(`episode.toMs ${e.toMs} must be after fromMs ${e.fromMs}`);
+    if (e.kind === 'slow' && !((e.factor ?? 0) > 0)) throw new Error('episode.factor must be > 0 for a slow episode');
+  }
+  const answers = fleet.speeds.map(() => new RateWindow());
+  const errorAnswers = fleet.speeds.map(() => new RateWindow());
   let now = 0;
   let settle = false;
   const ctx: EngineCtx = {
@@ -291,13 +387,44 @@ export async function runPolicy(fleet: FleetSpec, path: SamplePath, policy: Rout
   const total = A.length;
   const choice = new Int8Array(total).fill(-1);
   const responseMs = new Float64Array(path.measured);
+  const status = new Uint16Array(path.measured);
   const perInstance = new Array(n).fill(0);
   const m0 = path.firstMeasured;
   const m1 = m0 + path.measured;
   let measuredLeft = path.measured;
+  let errors = 0;
+  let finished = 0;
+  let responded = 0;
   let ai = 0;
+  const episodeAt = (inst: number, t: number, kind: Episode['kind']): Episode | undefined =>
+    episodes.find((e) => e.kind === kind && e.inst === inst && t >= e.fromMs && t < e.toMs);
+  const answer = (inst: number, st: number): Answer => {
+    if (!opts.orca) return { status: st };
+    const w = ORCA_WINDOW_MS;
+    return {
+      status: st,
+      orca: orcaText({
+        utilization: servers[inst].utilization(now, w),
+        rps: answers[inst].count(now, w) / (w / 1000),
+        eps: errorAnswers[inst].count(now, w) / (w / 1000),
+        queue: servers[inst].waiting,
+      }),
+    };
+  };
   const startJob = (inst: number, job: { id: number; serviceMs: number; payload?: number }): void => {
+    const slow = episodeAt(inst, now, 'slow');
+    if (slow) job.serviceMs *= slow.factor!;
+    // headers first: at ttftFraction 1 both events share the time and the heap keeps insertion order
+    heap.push(now + ttft * job.serviceMs, 2, inst, job, null);
     heap.push(now + job.serviceMs, 0, inst, job, null);
+  };
+  const finish = (id: number, arrivedAt: number, st: number): void => {
+    finished++;
+    if (id >= m0 && id < m1) {
+      responseMs[id - m0] = now - arrivedAt;
+      status[id - m0] = st;
+      measuredLeft--;
+    }
   };
   while (measuredLeft > 0) {
     const ev = heap.peek();
@@ -309,17 +436,31 @@ export async function runPolicy(fleet: FleetSpec, path: SamplePath, policy: Rout
       policy.advanceTo?.(now);
       if (ev.kind === 1) {
         ev.fn!();
+      } else if (ev.kind === 2) {
+        const job = ev.job as { payload?: number };
+        responded++;
+        policy.respond?.(now, job.payload as number, ev.inst, answer(ev.inst, 200));
+      } else if (ev.kind === 3) {
+        const { id, arrivedAt, st } = ev.job as { id: number; arrivedAt: number; st: number };
+        const inst = ev.inst;
+        inSystem[inst]--;
+        errors++;
+        if (opts.orca) {
+          answers[inst].add(now);
+          errorAnswers[inst].add(now);
+        }
+        finish(id, arrivedAt, st);
+        responded++;
+        policy.respond?.(now, id, inst, answer(inst, st));
       } else {
         const inst = ev.inst;
         const job = ev.job as Parameters<FifoQueueModel<number>['complete']>[1];
         const started = servers[inst].complete(now, job);
         inSystem[inst]--;
+        if (opts.orca) answers[inst].add(now);
         for (const s of started) startJob(inst, s);
         const id = job.payload as number;
-        if (id >= m0 && id < m1) {
-          responseMs[id - m0] = now - job.arrivedAt;
-          measuredLeft--;
-        }
+        finish(id, job.arrivedAt, 200);
         policy.complete?.(now, id, inst);
       }
     } else {
@@ -331,8 +472,13 @@ export async function runPolicy(fleet: FleetSpec, path: SamplePath, policy: Rout
       choice[id] = inst;
       if (id >= m0 && id < m1) perInstance[inst]++;
       inSystem[inst]++;
-      const job = servers[inst].arrive(now, S[id] / fleet.speeds[inst], id);
-      if (job.startedAt !== undefined) startJob(inst, job);
+      const bad = episodeAt(inst, now, 'error');
+      if (bad) {
+        heap.push(now + (bad.errorMs ?? 2), 3, inst, { id, arrivedAt: now, st: bad.status ?? 503 }, null);
+      } else {
+        const job = servers[inst].arrive(now, S[id] / fleet.speeds[inst], id);
+        if (job.startedAt !== undefined) startJob(inst, job);
+      }
     }
     if (settle) {
       settle = false;
@@ -340,7 +486,7 @@ export async function runPolicy(fleet: FleetSpec, path: SamplePath, policy: Rout
     }
   }
   policy.finish?.(now);
-  return { policy: policy.name, rho: path.rho, responseMs, choice, arrivals: A, perInstance, virtualMs: now, wallMs: performance.now() - wall0 };
+  return { policy: policy.name, rho: path.rho, responseMs, status, choice, arrivals: A, perInstance, errors, finished, responded, virtualMs: now, wallMs: performance.now() - wall0 };
 }
 
 // ---------------------------------------------------------------- statistics

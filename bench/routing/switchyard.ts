@@ -5,13 +5,17 @@
 // snapshot polls and their answers fire in order), then a stream is started through the
 // filter with `:authority` of the load-aware service; the upstream side (our UpstreamHandler)
 // reads the `x-switchyard-endpoint` the filter set. The stream stays OPEN (waiting for its
-// upstream response) while the request is queued/served in the simulation; when the service
-// ends, the upstream response headers (end of stream) are delivered to that stream, which
-// completes it: on_response_headers, on_log, on_done -> the filter's in-flight count goes down.
+// upstream response) while the request is queued/served in the simulation. Its response arrives
+// as Envoy's router would deliver it: the response headers (`:status`, and with the run's ORCA
+// option the instance's `endpoint-load-metrics` header) when the instance starts answering
+// (time to first token), then the end of stream when the service ends (on_response_body with
+// end_of_stream, on_log, on_done -> the filter's in-flight count goes down). An error answer is
+// headers-only with end of stream, a few ms after the request.
 //
 // Host API used: ProxyWasmHost.startStream(headers, body, ended, sink, upstream, worker, onDone)
 // (public; the library request()/requestSync() complete the stream before returning, so they
-// cannot hold a request open) and HttpStream.onUpstreamHeaders(headers, endStream).
+// cannot hold a request open), HttpStream.onUpstreamHeaders(headers, endStream) and
+// HttpStream.onUpstreamData(chunk, endStream).
 //
 // The agent cluster `switchyard_agent` is an in-process handler serving /v1/snapshot with the
 // agent's long-poll semantics (publisher.wait): an answer at once if the client's seq differs,
@@ -26,7 +30,7 @@ import { HeaderMap, ProxyWasmHost, type ClusterRequest, type ClusterResponse, ty
 import { CONTENT_TYPE } from '../../agent/src/snapshot/codec';
 import { mulberry32, type Rng } from '../../sim/inference/prng';
 import { AgentModel, type AgentSpec, SERVICE, type Published } from './agent-model';
-import { type EngineCtx, leastRequestPick, type RoutingPolicy } from './des';
+import { type Answer, type EngineCtx, leastRequestPick, type RoutingPolicy } from './des';
 
 export const START_EPOCH_MS = 1_700_000_000_000;
 export const AUTHORITY = 'inference.prod.svc.cluster.local';
@@ -255,11 +259,31 @@ export class SwitchyardPolicy implements RoutingPolicy {
     return leastRequestPick(this.ctx.inSystem, this.rng, 2);
   }
 
+  /**
+   * Response headers as Envoy's router hands them to the filter chain: `:status`, and the
+   * instance's ORCA `endpoint-load-metrics` when the run has it. A 2xx answer keeps the stream
+   * open (the body streams until complete()); an error answer is headers-only, end of stream.
+   */
+  respond(_t: number, id: number, _inst: number, a: Answer): void {
+    const s = this.streams[id];
+    if (!s) return;
+    const pairs: Array<[string, string]> = [[':status', String(a.status)]];
+    if (a.orca !== undefined) pairs.push(['endpoint-load-metrics', a.orca]);
+    const end = a.status >= 300;
+    if (end) {
+      pairs.push(['content-length', '0']);
+      this.streams[id] = undefined;
+    }
+    s.onUpstreamHeaders(new HeaderMap('response', pairs), end);
+    if (end && !s.done) throw new Error(`request ${id}: stream did not complete after its ${a.status} answer (state ${s.state})`);
+  }
+
+  /** End of stream of a 2xx answer: the last (empty) body chunk; on_log and on_done follow. */
   complete(_t: number, id: number): void {
     const s = this.streams[id];
     if (!s) return;
     this.streams[id] = undefined;
-    s.onUpstreamHeaders(new HeaderMap('response', [[':status', '200'], ['content-length', '0']]), true);
+    s.onUpstreamData(Buffer.alloc(0), true);
     if (!s.done) throw new Error(`request ${id}: stream did not complete after its response (state ${s.state})`);
   }
 

@@ -109,6 +109,26 @@ describe("AuthorityMatcher", () => {
     expect(m.cacheBytesUsed()).toBe(one);
   });
 
+  it("matches nothing for an authority with bytes outside ASCII (Envoy answers 400 to those)", () => {
+    const m = new AuthorityMatcher();
+    m.add("*.payments.example", 1);
+    m.add("pay.example", 2);
+    const raw = (prefix: string, byte: u8, suffix: string): ArrayBuffer => {
+      const a = String.UTF8.encode(prefix);
+      const b = String.UTF8.encode(suffix);
+      const out = new ArrayBuffer(a.byteLength + 1 + b.byteLength);
+      memory.copy(changetype<usize>(out), changetype<usize>(a), a.byteLength);
+      store<u8>(changetype<usize>(out) + a.byteLength, byte);
+      memory.copy(changetype<usize>(out) + a.byteLength + 1, changetype<usize>(b), b.byteLength);
+      return out;
+    };
+    expect(m.matchRaw(raw("", 0xe9, ".payments.example"))).toBe(-1);
+    expect(m.matchRaw(raw("pay.example", 0xe9, ""))).toBe(-1);
+    expect(m.matchRaw(raw("x", 0x80, ".payments.example:80"))).toBe(-1);
+    // the same authority in ASCII still matches
+    expect(m.matchRaw(String.UTF8.encode("e.payments.example"))).toBe(1);
+  });
+
   it("bounds the cache in bytes and never caches absurdly long authorities", () => {
     const m = new AuthorityMatcher();
     m.add("*.example", 1);

@@ -1,5 +1,5 @@
 import {
-  mg1WaitMs, healthScore, weightFor, candidateFrom, costMs, backlog, isSaturated, pick, Candidate, Plan,
+  mg1WaitMs, healthScore, weightFor, candidateFrom, pick, Candidate, Plan,
   SKIP_NONE, SKIP_UNHEALTHY, SKIP_SATURATED, SKIP_SLOW, SKIP_STALE, SKIP_LINK,
   MODEL_CONDITIONAL, MODEL_MG1, PICKER_P2C, PICKER_BAND,
 } from "../assembly/lib/choose";
@@ -76,24 +76,13 @@ describe("candidateFrom", () => {
 
   it("costs E[S] + backlog·E[S]/c, with the M/G/1 term only in model mg1", () => {
     const c = cand(inst("a:1", 0.5, 100, 20000, 3, 2));
-    expect(costMs(c, 0)).toBeCloseTo(100 + 3 * 50);
-    expect(costMs(c, 2)).toBeCloseTo(100 + 5 * 50); // two more of ours since the scrape
+    const plan = new Plan([c]);
+    expect(plan.waitMs(0, 0)).toBeCloseTo(100 + 3 * 50);
+    expect(plan.waitMs(0, 2)).toBeCloseTo(100 + 5 * 50); // two more of ours since the scrape
     c.inflightAtSnapshot = 10;
-    expect(backlog(c, 0)).toBe(0.0); // ours drained below the scrape: never negative
-    expect(costMs(c, 0)).toBeCloseTo(100);
+    expect(new Plan([c]).waitMs(0, 0)).toBeCloseTo(100); // ours drained below the scrape: never negative
     const m = cand(inst("a:1", 0.5, 100, 20000, 3, 2), MODEL_MG1);
-    expect(costMs(m, 0)).toBeCloseTo(200 + 3 * 50);
-    const d = cand(inst("b:1", 0.5, 100, 20000, 0, 1));
-    d.weight = 0.5;
-    expect(costMs(d, 0)).toBeCloseTo(200);
-  });
-});
-
-describe("isSaturated", () => {
-  it("needs rho at the limit and no free slot", () => {
-    expect(isSaturated(<f64><f32>0.95, 0.95, 4, 4)).toBe(true);
-    expect(isSaturated(0.99, 0.95, 3, 4)).toBe(false); // a slot is free right now
-    expect(isSaturated(0.9, 0.95, 10, 4)).toBe(false);
+    expect(new Plan([m]).waitMs(0, 0)).toBeCloseTo(200 + 3 * 50);
   });
 });
 
@@ -217,7 +206,6 @@ describe("pick", () => {
     const c = cand(inst("a:1", 0.5, 100, 20000, 3, 2), MODEL_MG1);
     c.inflightAtSnapshot = 1;
     const plan = new Plan([c]);
-    expect(plan.waitMs(0, 4)).toBeCloseTo(costMs(c, 4));
     expect(plan.waitMs(0, 4)).toBeCloseTo(200 + (3 + 4 - 1) * 50);
   });
 

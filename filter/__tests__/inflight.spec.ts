@@ -11,8 +11,11 @@ describe("Inflight", () => {
   });
 
   it("sums other VMs' sections, drops expired ones and replaces its own", () => {
+    // both VMs plan the same two addresses (slotFor is called when a plan is built)
     const vm1 = new Inflight();
     const vm2 = new Inflight();
+    vm2.slotFor("a:1");
+    vm1.slotFor("b:1");
     const s1 = vm1.slotFor("a:1");
     vm1.inc(s1); vm1.inc(s1);
     let doc = vm1.merge(new ArrayBuffer(0), 1, 1000, 500);
@@ -37,6 +40,96 @@ describe("Inflight", () => {
     store<u16>(changetype<usize>(junk) + 12, 500);
     const out = f.merge(junk, 1, 0, 10);
     expect(out.byteLength).toBe(14);
+  });
+
+  it("allocates nothing for addresses other VMs send that no plan of ours holds", () => {
+    const other = new Inflight();
+    for (let i = 0; i < 100; i++) other.inc(other.slotFor("10.0." + i.toString() + ".1:80"));
+    const doc = other.merge(new ArrayBuffer(0), 2, 1000, 500);
+    const f = new Inflight();
+    const mine = f.slotFor("10.0.7.1:80");
+    f.merge(doc, 1, 1000, 500);
+    expect(f.capacity()).toBe(1);
+    expect(f.total[mine]).toBe(1);
+  });
+});
+
+describe("Inflight slot lifetime", () => {
+  it("frees a slot no plan used for the grace, and reuses it", () => {
+    const f = new Inflight();
+    f.beginEpoch();
+    const a = f.slotFor("a:1");
+    const b = f.slotFor("b:1");
+    f.beginEpoch(); // next snapshot: a is gone
+    f.slotFor("b:1");
+    expect(f.sweep(1000, 500)).toBe(0); // a unused from now
+    expect(f.sweep(1499, 500)).toBe(0);
+    expect(f.size()).toBe(2);
+    expect(f.sweep(1500, 500)).toBe(1);
+    expect(f.size()).toBe(1);
+    f.beginEpoch();
+    f.slotFor("b:1");
+    expect(f.slotFor("c:1")).toBe(a); // a's slot, reused
+    expect(f.capacity()).toBe(2);
+    expect(f.slotFor("b:1")).toBe(b);
+  });
+
+  it("keeps a slot that comes back within the grace, counts included", () => {
+    const f = new Inflight();
+    f.beginEpoch();
+    const a = f.slotFor("a:1");
+    f.inc(a);
+    f.beginEpoch();
+    f.sweep(0, 500);
+    f.sweep(400, 500);
+    f.beginEpoch();
+    expect(f.slotFor("a:1")).toBe(a);
+    expect(f.sweep(10000, 500)).toBe(0);
+    expect(f.local[a]).toBe(1);
+  });
+
+  it("a request that outlives its slot releases nothing from the slot's next address", () => {
+    const f = new Inflight();
+    f.beginEpoch();
+    const a = f.slotFor("a:1");
+    const held = f.acquire(a);
+    const held2 = f.acquire(a);
+    f.release(held2);
+    expect(f.local[a]).toBe(1);
+    f.beginEpoch();
+    f.sweep(0, 100);
+    expect(f.sweep(100, 100)).toBe(1); // a gone while one request still held it
+    f.beginEpoch();
+    const c = f.slotFor("c:1");
+    expect(c).toBe(a);
+    expect(f.total[c]).toBe(0);
+    const hc = f.acquire(c);
+    f.release(held); // the old request ends: c's count stays
+    expect(f.local[c]).toBe(1);
+    expect(f.total[c]).toBe(1);
+    f.release(hc);
+    expect(f.local[c]).toBe(0);
+    f.release(hc); // twice: still never below zero
+    expect(f.local[c]).toBe(0);
+  });
+
+  it("stays bounded by the live set while addresses churn, shared document included", () => {
+    const f = new Inflight();
+    let doc = new ArrayBuffer(0);
+    const held = new Array<i64>();
+    for (let round = 0; round < 200; round++) {
+      f.beginEpoch();
+      // 10 live addresses, all replaced every round; each gets a request that never ends
+      for (let i = 0; i < 10; i++) held.push(f.acquire(f.slotFor("10." + round.toString() + "." + i.toString() + ".1:80")));
+      f.sweep(<f64>round * 100, 250);
+      doc = f.merge(doc, 1, <u64>round * 100, 1000);
+    }
+    // live 10 + what churned within the grace (2-3 rounds) + the round being freed
+    expect(f.capacity()).toBeLessThanOrEqual(50);
+    expect(f.size()).toBeLessThanOrEqual(50);
+    expect(doc.byteLength).toBeLessThanOrEqual(14 + 50 * (5 + 14));
+    for (let i = 0; i < held.length; i++) f.release(held[i]);
+    for (let s = 0; s < f.capacity(); s++) expect(f.local[s]).toBe(0);
   });
 });
 

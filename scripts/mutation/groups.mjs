@@ -29,22 +29,27 @@ export const MUTATION_UNITS = {
   },
   'inference-collector': {
     group: 'inference',
-    mutate: [
-      'agent/src/inference/collector.ts',
-      'agent/src/inference/encode.ts',
-      'agent/src/inference/schema.ts',
-      'agent/src/inference/scraper.ts',
-    ],
-    tests: ['test/inference/collector.test.ts'],
+    mutate: ['agent/src/inference/collector.ts', 'agent/src/inference/encode.ts', 'agent/src/inference/schema.ts'],
+    tests: ['test/inference/collector.test.ts', 'test/inference/slots.test.ts'],
+  },
+  'inference-scraper': {
+    group: 'inference',
+    mutate: ['agent/src/inference/scraper.ts'],
+    tests: ['test/inference/scrape-stream.test.ts'],
+  },
+  'inference-llm': {
+    group: 'inference',
+    mutate: ['agent/src/inference/llm.ts'],
+    tests: ['test/inference/llm.test.ts'],
   },
   'snapshot-codec': {
     group: 'snapshot',
-    mutate: ['agent/src/snapshot/codec.ts'],
-    tests: ['test/agent/codec.test.ts'],
+    mutate: ['agent/src/snapshot/codec.ts', 'agent/src/snapshot/llm.ts', 'agent/src/snapshot/rules.ts', 'agent/src/snapshot/rules-section.ts'],
+    tests: ['test/agent/codec.test.ts', 'test/agent/snapshot-fixtures.test.ts', 'test/agent/snapshot-llm.test.ts'],
   },
   'snapshot-publisher': {
     group: 'snapshot',
     mutate: ['agent/src/snapshot/publisher.ts'],
-    tests: ['test/agent/http-api.test.ts'],
+    tests: ['test/agent/codec.test.ts', 'test/agent/http-api.test.ts'],
   },
 };

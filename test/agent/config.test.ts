@@ -48,6 +48,9 @@ const CASES: Array<[string, string, RegExp]> = [
   ['bad log level', 'log: { level: loud }\n', /^config error: log\.level: must be one of/m],
   ['inference must be an object', 'inference: 5\n', /^config error: inference: must be object$/m],
   ['yaml syntax', 'link: [\n', /^config error: .*YAML syntax/m],
+  ['timeout below the degrade threshold', peerYaml('      timeoutMs: 40\n      degradeThresholdMs: 50'), /^config error: link\.peers\[0\]\.timeoutMs: must be >= degradeThresholdMs/m],
+  ['empty file', '', /^config error: .*configures neither link\.peers nor inference\.services/m],
+  ['inference peer without a link peer', peerYaml() + 'inference:\n  services: [{ name: llm, peer: cloud-c, kind: vllm, instances: { static: ["10.0.0.1:80"] } }]\n', /^config error: inference\.services\[0\]\.peer: "cloud-c" is not a link peer/m],
 ];
 
 for (const [name, yaml, re] of CASES) {
@@ -85,7 +88,7 @@ test('CLI: --check prints the effective config with env overrides applied', () =
   assert.equal(r.code, 0, r.stderr);
   const out = JSON.parse(r.stdout);
   assert.equal(out.source, file);
-  assert.deepEqual(out.config.listen, { host: '0.0.0.0', port: 8123 });
+  assert.deepEqual(out.config.listen, { host: '0.0.0.0', port: 8123, maxConnections: 256, headersTimeoutMs: 10_000 });
   assert.equal(out.config.log.level, 'debug');
   assert.equal(out.config.publishIntervalMs, 100);
   assert.equal(out.config.link.peers[0].intervalMs, 100, 'defaults filled');
@@ -100,7 +103,7 @@ test('CLI: unknown argument is a usage error (exit 2)', () => {
 test('defaults: no file -> built-in defaults (loopback:8000, peer cloud-b via the rig injector)', () => {
   const { config, source } = loadConfig({ env: {}, defaultPath: NO_DEFAULT });
   assert.equal(source, undefined);
-  assert.deepEqual(config.listen, { host: '127.0.0.1', port: 8000 });
+  assert.deepEqual(config.listen, { host: '127.0.0.1', port: 8000, maxConnections: 256, headersTimeoutMs: 10_000 });
   assert.equal(config.publishIntervalMs, 250);
   assert.equal(config.log.level, 'info');
   assert.equal(config.link.peers.length, 1);
@@ -113,7 +116,7 @@ test('defaults: no file -> built-in defaults (loopback:8000, peer cloud-b via th
 });
 
 test('default path is used when present; SWITCHYARD_CONFIG selects a file; env beats file', () => {
-  const file = writeYaml('default.yaml', 'listen: { port: 8001 }\npublishIntervalMs: 500\n');
+  const file = writeYaml('default.yaml', 'listen: { port: 8001 }\npublishIntervalMs: 500\ninference:\n  services: [{ name: llm, kind: vllm, instances: { static: ["10.0.0.1:8000"] } }]\n');
   const a = loadConfig({ env: {}, defaultPath: file });
   assert.equal(a.source, file);
   assert.equal(a.config.listen.port, 8001);
@@ -124,9 +127,31 @@ test('default path is used when present; SWITCHYARD_CONFIG selects a file; env b
   assert.equal(b.config.publishIntervalMs, 500);
 });
 
-test('empty YAML file is an empty config', () => {
-  const { config } = loadConfig({ path: writeYaml('empty.yaml', ''), env: {} });
-  assert.equal(config.listen.port, 8000);
+test('empty YAML file is refused: nothing to probe or scrape (/status would say healthy)', () => {
+  const file = writeYaml('empty.yaml', '');
+  assert.throws(() => loadConfig({ path: file, env: {} }), (e: unknown) => e instanceof ConfigError && e.problems[0] === `${file}: configures neither link.peers nor inference.services (empty or truncated file?)`);
+  // programmatic configs without peers stay allowed (tests, embedding)
+  assert.deepEqual(resolveConfig({}).link.peers, []);
+});
+
+test('link thresholds: recover == degrade is accepted (no mid band), recover > degrade is not; timeoutMs >= degradeThresholdMs', () => {
+  const peer = (x: Record<string, number>) => ({ link: { peers: [{ name: 'a', probe: { kind: 'tcp' as const, address: 'h:1' }, ...x }] } });
+  const eq = resolveConfig(peer({ degradeThresholdMs: 50, recoverThresholdMs: 50 }));
+  assert.equal(eq.link.peers[0].recoverThresholdMs, eq.link.peers[0].degradeThresholdMs);
+  assert.throws(() => resolveConfig(peer({ degradeThresholdMs: 50, recoverThresholdMs: 51 })), /recoverThresholdMs: must be <= degradeThresholdMs \(51 > 50\)/);
+  assert.equal(resolveConfig(peer({ degradeThresholdMs: 50, timeoutMs: 50 })).link.peers[0].timeoutMs, 50);
+  assert.throws(() => resolveConfig(peer({ degradeThresholdMs: 50, timeoutMs: 49 })), /link\.peers\[0\]\.timeoutMs: must be >= degradeThresholdMs \(49 < 50: a probe could never be slow, only time out\)/);
+});
+
+test('inference services of a peer that is not a link peer are refused, naming the peers', () => {
+  const svc = (peer: string) => ({ name: 'llm', peer, kind: 'vllm', instances: { static: ['10.0.0.1:8000'] } });
+  const link = { peers: [{ name: 'cloud-b', probe: { kind: 'tcp' as const, address: 'h:1' } }] };
+  assert.equal(resolveConfig({ link, inference: { services: [svc(''), svc('cloud-b')] } }).link.peers.length, 1);
+  assert.throws(
+    () => resolveConfig({ link, inference: { services: [svc(''), svc('cloud-c')] } }),
+    (e: unknown) => e instanceof ConfigError && e.problems[0] === 'inference.services[1].peer: "cloud-c" is not a link peer (link.peers: "cloud-b"); its link state would be unknown',
+  );
+  assert.throws(() => resolveConfig({ inference: { services: [svc('cloud-b')] } }), /is not a link peer \(link\.peers: none\)/);
 });
 
 test('inference key is optional and validated by the sub-schema from agent/src/inference/schema.ts', () => {

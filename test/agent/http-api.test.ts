@@ -1,4 +1,8 @@
 import { test, before, after } from 'node:test';
+import * as fs from 'node:fs';
+import * as net from 'node:net';
+import * as os from 'node:os';
+import * as path from 'node:path';
 import assert from 'node:assert/strict';
 import { spawnAgent } from '../../agent/src/spawn';
 import { startAgent, type AgentHandle } from '../../agent/src/agent';
@@ -7,6 +11,9 @@ import { startCloudService, type CloudService } from '../../sim/cloud-service';
 import { request, sleep, waitForEvent } from './_helpers';
 
 const silent = { log: { level: 'silent' as const } };
+// a minimal file config (an empty file is refused: nothing to probe or scrape)
+const CONFIG = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'swy-api-')), 'agent.yaml');
+fs.writeFileSync(CONFIG, 'link:\n  peers:\n    - name: cloud-b\n      probe: { kind: tcp, address: "127.0.0.1:9" }\n      intervalMs: 1000\n');
 let svc: CloudService;
 let agent: AgentHandle;
 
@@ -165,7 +172,7 @@ test('stop() answers held long polls and closes the server', async () => {
 
 test('CLI (via spawnAgent): serves, and SIGTERM answers waiters and exits 0', async () => {
   const a = await spawnAgent({
-    configPath: '/dev/null',
+    configPath: CONFIG,
     env: { SWITCHYARD_LISTEN_PORT: '0', SWITCHYARD_LOG_LEVEL: 'info', SWITCHYARD_PUBLISH_INTERVAL_MS: '60000', SWITCHYARD_CONFIG: '' },
   });
   try {
@@ -182,9 +189,77 @@ test('CLI (via spawnAgent): serves, and SIGTERM answers waiters and exits 0', as
   }
 });
 
-test('CLI (via spawnAgent): port in use exits 1', async () => {
+test('CLI (via spawnAgent): port in use exits 1 with one line naming host:port', async () => {
   await assert.rejects(
-    spawnAgent({ configPath: '/dev/null', env: { SWITCHYARD_LISTEN_PORT: String(agent.port), SWITCHYARD_CONFIG: '' } }),
-    (e: any) => e.exitCode === 1,
+    spawnAgent({ configPath: CONFIG, env: { SWITCHYARD_LISTEN_PORT: String(agent.port), SWITCHYARD_LISTEN_HOST: '127.0.0.1', SWITCHYARD_CONFIG: '' } }),
+    (e: any) => {
+      assert.equal(e.exitCode, 1);
+      const stderr = String(e.message).replace(/^agent exited with code 1: /, '');
+      assert.equal(stderr, `switchyard-agent: cannot listen on 127.0.0.1:${agent.port}: address already in use (EADDRINUSE)`);
+      return true;
+    },
   );
+});
+
+test('startAgent: port in use rejects with a ListenError naming host:port', async () => {
+  await assert.rejects(startAgent({ ...silent, listen: { host: '127.0.0.1', port: agent.port } }, { defaultMetrics: false }), {
+    name: 'ListenError',
+    message: `cannot listen on 127.0.0.1:${agent.port}: address already in use (EADDRINUSE)`,
+  });
+});
+
+/** a raw connection that sends half a request line and nothing more; resolves when the server closes it */
+function partialHeaders(port: number): { socket: net.Socket; closed: Promise<{ ms: number; data: string }> } {
+  const t0 = performance.now();
+  const socket = net.connect(port, '127.0.0.1');
+  let data = '';
+  socket.on('data', (c) => (data += c.toString()));
+  socket.on('error', () => {});
+  socket.on('connect', () => socket.write('GET /healthz HTTP/1.1\r\nHost: a\r\nX-Slow: '));
+  return { socket, closed: new Promise((r) => socket.once('close', () => r({ ms: performance.now() - t0, data }))) };
+}
+
+test('connection cap: connections beyond listen.maxConnections are closed at once; the API still answers when a slot frees', async () => {
+  const a = await startAgent({ ...silent, listen: { port: 0, maxConnections: 3, headersTimeoutMs: 60_000 }, link: { peers: [] } }, { defaultMetrics: false });
+  try {
+    const held = [partialHeaders(a.port), partialHeaders(a.port), partialHeaders(a.port)];
+    await sleep(200);
+    const extra = partialHeaders(a.port);
+    const r = await Promise.race([extra.closed, sleep(2000).then(() => undefined)]);
+    assert.ok(r !== undefined, 'the connection over the cap is closed');
+    assert.ok(r.ms < 1000, `closed after ${r.ms} ms`);
+    await assert.rejects(request(`${a.url}/healthz`)); // still at the cap
+    held[0].socket.destroy();
+    await held[0].closed;
+    await sleep(50);
+    assert.equal((await request(`${a.url}/healthz`)).status, 200);
+    for (const h of held) h.socket.destroy();
+  } finally {
+    await a.stop();
+  }
+});
+
+test('header time: a connection that never completes its headers is closed after listen.headersTimeoutMs', async () => {
+  const a = await startAgent({ ...silent, listen: { port: 0, headersTimeoutMs: 300 }, publishIntervalMs: 60000, link: { peers: [] } }, { defaultMetrics: false });
+  try {
+    const conns = Array.from({ length: 20 }, () => partialHeaders(a.port));
+    const closed = await Promise.all(conns.map((c) => Promise.race([c.closed, sleep(5000).then(() => ({ ms: Infinity, data: '' }))])));
+    for (const c of closed) {
+      assert.ok(c.ms >= 250 && c.ms < 2000, `closed after ${c.ms} ms`);
+      assert.match(c.data, /^HTTP\/1\.1 408 /);
+    }
+    // a well-behaved long poll on the same server outlives the header time
+    const seq = Number((await request(`${a.url}/v1/snapshot`)).headers['x-switchyard-seq']);
+    const t0 = performance.now();
+    const r = await request(`${a.url}/v1/snapshot?after=${seq}&waitMs=800`);
+    assert.equal(r.status, 200);
+    assert.ok(performance.now() - t0 >= 750);
+  } finally {
+    await a.stop();
+  }
+});
+
+test('defaults: 256 connections, 10 s header time', () => {
+  assert.equal(agent.config.listen.maxConnections, 256);
+  assert.equal(agent.config.listen.headersTimeoutMs, 10_000);
 });

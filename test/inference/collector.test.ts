@@ -313,3 +313,56 @@ test('INSTANCES payload size: 4 + Σ(50 + strings) bytes', () => {
   assert.ok(Number.isNaN(back[0].gpuUtil));
   assert.equal(back[0].slots, 4);
 });
+
+test('collector (virtual clock): an instance 10x slower for 30 s, then priced out, is published back near its peers within bounded time', async () => {
+  // two vLLM pages whose cumulative counters the test drives; scrapes at a virtual 1 s cadence
+  const state = [
+    { n: 0, sum: 0 },
+    { n: 0, sum: 0 },
+  ];
+  const page = (i: number): string =>
+    [
+      '# TYPE vllm:num_requests_running gauge', 'vllm:num_requests_running 1',
+      '# TYPE vllm:num_requests_waiting gauge', 'vllm:num_requests_waiting 0',
+      '# TYPE vllm:e2e_request_latency_seconds histogram',
+      `vllm:e2e_request_latency_seconds_bucket{le="0.05"} ${i === 0 ? state[0].n : 0}`,
+      `vllm:e2e_request_latency_seconds_bucket{le="+Inf"} ${state[i].n}`,
+      `vllm:e2e_request_latency_seconds_count ${state[i].n}`,
+      `vllm:e2e_request_latency_seconds_sum ${state[i].sum}`,
+      '',
+    ].join('\n');
+  const servers = await Promise.all(
+    [0, 1].map(async (i) => {
+      const s = http.createServer((_q, res) => res.writeHead(200, { 'content-type': 'text/plain' }).end(page(i)));
+      await new Promise<void>((r) => s.listen(0, '127.0.0.1', () => r()));
+      return s;
+    }),
+  );
+  const addrs = servers.map((s) => `127.0.0.1:${(s.address() as AddressInfo).port}`);
+  let now = 1_000_000;
+  const col = new InferenceCollector(
+    { scrapeIntervalMs: 600_000, scrapeTimeoutMs: 5000, staleAfterMs: 3_600_000, services: [{ name: 'llm', kind: 'vllm', concurrency: 4, instances: { static: addrs } }] },
+    { registry: new Registry(), now: () => now },
+  );
+  const es = (i: number): number => col.snapshot().find((r) => r.addr === addrs[i])!.esMs;
+  try {
+    await col.start();
+    for (let t = 0; t <= 120; t++) {
+      state[0].n += 10; // the peer: 10 ms requests, 10 per second, throughout
+      state[0].sum += 0.1;
+      if (t >= 1 && t <= 30) {
+        state[1].n += 5; // the sick one: 100 ms requests for 30 s ...
+        state[1].sum += 0.5;
+      } // ... then nothing: priced out
+      await col.scrapeAll();
+      if (t === 30) assert.ok(Math.abs(es(1) - 100) < 1, `during the episode: ${es(1)}`);
+      now += 1000;
+    }
+    assert.ok(Math.abs(es(0) - 10) < 0.01, `peer ${es(0)} ${JSON.stringify(col.details()[0], (k, v) => (k === "estimator" ? undefined : v))}`);
+    // window 10 s: empties at 40 s; after 80 s more (8 τ) it is at the peers' median
+    assert.ok(es(1) < 11, `published E[S] of the recovered instance ${es(1)} (peer ${es(0)})`);
+  } finally {
+    await col.stop();
+    for (const s of servers) await new Promise<void>((r) => s.close(() => r()));
+  }
+});

@@ -1,7 +1,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { BaselineTracker, healthScore, histQuantile, InstanceEstimator, secondMomentFromBuckets, trimmedMedian } from '../../agent/src/inference/estimator';
-import type { Hist, Signals } from '../../agent/src/inference/mappings';
+import { extractSignals, resolveMappings, type Hist, type Signals } from '../../agent/src/inference/mappings';
+import { parseExposition } from '../../agent/src/inference/exposition';
+import { buildInstanceRecord } from '../../agent/src/inference/collector';
 import { makeDistribution, type DistSpec } from '../../sim/inference/distributions';
 import { TGI_DURATION_BUCKETS, VLLM_FINE_BUCKETS } from '../../sim/inference/queue';
 
@@ -276,4 +278,159 @@ test('estimator against a discrete-event M/G/1 run: λ, E[S], E[S²] within samp
   close(st.esMs, d.mean, 0.03);
   close(st.es2Ms2, d.secondMoment, 0.08);
   close(st.rho, 0.5, 0.05);
+});
+
+// ---------------------------------------------------------------- broken exporters (issue 11 §8)
+
+/** parse a vLLM-style page through the real parser and mappings */
+function vllmPage(v: { waiting?: string; running?: string; success?: string; count?: string; sum?: string }): Signals {
+  const text = [
+    '# TYPE vllm:num_requests_waiting gauge', `vllm:num_requests_waiting{model_name="m"} ${v.waiting ?? '0'}`,
+    '# TYPE vllm:num_requests_running gauge', `vllm:num_requests_running{model_name="m"} ${v.running ?? '1'}`,
+    '# TYPE vllm:request_success_total counter', `vllm:request_success_total{model_name="m"} ${v.success ?? '0'}`,
+    '# TYPE vllm:e2e_request_latency_seconds histogram',
+    `vllm:e2e_request_latency_seconds_bucket{le="0.1",model_name="m"} ${v.count ?? '0'}`,
+    `vllm:e2e_request_latency_seconds_bucket{le="+Inf",model_name="m"} ${v.count ?? '0'}`,
+    `vllm:e2e_request_latency_seconds_count{model_name="m"} ${v.count ?? '0'}`,
+    `vllm:e2e_request_latency_seconds_sum{model_name="m"} ${v.sum ?? '0'}`,
+  ].join('\n');
+  return extractSignals(parseExposition(text + '\n'), resolveMappings('vllm'));
+}
+
+const recordOf = (st: ReturnType<InstanceEstimator['observe']>) =>
+  buildInstanceRecord({ service: 'llm', addr: '10.0.0.1:80', peer: '', reason: 'ok', state: st, imputed: () => ({ es: NaN, es2: NaN }), baselineMs: NaN, lastOkAt: 0, now: 0, concurrency: undefined }).record;
+
+function assertNoBadNumbers(r: ReturnType<typeof recordOf>): void {
+  for (const k of ['rho', 'lambdaPerS', 'queueDepth', 'esMs', 'es2Ms2'] as const) {
+    const v = r[k];
+    assert.ok(Number.isNaN(v) || v >= 0, `${k} = ${v}`);
+    assert.ok(v !== Infinity, `${k} = ${v}`);
+  }
+}
+
+test('estimator: a counter that drops on every scrape marks the instance unhealthy (not ρ 8 / λ 654)', () => {
+  const e = new InstanceEstimator({ windowMs: 10_000 });
+  // true rate 20/s, but the exporter's counter falls back at every scrape
+  let st = e.observe(0, vllmPage({ count: '1000', sum: '50' }));
+  st = e.observe(1000, vllmPage({ count: '1020', sum: '51' }));
+  assert.equal(st.invalid, undefined);
+  close(st.lambdaPerS, 20);
+  st = e.observe(2000, vllmPage({ count: '654', sum: '30' })); // one drop: a restart
+  assert.equal(st.invalid, undefined, 'a single reset is a restart');
+  st = e.observe(3000, vllmPage({ count: '500', sum: '20' })); // and again: not a counter
+  assert.match(st.invalid ?? '', /counter went backwards 2 times within 10 s/);
+  const r = recordOf(st);
+  assert.equal(r.healthy, false);
+  assert.equal(r.reason, 'parse_error');
+  assertNoBadNumbers(r);
+  st = e.observe(4000, vllmPage({ count: '400', sum: '10' }));
+  assert.equal(recordOf(st).healthy, false);
+  // a working counter again: healthy once the drops have left the window
+  for (let t = 5000; t <= 12_000; t += 1000) st = e.observe(t, vllmPage({ count: String(400 + (t - 4000) / 50), sum: String(10 + (t - 4000) / 1000) }));
+  assert.ok(st.invalid !== undefined, 'two drops (3 s, 4 s) still within the window');
+  for (let t = 13_000; t <= 16_000; t += 1000) st = e.observe(t, vllmPage({ count: String(400 + (t - 4000) / 50), sum: String(10 + (t - 4000) / 1000) }));
+  assert.equal(st.invalid, undefined);
+  assert.equal(recordOf(st).healthy, true);
+});
+
+for (const [name, page, re] of [
+  ['negative counter', { count: '-5', sum: '1' }, /Histogram count is -5/],
+  ['negative success counter', { success: '-3' }, /completions is -3/],
+  ['NaN gauge', { waiting: 'NaN' }, /waiting is NaN/],
+  ['+Inf gauge', { running: '+Inf' }, /running is Infinity/],
+  ['negative gauge', { waiting: '-2' }, /waiting is -2/],
+] as const) {
+  test(`estimator: ${name} -> scrape rejected, instance unhealthy with the reason, last good values kept`, () => {
+    const e = new InstanceEstimator({ windowMs: 10_000 });
+    e.observe(0, vllmPage({ count: '100', sum: '5' }));
+    const good = e.observe(1000, vllmPage({ count: '120', sum: '6' }));
+    const st = e.observe(2000, vllmPage(page));
+    assert.match(st.invalid ?? '', re);
+    const r = recordOf(st);
+    assert.equal(r.healthy, false);
+    assert.equal(r.reason, 'parse_error');
+    assertNoBadNumbers(r);
+    close(st.esMs, good.esMs);
+    close(st.lambdaPerS, good.lambdaPerS);
+    // the next good page is used again
+    const next = e.observe(3000, vllmPage({ count: '140', sum: '7' }));
+    assert.equal(next.invalid, undefined);
+    assert.equal(recordOf(next).healthy, true);
+  });
+}
+
+test('estimator: requests complete but the service-time sum stays 0 -> unhealthy, never E[S] 0', () => {
+  const e = new InstanceEstimator({ windowMs: 10_000 });
+  e.observe(0, vllmPage({ count: '100', sum: '0' }));
+  const st = e.observe(1000, vllmPage({ count: '130', sum: '0' }));
+  assert.match(st.invalid ?? '', /service-time sum did not grow while 30 requests completed/);
+  const r = recordOf(st);
+  assert.equal(r.healthy, false);
+  assert.ok(!(r.esMs === 0), `esMs ${r.esMs}`);
+});
+
+// ---------------------------------------------------------------- no absorbing state (issue 9 §2)
+
+test('estimator: an instance 10x slower for 30 s, then priced out (no request): E[S] returns to the prior within bounded time', () => {
+  // 5 completions per 1 s scrape: 10 ms normally, 100 ms during the episode; after it the instance
+  // receives nothing (the filter priced it out). Prior = the service's median (10 ms).
+  const run = (prior?: () => { es: number; es2: number }): Array<[number, number]> => {
+    const e = new InstanceEstimator({ windowMs: 10_000, concurrency: 4, prior });
+    const b = [5, 20, 50, 200];
+    const counts = [0, 0, 0, 0, 0];
+    let sum = 0;
+    const out: Array<[number, number]> = [];
+    for (let t = 0; t <= 120_000; t += 1000) {
+      if (t > 0 && t <= 30_000) { counts[0] += 0; counts[3] += 5; sum += 500; } // 100 ms each
+      else if (t > 30_000 && t <= 60_000) { /* idle: priced out */ }
+      out.push([t, e.observe(t, sig(hist(b, counts, sum))).esMs]);
+    }
+    return out;
+  };
+  const PRIOR = { es: 10, es2: 200 };
+  const withPrior = run(() => PRIOR);
+  const frozen = run(undefined);
+  const at = (xs: Array<[number, number]>, t: number): number => xs.find(([x]) => x === t)![1];
+  close(at(withPrior, 30_000), 100, 1e-9, 'during the episode: its own E[S]');
+  close(at(frozen, 60_000), 100, 1e-9, 'control: without a prior the estimate stays at the episode value');
+  // window (10 s) empties at 40 s; τ = 10 s: within 3τ after that it is within 5 % of the gap
+  assert.ok(at(withPrior, 70_000) <= 10 + 0.06 * 90, `E[S] ${at(withPrior, 70_000)} at 70 s`);
+  assert.ok(at(withPrior, 90_000) <= 11, `E[S] ${at(withPrior, 90_000)} at 90 s`);
+  // monotone approach, never below the prior
+  for (let t = 40_000; t < 120_000; t += 1000) assert.ok(at(withPrior, t + 1000) <= at(withPrior, t) + 1e-9 && at(withPrior, t) >= 10 - 1e-9);
+});
+
+test('estimator: a fresh instance in a busy window is not pulled toward the prior', () => {
+  const e = new InstanceEstimator({ windowMs: 10_000, concurrency: 4, prior: () => ({ es: 10, es2: 200 }) });
+  const b = [5, 20, 50, 200];
+  const counts = [0, 0, 0, 0, 0];
+  let sum = 0;
+  let st = e.observe(0, sig(hist(b, counts, sum)));
+  for (let t = 1000; t <= 30_000; t += 1000) {
+    counts[2] += 10; // 40 ms each, 10/s: the window alone holds >= 50
+    sum += 400;
+    st = e.observe(t, sig(hist(b, counts, sum)));
+  }
+  close(st.esMs, 40);
+});
+
+test('estimator: baselineTrim reaches the per-instance baseline (mutation survivor)', () => {
+  const b = new BaselineTracker(300_000, 0.5);
+  for (const [t, v] of [[0, 1], [1, 2], [2, 3], [3, 100], [4, 200], [5, 300]] as const) b.add(t, v);
+  assert.equal(b.value(5), 2); // top half dropped: median of 1, 2, 3
+  const mk = (baselineTrim: number): number => {
+    const e = new InstanceEstimator({ windowMs: 1_000, concurrency: 1, baselineTrim, minMomentCompletions: 1 });
+    const bounds = [10, 1000, 100_000];
+    const counts = [0, 0, 0, 0];
+    let sum = 0;
+    let st = e.observe(0, sig(hist(bounds, counts, sum)));
+    // P99 samples: 5 fast windows then 5 very slow ones
+    for (let k = 1; k <= 10; k++) {
+      if (k <= 5) counts[0] += 10; else counts[2] += 10;
+      sum += 10;
+      st = e.observe(k * 1000, sig(hist(bounds, counts, sum)));
+    }
+    return st.baselineP99Ms;
+  };
+  assert.ok(mk(0.5) < mk(0), `trim 0.5: ${mk(0.5)}, trim 0: ${mk(0)}`);
 });

@@ -51,8 +51,6 @@ test('Triton exposition: counters summed over models, service = duration - queue
   assert.equal(s.waiting, 5);
   assert.equal(s.running, undefined);
   close(s.gpuUtil, 0.5);
-  assert.equal(s.gpuMemUsedBytes, 6442450944);
-  assert.equal(s.gpuMemFreeBytes, 2 * 16945512448 - 6442450944);
   assert.equal(s.serviceHist, undefined);
 });
 
@@ -72,8 +70,6 @@ test('TGI exposition: unlabelled series, 1.5x bucket ladder, inference-duration 
 test('DCGM exporter: utilisation % -> 0..1 averaged over GPUs, framebuffer MiB -> bytes', () => {
   const s = extractSignals(parseExposition(fx('dcgm.txt')), resolveMappings('dcgm'));
   close(s.gpuUtil, 0.75);
-  assert.equal(s.gpuMemUsedBytes, (20460 + 21484) * 1024 * 1024);
-  assert.equal(s.gpuMemFreeBytes, (2048 + 1024) * 1024 * 1024);
   assert.ok(hasLoadSignal(s));
   // label filter: only GPU 1
   const one = extractSignals(parseExposition(fx('dcgm.txt')), resolveMappings('dcgm'), { gpu: '1' });

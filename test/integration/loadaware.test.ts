@@ -17,31 +17,43 @@ function inst(addr: string, over: Partial<InstanceRecord> = {}): InstanceRecord 
 
 interface Bed {
   host: ProxyWasmHost;
-  /** Serve this snapshot from now on (new seq) and let every VM adopt it. */
+  /** Serve this snapshot from now on (new seq, generated now) and let every VM adopt it. */
   serve(instances: InstanceRecord[], link?: 'normal' | 'degraded', rttMs?: number): Promise<void>;
   request(extra?: Record<string, string>, worker?: number): Promise<RequestResult>;
 }
 
+interface BedOptions {
+  workers?: number;
+  /** The plugin's `link` section (default: data valid for 60 s, so that only the tested staleness runs). */
+  link?: Record<string, unknown>;
+  refreshMs?: number;
+}
+
 let seq = 1;
-async function bed(loadAware: Record<string, unknown> = {}, workers = 1): Promise<Bed> {
+/**
+ * The shipped default picker (p2c) runs unless a test sets one: with two eligible instances p2c
+ * always compares both, so it is deterministic there. Service data stays valid for 60 s unless a
+ * test passes stalenessMs (or `stalenessMs: undefined` for the shipped default).
+ */
+async function bed(loadAware: Record<string, unknown> = {}, opts: BedOptions = {}): Promise<Bed> {
   let body: Buffer = Buffer.alloc(0);
+  const refreshMs = opts.refreshMs ?? 10;
   const host = await ProxyWasmHost.create({
-    wasm: WASM, workers, mainThread: false, canary: false, clock: 'manual', startTimeMs: T0,
+    wasm: WASM, workers: opts.workers ?? 1, mainThread: false, canary: false, clock: 'manual', startTimeMs: T0,
     pluginConfig: JSON.stringify({
-      agent: { cluster: 'switchyard_agent', longPollMs: 0, pollMs: 10 }, refreshMs: 10, leaseMs: 200,
-      link: { stalenessMs: 60000, services: [] },
-      // picker band 0: deterministic (always the cheapest), so the tests can name the instance
-      loadAware: { services: [{ authorities: [AUTH], service: 'llm', picker: 'band', band: 0, stalenessMs: 60000, debug: true, ...loadAware }] },
+      agent: { cluster: 'switchyard_agent', longPollMs: 0, pollMs: refreshMs }, refreshMs, leaseMs: 20 * refreshMs,
+      link: opts.link ?? { stalenessMs: 60000, services: [] },
+      loadAware: { services: [{ authorities: [AUTH], service: 'llm', stalenessMs: 60000, debug: true, ...loadAware }] },
     }),
     clusters: { switchyard_agent: { handler: () => ({ status: 200, body }) } },
   });
   return {
     host,
     serve: async (instances, link = 'normal', rttMs = 10) => {
-      const now = T0;
+      const now = host.clock.nowMs();
       body = encodeSnapshot({ seq: ++seq, generatedAtMs: now,
         peers: [{ name: 'cloud-b', state: link, lastRttMs: rttMs, avgRttMs: rttMs, recoverStreak: 10, lastSampleAtMs: now }], instances });
-      for (let i = 0; i < 8; i++) await host.advance(10);
+      for (let i = 0; i < 8; i++) await host.advance(refreshMs);
     },
     request: (extra = {}, worker) => host.request({ ':method': 'POST', ':path': '/v1/completions', ':authority': AUTH, ...extra }, { worker }),
   };
@@ -49,8 +61,8 @@ async function bed(loadAware: Record<string, unknown> = {}, workers = 1): Promis
 
 const endpoint = (r: RequestResult) => header(r.upstreamHeaders, 'x-switchyard-endpoint');
 
-test('chooses the lowest expected wait and overwrites a client-sent endpoint', async () => {
-  const b = await bed();
+test('picker band 0 chooses the lowest expected wait and overwrites a client-sent endpoint', async () => {
+  const b = await bed({ picker: 'band', band: 0 });
   try {
     await b.serve([inst('10.0.0.1:80', { rho: 0.8, queueDepth: 3 }), inst('10.0.0.2:80', { rho: 0.2 }), inst('10.0.0.3:80', { rho: 0.5, queueDepth: 1 })]);
     const r = await b.request({ 'x-switchyard-endpoint': '169.254.169.254:80' });
@@ -84,7 +96,7 @@ test('skips saturated, unhealthy, slow and stale instances, and counts why', asy
     assert.equal(b.host.metric('switchyard.lb.skip.unhealthy'), 5);
     assert.equal(b.host.metric('switchyard.lb.skip.slow'), 5);
     assert.equal(b.host.metric('switchyard.lb.skip.stale'), 5);
-    assert.equal(b.host.metric('switchyard.lb.choice.llm.10_0_0_5_80'), 5);
+    assert.equal(b.host.metric('switchyard.lb.choice.llm'), 5, 'one choice counter per service');
   } finally {
     await b.host.close();
   }
@@ -179,7 +191,7 @@ test('a client-sent x-degraded is stripped on load-aware and other authorities',
 });
 
 test('herding: our own in-flight requests count at once, across worker VMs', async () => {
-  const b = await bed({}, 2);
+  const b = await bed({}, { workers: 2 });
   const release: (() => void)[] = [];
   const held = (worker: number) => b.host.request({ ':method': 'POST', ':path': '/', ':authority': AUTH },
     { worker, response: () => new Promise((resolve) => release.push(() => resolve({ status: 200 }))) });
@@ -203,6 +215,128 @@ test('herding: our own in-flight requests count at once, across worker VMs', asy
     await b.host.advance(20);
     assert.deepEqual(endpoint(await b.request({}, 1)), ['10.0.0.1:80']);
     assert.deepEqual(endpoint(await b.request({}, 0)), ['10.0.0.1:80']);
+  } finally {
+    release.forEach((f) => f());
+    await b.host.close();
+  }
+});
+
+test('default picker (p2c): the cheaper of two random instances, never the worst of three, spread over the rest', async () => {
+  const b = await bed();
+  try {
+    await b.serve([inst('10.0.0.1:80', { queueDepth: 5 }), inst('10.0.0.2:80', { queueDepth: 0 }), inst('10.0.0.3:80', { queueDepth: 1 })]);
+    const seen = new Map<string, number>();
+    for (let i = 0; i < 40; i++) {
+      const r = await b.request();
+      const e = endpoint(r)[0];
+      seen.set(e, (seen.get(e) ?? 0) + 1);
+      assert.match(header(r.responseHeaders, 'x-switchyard-debug')[0], / eligible=3 considered=2$/);
+    }
+    assert.equal(seen.get('10.0.0.1:80'), undefined, 'the most loaded instance loses every pair it is in');
+    assert.ok((seen.get('10.0.0.2:80') ?? 0) > 20, 'the idle one wins every pair it is in (2 of 3 pairs)');
+    assert.ok((seen.get('10.0.0.3:80') ?? 0) > 0, 'the middle one wins the pair without the idle one');
+    await b.host.advance(20);
+    assert.equal(b.host.metric('switchyard.lb.choice.llm'), 40);
+  } finally {
+    await b.host.close();
+  }
+});
+
+test('default picker (p2c) with the shipped stalenessMs: an instance whose data went stale gets nothing', async () => {
+  const b = await bed({ stalenessMs: undefined }); // shipped default: 5000 ms
+  try {
+    // 1 is idle but its data was scraped 4.5 s before the snapshot: stale 0.5 s later
+    await b.serve([inst('10.0.0.1:80', { dataAgeMs: 4500 }), inst('10.0.0.2:80', { queueDepth: 3 }), inst('10.0.0.3:80', { queueDepth: 3 })]);
+    let toStale = 0;
+    for (let i = 0; i < 30; i++) if (endpoint(await b.request())[0] === '10.0.0.1:80') toStale++;
+    assert.ok(toStale > 10, `fresh, it wins every pair it is drawn into (${toStale}/30)`);
+    await b.host.advance(500);
+    for (let i = 0; i < 30; i++) assert.notEqual(endpoint(await b.request())[0], '10.0.0.1:80');
+    await b.host.advance(20);
+    assert.equal(b.host.metric('switchyard.lb.skip.stale'), 30);
+  } finally {
+    await b.host.close();
+  }
+});
+
+test('link data gone stale with the shipped link settings (1 s, failMode degraded): remote instances get nothing', async () => {
+  const b = await bed({}, { link: { services: [] } });
+  try {
+    const fleet = [inst('10.0.0.1:80', { queueDepth: 3 }), inst('10.1.0.1:80', { peer: 'cloud-b' })];
+    await b.serve(fleet, 'normal');
+    assert.deepEqual(endpoint(await b.request()), ['10.1.0.1:80'], 'idle remote instance, fresh link data');
+    // no new snapshot: the link data passes its 1 s staleness while the instance data (60 s) is fresh
+    await b.host.advance(1000);
+    for (let i = 0; i < 5; i++) assert.deepEqual(endpoint(await b.request()), ['10.0.0.1:80']);
+    await b.host.advance(20);
+    assert.equal(b.host.metric('switchyard.lb.skip.link_degraded'), 5);
+  } finally {
+    await b.host.close();
+  }
+});
+
+test('model mg1 is selectable: the M/G/1 queueing delay prices a busy-but-empty instance', async () => {
+  // A: rho 0.9 by the agent's window but its queue is empty now; B: rho 0.3 with 3 queued.
+  // conditional: A 10 ms, B 10 + 3·10 = 40 ms. mg1 adds rho·E[S²]/(2E[S](1−rho)):
+  // A 10 + 450 = 460 ms, B 10 + 21.4 + 30 = 61.4 ms.
+  const fleet = [inst('10.0.0.1:80', { rho: 0.9, es2Ms2: 1000 }), inst('10.0.0.2:80', { rho: 0.3, es2Ms2: 1000, queueDepth: 3 })];
+  const c = await bed();
+  try {
+    await c.serve(fleet);
+    const r = await c.request();
+    assert.deepEqual(endpoint(r), ['10.0.0.1:80'], 'default model: conditional');
+    assert.match(header(r.responseHeaders, 'x-switchyard-debug')[0], /w_ms=10\.0 /);
+  } finally {
+    await c.host.close();
+  }
+  const m = await bed({ model: 'mg1' });
+  try {
+    await m.serve(fleet);
+    const r = await m.request();
+    assert.deepEqual(endpoint(r), ['10.0.0.2:80']);
+    assert.match(header(r.responseHeaders, 'x-switchyard-debug')[0], /instance=10\.0\.0\.2:80 w_ms=61\.4\d* /);
+  } finally {
+    await m.host.close();
+  }
+});
+
+test('state stays bounded while 10,000 addresses churn through a fleet of 100 (memory, metrics, shared in-flight table)', async () => {
+  const b = await bed({}, { workers: 2, refreshMs: 100 });
+  const release: (() => void)[] = [];
+  // one request per round that never ends before its instance is gone: its slot is freed under it
+  const held = (worker: number) => b.host.request({ ':method': 'POST', ':path': '/', ':authority': AUTH },
+    { worker, response: () => new Promise((resolve) => release.push(() => resolve({ status: 200 }))) });
+  const pending: Promise<RequestResult>[] = [];
+  const fleet = (round: number) => Array.from({ length: 100 }, (_, i) => inst(`10.${(round >> 8) & 255}.${round & 255}.${i}:80`));
+  const sample = () => ({
+    metrics: b.host.metrics().length,
+    memory: Math.max(...b.host.workers.map((w) => w.memoryBytes())),
+    inflightDoc: b.host.sharedData()['switchyard.inflight.v1']?.value.length ?? 0,
+  });
+  try {
+    let warm = sample();
+    for (let round = 0; round < 100; round++) {
+      await b.serve(fleet(round)); // 100 new addresses each round (800 ms)
+      pending.push(held(round % 2));
+      for (let i = 0; i < 4; i++) assert.match(endpoint(await b.request({}, i % 2))[0], new RegExp(`^10\\.0\\.${round}\\.`));
+      await b.host.advance(200);
+      if (round === 49) warm = sample(); // well past the 10 s grace: churned slots are being reused
+    }
+    const end = sample();
+    assert.equal(end.metrics, warm.metrics, 'no metric per address');
+    assert.ok(end.memory <= warm.memory + 64 * 1024, `wasm memory flat after warm-up: ${warm.memory} -> ${end.memory} bytes`);
+    // in-flight entries (u8 length, address of <= 13 bytes, u32 count) only for the addresses held
+    // within the grace (10 s: 10 rounds, +2 for when the once-a-second sweep notices) in 2 workers'
+    // sections; without freeing, all 100 held requests would be listed
+    assert.ok(end.inflightDoc <= 2 * 14 + 13 * (1 + 13 + 4), `shared in-flight document bounded: ${end.inflightDoc} bytes`);
+    // the held requests end long after their slots were freed and reused: nothing else is released
+    release.splice(0).forEach((f) => f());
+    await b.host.advance(1);
+    await Promise.all(pending);
+    await b.host.advance(200);
+    assert.equal(b.host.sharedData()['switchyard.inflight.v1']?.value.length, 2 * 14, 'no in-flight request left');
+    const r = await b.request();
+    assert.match(header(r.responseHeaders, 'x-switchyard-debug')[0], / eligible=100 considered=2$/);
   } finally {
     release.forEach((f) => f());
     await b.host.close();

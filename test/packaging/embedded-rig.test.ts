@@ -216,14 +216,12 @@ test('load-aware choice end to end: agent scrapes the fleet, the filter picks, O
     await new Promise((res) => setTimeout(res, 200));
     const stats = (await get(proxy.adminPort!, 'admin', {}, '/stats/prometheus')).body;
     const value = (name: string): number => Number(new RegExp(`^${name} (\\d+)$`, 'm').exec(stats)?.[1] ?? NaN);
-    for (const addr of chosen) {
-      const metric = `switchyard_lb_choice_${C.fleet.service}_${addr.replace(/[.:]/g, '_')}`;
-      assert.ok(value(metric) > 0, `${metric} counted`);
-    }
+    // one choice counter per service (Envoy never frees a stat; instances churn)
+    const choiceMetric = `switchyard_lb_choice_${C.fleet.service.replace(/[^a-zA-Z0-9]/g, '_')}`;
+    assert.ok(value(choiceMetric) >= chosen.size, `${choiceMetric} counted`);
     // (Until its second scrape the remote instance is skipped as unhealthy, then as link_degraded.)
     assert.ok(value('switchyard_lb_skip_link_degraded') > 0, 'remote instance skipped for the degraded link');
     assert.ok(value('switchyard_lb_all_ineligible') >= 1, 'the requests before the first scrapes were all-ineligible');
-    assert.equal(value(`switchyard_lb_choice_${C.fleet.service}_${remoteAddr.replace(/[.:]/g, '_')}`), 0, 'remote never chosen');
   } finally {
     await proxy?.close();
     await agent?.stop();

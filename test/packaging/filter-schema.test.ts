@@ -81,6 +81,13 @@ test('defaults in the schema are the contract defaults', () => {
   expect('link.failMode', ['link', 'failMode']);
   expect('link.stripUnmatched', ['link', 'stripUnmatched']);
   assert.equal(def(['agent', 'timeoutMs']), undefined, 'timeoutMs default depends on longPollMs');
+  expect('rules.debug', ['rules', 'debug']);
+  const rh = rows.get('rules.routeHeaders');
+  assert.ok(rh !== undefined, 'contracts.md row rules.routeHeaders');
+  assert.deepEqual(JSON.parse(rh.replace(/`/g, '')), def(['rules', 'routeHeaders']), 'rules.routeHeaders');
+  // the parser's initialiser (filter/assembly/lib/config.ts RulesConfig) is the same default
+  const src = readText('filter/assembly/lib/config.ts');
+  assert.deepEqual(JSON.parse(/routeHeaders: Array<string> = (\[[^\]]*\]);/.exec(src)![1]), def(['rules', 'routeHeaders']));
 });
 
 const invalid: [string, (c: Obj) => void][] = [
@@ -119,6 +126,14 @@ const invalid: [string, (c: Obj) => void][] = [
   ['loadAware bad allIneligible', (c) => (c.loadAware = { services: [{ authorities: ['a.b'], service: 's', allIneligible: 'drop' }] })],
   ['loadAware uppercase endpointHeader', (c) => (c.loadAware = { endpointHeader: 'X-Endpoint', services: [] })],
   ['loadAware endpointHeader per service (it is global)', (c) => (c.loadAware = { services: [{ authorities: ['a.b'], service: 's', endpointHeader: 'x-e' }] })],
+  ['rules unknown field', (c) => (c.rules = { routeHeader: 'x-r' })],
+  ['rules.routeHeaders empty', (c) => (c.rules = { routeHeaders: [] })],
+  ['rules.routeHeaders duplicate', (c) => (c.rules = { routeHeaders: ['x-r', 'x-r'] })],
+  ['rules.routeHeaders uppercase', (c) => (c.rules = { routeHeaders: ['X-Route'] })],
+  ['rules.routeHeaders reserved', (c) => (c.rules = { routeHeaders: ['x-forwarded-host'] })],
+  ['rules.routeHeaders == link.header', (c) => (c.rules = { routeHeaders: ['x-cross-cloud-status'] })],
+  ['rules.routeHeaders == default debugHeader without loadAware', (c) => (c.rules = { routeHeaders: ['x-switchyard-debug'] })],
+  ['rules.debug not boolean', (c) => (c.rules = { debug: 1 })],
 ];
 
 for (const [name, mutate] of invalid) {
@@ -162,6 +177,7 @@ test('schema property sets equal the key lists the filter parser accepts (filter
     ['link', list(/r\.obj\("link", (\[[^\]]*\])/, 'link'), keys(schema.properties.link)],
     ['link.services[]', list(/new ObjectReader\(sv, at, r\.problems, (\["authorities", "peer"\])\)/, 'link.services[]'), keys(schema.properties.link.properties.services.items)],
     ['loadAware', list(/r\.obj\("loadAware", (\[[^\]]*\])/, 'loadAware'), keys(la)],
+    ['rules', list(/r\.obj\("rules", (\[[^\]]*\])/, 'rules'), keys(schema.properties.rules)],
     ['loadAware.services[]', list(/new ObjectReader\(sv, at, r\.problems,\s*(\["authorities", "service"[^\]]*\])\)/, 'loadAware.services[]'), keys(la.properties.services.items)],
   ];
   for (const [what, parser, sch] of pairs) assert.deepEqual(sch, [...parser].sort(), `${what}: schema and filter parser disagree`);
@@ -269,6 +285,19 @@ test('schema + packaging cross-field checks and the real filter agree on what is
     ['debugHeader == endpointHeader', (c) => { la(c).debugHeader = la(c).endpointHeader; }],
     ['endpointHeader == link.header (defaults)', (c) => { la(c).endpointHeader = 'x-cross-cloud-status'; delete c.link.header; }],
     ['same header names without loadAware are fine', (c) => { delete c.loadAware; c.link.header = 'x-degraded'; }],
+    ['rules: two route headers and debug', (c) => { c.rules = { routeHeaders: ['x-switchyard-route', 'x-route-b'], debug: true }; }],
+    ['rules: empty section (defaults)', (c) => { c.rules = {}; }],
+    ['rules: route header equal to endpointHeader', (c) => { c.rules = { routeHeaders: [la(c).endpointHeader] }; }],
+    ['rules: route header equal to the default degradedHeader without loadAware', (c) => { delete c.loadAware; c.rules = { routeHeaders: ['x-degraded'] }; }],
+    ['rules: link.header moved onto the default route header', (c) => { c.link.header = 'x-switchyard-route'; }],
+    ['rules: link.header moved onto the default route header, routeHeaders changed', (c) => { c.link.header = 'x-switchyard-route'; c.rules = { routeHeaders: ['x-route-b'] }; }],
+    ['rules: 8 route headers', (c) => { c.rules = { routeHeaders: Array.from({ length: 8 }, (_, i) => `x-r${i}`) }; }],
+    ['rules: 9 route headers', (c) => { c.rules = { routeHeaders: Array.from({ length: 9 }, (_, i) => `x-r${i}`) }; }],
+    ['rules: duplicate route header', (c) => { c.rules = { routeHeaders: ['x-r', 'x-r'] }; }],
+    ['rules: route header not a string', (c) => { c.rules = { routeHeaders: [1] }; }],
+    ['rules: routeHeaders not an array', (c) => { c.rules = { routeHeaders: 'x-r' }; }],
+    ['rules: unknown key', (c) => { c.rules = { extra: 1 }; }],
+    ['rules: debug as string', (c) => { c.rules = { debug: 'yes' }; }],
     ...([
       'inference.prod.svc.cluster.local', '*.inference.example', 'localhost', '10.0.0.1', 'under_score.example', '-lead.example',
       'Upper.Example', '*.Upper.example', 'a..b', '.a', 'a.', '*', '*.', 'a.*.b', 'a.b:80', 'http://a.b', 'a b', 'é.example',
@@ -336,6 +365,10 @@ function boundaryCases(): [string, (c: Obj) => void][] {
   for (const h of reserved) {
     out.push(set('link.header', h));
     for (const f of ['endpointHeader', 'degradedHeader', 'debugHeader']) out.push(set(`loadAware.${f}`, h));
+    out.push([`rules.routeHeaders = ["${h}"]`, (c) => { c.rules = { routeHeaders: [h] }; }]);
+  }
+  for (const h of ['x_a.b-c', 'X-Upper', 'x!bang', ':authority', 'x a', '', 'h'.repeat(128), 'h'.repeat(129)]) {
+    out.push([`rules.routeHeaders = [${h.length > 24 ? h.length + ' chars' : JSON.stringify(h)}]`, (c) => { c.rules = { routeHeaders: [h] }; }]);
   }
   const many = (n: number, f: (i: number) => unknown) => Array.from({ length: n }, (_, i) => f(i));
   for (const n of [1000, 1001]) {
@@ -399,4 +432,94 @@ test('config parse time: a 1 MiB configuration and the hostile shapes of issue 1
   console.log(`80,000 keys refused in ${kms.toFixed(0)} ms; 10,000 wildcard authorities accepted in ${wms.toFixed(0)} ms`);
   // Generous bounds for a shared 2-core machine; the quadratic versions took minutes.
   assert.ok(ms < 5000 && kms < 5000 && wms < 5000, `${ms} ${kms} ${wms}`);
+});
+
+test('loadAware.services[].request: schema property sets equal the parser\'s key lists (filter/assembly/lib/request/config.ts)', () => {
+  const src = readText('filter/assembly/lib/request/config.ts');
+  const list = (re: RegExp, what: string): string[] => {
+    const m = re.exec(src);
+    assert.ok(m, `request parser: key list for ${what} not found`);
+    return JSON.parse(m[1].replace(/\s+/g, ''));
+  };
+  const keys = (o: Obj): string[] => Object.keys(o.properties).sort();
+  const rq = schema.properties.loadAware.properties.services.items.properties.request;
+  const pairs: [string, string[], string[]][] = [
+    ['request', list(/REQUEST_KEYS: Array<string> = (\[[^\]]*\])/, 'request'), keys(rq)],
+    ['request.prefix', list(/r\.obj\("prefix", (\[[^\]]*\])\)/, 'prefix'), keys(rq.properties.prefix)],
+    ['request.shedding', list(/r\.obj\("shedding", (\[[^\]]*\])\)/, 'shedding'), keys(rq.properties.shedding)],
+    ['request.models[]', list(/new ObjectReader\(items\[i\], at, p, (\[[^\]]*\])\)/, 'models[]'), keys(rq.properties.models.items)],
+    ['request.models[].split[]', list(/new ObjectReader\(split\[k\], sat, p, (\[[^\]]*\])\)/, 'split[]'), keys(rq.properties.models.items.properties.split.items)],
+  ];
+  for (const [what, parser, sch] of pairs) assert.deepEqual(sch, [...parser].sort(), `${what}: schema and filter parser disagree`);
+  // ranges and defaults of the numeric fields: c.x = r.int("x", c.x, min, max) / px.int(...) / sh.num(...)
+  const calls = [...src.matchAll(/(r|px|sh)\.(num|int)\("(\w+)", c\.(\w+), ([\d.]+), ([\d.]+)\)/g)];
+  assert.ok(calls.length >= 12, `found ${calls.length} range calls`);
+  const body = /export class RequestConfig \{([\s\S]*?)\n\}/.exec(src)![1];
+  for (const [, obj, kind, key, field, min, max] of calls) {
+    const props = obj === 'px' ? rq.properties.prefix.properties : obj === 'sh' ? rq.properties.shedding.properties : rq.properties;
+    assert.ok(props[key], `schema has ${key}`);
+    assert.equal(props[key].type, kind === 'int' ? 'integer' : 'number', `${key}: type`);
+    assert.equal(props[key].minimum, Number(min), `${key}: minimum`);
+    assert.equal(props[key].maximum, Number(max), `${key}: maximum`);
+    const init = new RegExp(`\\b${field}: \\w+ = ([^;]+);`).exec(body);
+    assert.ok(init, `initialiser of ${field}`);
+    assert.equal(props[key].default, Number(init![1]), `${key}: default`);
+  }
+});
+
+test('loadAware.services[].request: the schema and the real filter agree at the boundaries', async () => {
+  const base = (): Obj => {
+    const c = readJson('envoy/plugin-config.json');
+    c.loadAware.services[0].request = { allowOnHeadersStopIteration: true };
+    return c;
+  };
+  const cases: [string, (r: Obj) => void][] = [
+    ['defaults', () => {}],
+    ['allowOnHeadersStopIteration absent', (r) => { delete r.allowOnHeadersStopIteration; }],
+    ['allowOnHeadersStopIteration false', (r) => { r.allowOnHeadersStopIteration = false; }],
+    ['allowOnHeadersStopIteration "true"', (r) => { r.allowOnHeadersStopIteration = 'true'; }],
+    ['unknown field', (r) => { r.bodyBytes = 1; }],
+    ['api openai', (r) => { r.api = 'openai'; }],
+    ['api other', (r) => { r.api = 'anthropic'; }],
+    ['onInvalid reject-400', (r) => { r.onInvalid = 'reject-400'; }],
+    ['onInvalid drop', (r) => { r.onInvalid = 'drop'; }],
+    ['criticality sheddable', (r) => { r.criticality = 'sheddable'; }],
+    ['criticality gold', (r) => { r.criticality = 'gold'; }],
+    ['criticalityHeader x-tier', (r) => { r.criticalityHeader = 'x-tier'; }],
+    ['criticalityHeader reserved', (r) => { r.criticalityHeader = 'x-request-id'; }],
+    ['criticalityHeader uppercase', (r) => { r.criticalityHeader = 'X-Tier'; }],
+    ['prefix.blockBytes 60', (r) => { r.prefix = { blockBytes: 60 }; }],
+    ['prefix.blockBytes 128', (r) => { r.prefix = { blockBytes: 128 }; }],
+    ['prefix unknown', (r) => { r.prefix = { size: 1 }; }],
+    ['shedding reversed', (r) => { r.shedding = { sheddableAt: 2, standardAt: 1 }; }],
+    ['shedding equal', (r) => { r.shedding = { sheddableAt: 2, standardAt: 2 }; }],
+    ['shedding standardAt below the default sheddableAt', (r) => { r.shedding = { standardAt: 0.5 }; }],
+    ['models duplicate', (r) => { r.models = [{ name: 'a' }, { name: 'a' }]; }],
+    ['models alias and split', (r) => { r.models = [{ name: 'a', aliasOf: 'b', split: [{ to: 'c', percent: 1 }] }]; }],
+    ['split adds up to 100', (r) => { r.models = [{ name: 'a', split: [{ to: 'b', percent: 60 }, { to: 'c', percent: 40 }] }]; }],
+    ['split adds up to 110', (r) => { r.models = [{ name: 'a', split: [{ to: 'b', percent: 60 }, { to: 'c', percent: 50 }] }]; }],
+    ['models ok', (r) => { r.models = [{ name: 'a', criticality: 'critical', split: [{ to: 'b', percent: 10 }] }, { name: 'c', aliasOf: 'a' }]; }],
+    ['models no name', (r) => { r.models = [{ criticality: 'critical' }]; }],
+    ['models empty name', (r) => { r.models = [{ name: '' }]; }],
+    ['models name 257', (r) => { r.models = [{ name: 'm'.repeat(257) }]; }],
+    ['split percent 101', (r) => { r.models = [{ name: 'a', split: [{ to: 'b', percent: 101 }] }]; }],
+    ['split without to', (r) => { r.models = [{ name: 'a', split: [{ percent: 1 }] }]; }],
+    ['split 17 entries', (r) => { r.models = [{ name: 'a', split: Array.from({ length: 17 }, () => ({ to: 'b', percent: 1 })) }]; }],
+  ];
+  const rq = schema.properties.loadAware.properties.services.items.properties.request.properties;
+  for (const [key, spec] of Object.entries(rq) as [string, Obj][]) {
+    if (spec.type !== 'integer' && spec.type !== 'number') continue;
+    for (const v of [spec.minimum - 1, spec.minimum, spec.maximum, spec.maximum + 1]) cases.push([`${key} = ${v}`, (r) => { r[key] = v; }]);
+    if (spec.type === 'integer') cases.push([`${key} = ${spec.minimum + 0.5}`, (r) => { r[key] = spec.minimum + 0.5; }]);
+  }
+  const disagreements: string[] = [];
+  for (const [name, mutate] of cases) {
+    const c = base();
+    mutate(c.loadAware.services[0].request);
+    const schemaOk = checkPluginConfig(c).length === 0;
+    const filter = await filterAccepts(c);
+    if (schemaOk !== filter.ok) disagreements.push(`${name}: schema ${schemaOk ? 'accepts' : 'rejects'}, filter ${filter.ok ? 'accepts' : 'rejects (' + filter.why + ')'}`);
+    if (!filter.ok && !filter.why.startsWith('loadAware.services[0].request')) disagreements.push(`${name}: refusal does not name the field: ${filter.why}`);
+  }
+  assert.deepEqual(disagreements, []);
 });

@@ -83,7 +83,7 @@ test('every metric in the dashboard is defined by the filter or the agent', () =
     assert.ok(!/envoy_wasmcustom|wasmcustom_/.test(e), `Envoy strips the wasmcustom namespace in /stats/prometheus: ${e}`);
     for (const m of e.matchAll(/\b(switchyard_[a-z0-9_]+)/g)) {
       const name = m[1];
-      // A name built at run time (switchyard_lb_choice_<service>_<addr>) may appear as its
+      // A name built at run time (switchyard_lb_choice_<service>) may appear as its
       // prefix only inside a regex (e.g. __name__=~"switchyard_lb_choice_.+").
       const asPattern = f.prefixes.includes(name) && /^[.(]/.test(e.slice(m.index! + name.length));
       const ok = f.exact.has(name) || a.has(name) || asPattern || f.prefixes.some((pre) => name.startsWith(pre) && name.length > pre.length);
@@ -100,10 +100,10 @@ test('the core filter metrics all have a panel', () => {
 test('the load-aware metrics (filter and agent) all have a panel', () => {
   const all = exprs.join('\n');
   const f = filterMetrics();
-  assert.ok(f.prefixes.includes('switchyard_lb_choice_'), 'the filter defines per-instance choice counters');
+  assert.ok(f.prefixes.includes('switchyard_lb_choice_'), 'the filter defines per-service choice counters');
   for (const pre of f.prefixes) assert.ok(all.includes(pre), `no panel uses ${pre}<...>`);
-  // filter/assembly/lib/choose.ts skipName: every reason has a query.
-  const choose = readFileSync(p('filter/assembly/lib/choose.ts'), 'utf8');
+  // filter/assembly/lib/choice/skip.ts skipName: every reason has a query.
+  const choose = readFileSync(p('filter/assembly/lib/choice/skip.ts'), 'utf8');
   const reasons = [...choose.matchAll(/case SKIP_\w+: return "(\w+)";/g)].map((m) => m[1]);
   assert.deepEqual(reasons.sort(), ['link_degraded', 'saturated', 'slow', 'stale', 'unhealthy']);
   for (const r of reasons) assert.ok(all.includes(`switchyard_lb_skip_${r}`), `no panel for skip reason ${r}`);

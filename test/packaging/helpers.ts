@@ -52,7 +52,7 @@ export function readYaml(rel: string): Obj {
 
 /** Values from docs/contracts.md, so the packaging cannot drift from the contract. */
 export function contractFacts(): {
-  ports: { listener: number; admin: number; agent: number; cloudA: number; cloudB: number; injector: number; injectorTarget: number; control: number };
+  ports: { listener: number; admin: number; agent: number; cloudA: number; cloudACanary: number; cloudB: number; injector: number; injectorTarget: number; control: number };
   /** The load-aware inference fleet of the rig. */
   fleet: {
     local: number[];
@@ -112,6 +112,7 @@ export function contractFacts(): {
       admin: num(ports, /Envoy admin (\d+)/, 'admin'),
       agent: num(ports, /agent (\d+)/, 'agent'),
       cloudA: num(ports, /cloud-A service (\d+)/, 'cloud-A'),
+      cloudACanary: num(ports, /cloud-A canary (\d+)/, 'cloud-A canary'),
       cloudB: num(ports, /cloud-B service (\d+)/, 'cloud-B'),
       injector: num(ports, /leased-line injector (\d+)/, 'injector'),
       injectorTarget: num(ports, /leased-line injector \d+ \(->\s*(\d+)\)/, 'injector target'),
@@ -180,6 +181,37 @@ export function checkPluginConfig(cfg: unknown): string[] {
         if (names[i][1] === names[j][1]) problems.push(`${names[j][0]} must differ from ${names[i][0]} (${names[i][1]})`);
       }
     }
+    // filter/assembly/lib/request/config.ts: the request block's cross-field rules.
+    const services: Obj[] = Array.isArray(c.loadAware.services) ? c.loadAware.services : [];
+    services.forEach((svc, i) => {
+      const r = svc?.request;
+      if (!r || typeof r !== 'object') return;
+      const at = `loadAware.services[${i}].request`;
+      const sh = r.shedding ?? {};
+      if ((sh.standardAt ?? 2) < (sh.sheddableAt ?? 1)) problems.push(`${at}.shedding.standardAt must be at least sheddableAt`);
+      const seen = new Set<string>();
+      (Array.isArray(r.models) ? r.models : []).forEach((m: Obj, k: number) => {
+        if (seen.has(m?.name)) problems.push(`${at}.models[${k}].name duplicate`);
+        seen.add(m?.name);
+        const split: Obj[] = Array.isArray(m?.split) ? m.split : [];
+        if (m?.aliasOf !== undefined && split.length > 0) problems.push(`${at}.models[${k}]: aliasOf and split exclude each other`);
+        if (split.reduce((a, x) => a + Math.round((x?.percent ?? 0) * 100), 0) > 10000) problems.push(`${at}.models[${k}].split adds up to more than 100`);
+      });
+    });
+  }
+  if (c && typeof c === 'object') {
+    // filter/assembly/lib/config.ts: route headers differ from the other filter-owned names (defaults apply).
+    const la = c.loadAware && typeof c.loadAware === 'object' ? c.loadAware : {};
+    const owned: [string, unknown][] = [
+      ['link.header', c.link?.header ?? 'x-cross-cloud-status'],
+      ['loadAware.endpointHeader', la.endpointHeader ?? 'x-switchyard-endpoint'],
+      ['loadAware.degradedHeader', la.degradedHeader ?? 'x-degraded'],
+      ['loadAware.debugHeader', la.debugHeader ?? 'x-switchyard-debug'],
+    ];
+    const route = c.rules && typeof c.rules === 'object' && Array.isArray(c.rules.routeHeaders) ? c.rules.routeHeaders : ['x-switchyard-route'];
+    route.forEach((h: unknown, k: number) => {
+      for (const [key, name] of owned) if (h === name) problems.push(`rules.routeHeaders[${k}] must differ from ${key} (${name})`);
+    });
   }
   return problems;
 }
@@ -211,6 +243,11 @@ export const ISTIO_PLUGIN_CONFIG_DIFFERENCES: { path: RegExp; why: string; istio
   {
     path: /^loadAware\.services\[\d+\]\.debug$/,
     why: 'the rig shows x-switchyard-debug; in production it would expose instance addresses and load to every caller',
+    istio: (v) => v === undefined || v === false,
+  },
+  {
+    path: /^rules\.debug$/,
+    why: 'the rig names the applied rule in x-switchyard-debug; in production that tells every caller the operator state',
     istio: (v) => v === undefined || v === false,
   },
 ];

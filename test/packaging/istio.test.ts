@@ -262,16 +262,32 @@ test('VirtualService mirrors envoy.yaml and is fail-safe: normal -> 50/50, anyth
   const vh = rig.static_resources.listeners[0].filter_chains[0].filters[0].typed_config.route_config.virtual_hosts.find((v: Obj) =>
     v.domains.includes(C.demoAuthority),
   );
-  const rigSplit = vh.routes[0];
-  const rigLocal = vh.routes[1];
+  const rigRules = vh.routes.slice(0, 3);
+  const rigSplit = vh.routes[3];
+  const rigLocal = vh.routes[4];
+  // The rig's cluster of each rule target and the Istio subset's network label must agree.
+  const rigNetwork: Record<string, string> = { cloud_a: 'network-cloud-a', cloud_a_canary: 'network-cloud-a', cloud_b: 'network-cloud-b' };
   for (const k of ['istio/base', 'istio/overlays/cloud-a', 'istio/overlays/cloud-b']) {
     const objs = rendered.get(k)!;
     const vs = one(objs, 'VirtualService');
     const dr = one(objs, 'DestinationRule', 'payment-service-subsets');
     assert.deepEqual(vs.spec.hosts, [C.demoAuthority]);
     assert.equal(dr.spec.host, C.demoAuthority);
-    assert.equal(vs.spec.http.length, 2, `${k}: exactly the split and the local default`);
-    const [split, degraded] = vs.spec.http;
+    assert.equal(vs.spec.http.length, 5, `${k}: the three rule targets, the split and the local default`);
+    const [split, degraded] = vs.spec.http.slice(3);
+    // Rule targets: the same header and exact values as the rig, in the same order, each to a
+    // subset on the rig cluster's cloud; the canary subset is distinct from the stable one.
+    const subsetsOf = new Map(dr.spec.subsets.map((s: Obj) => [s.name, s.labels]));
+    vs.spec.http.slice(0, 3).forEach((r: Obj, i: number) => {
+      const rigH = rigRules[i].match.headers[0];
+      assert.deepEqual(r.match, [{ headers: { [rigH.name]: { exact: rigH.string_match.exact } } }], `${k}: rule route ${i}`);
+      assert.equal(r.route.length, 1);
+      assert.equal(r.route[0].destination.host, C.demoAuthority);
+      const labels = subsetsOf.get(r.route[0].destination.subset) as Obj;
+      assert.ok(labels, `${k}: subset ${r.route[0].destination.subset}`);
+      assert.equal(labels['topology.istio.io/network'], rigNetwork[rigRules[i].route.cluster], `${k}: ${rigH.string_match.exact}`);
+    });
+    assert.notDeepEqual(subsetsOf.get('dc1'), subsetsOf.get('dc1-canary'));
     // Same header and value as the rig's first route: only an explicit "normal" splits.
     const hdr = rigSplit.match.headers[0];
     assert.equal(hdr.name, C.statusHeader);

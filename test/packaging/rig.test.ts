@@ -95,13 +95,14 @@ test('ORIGINAL_DST is only reachable through a filter that strips client-sent en
 });
 
 test('envoy.yaml clusters: names, types and loopback ports from the contract', () => {
-  assert.deepEqual(clusters.map((c) => c.name).sort(), ['cloud_a', 'cloud_b', C.agentCluster, C.originalDstCluster, C.inferenceDefaultCluster].sort());
+  assert.deepEqual(clusters.map((c) => c.name).sort(), ['cloud_a', 'cloud_a_canary', 'cloud_b', C.agentCluster, C.originalDstCluster, C.inferenceDefaultCluster].sort());
   const agent = cluster(pluginConfig.agent.cluster);
   assert.equal(agent.name, C.agentCluster);
   assert.equal(agent.type, 'STATIC');
   assert.deepEqual(endpointOf(agent), { address: '127.0.0.1', port_value: C.ports.agent });
   assert.ok(parseFloat(agent.connect_timeout) <= 1, 'agent connect_timeout should be short');
   assert.deepEqual(endpointOf(cluster('cloud_a')), { address: '127.0.0.1', port_value: C.ports.cloudA });
+  assert.deepEqual(endpointOf(cluster('cloud_a_canary')), { address: '127.0.0.1', port_value: C.ports.cloudACanary });
   assert.deepEqual(endpointOf(cluster('cloud_b')), { address: '127.0.0.1', port_value: C.ports.injector }, 'cloud_b goes through the leased-line injector');
   const od = cluster(C.originalDstCluster);
   assert.equal(od.type, 'ORIGINAL_DST');
@@ -125,9 +126,14 @@ test('envoy.yaml clusters: names, types and loopback ports from the contract', (
 test('envoy.yaml routes mirror the seed VirtualService and reference existing clusters', () => {
   const pay = vhosts.find((v) => v.domains.includes(C.demoAuthority));
   assert.ok(pay, 'a virtual host for the demo authority');
+  // Rule targets first (exact values of the filter-owned route header), then the link routes.
   // Fail-safe: only the filter's explicit "normal" splits; the default route is local.
-  assert.equal(pay.routes.length, 2);
-  const [split, local] = pay.routes;
+  assert.equal(pay.routes.length, 5);
+  const rules = pay.routes.slice(0, 3);
+  assert.deepEqual(rules.map((r: Obj) => [r.match.headers[0].name, r.match.headers[0].string_match.exact, r.route.cluster]),
+    [['x-switchyard-route', 'dc1', 'cloud_a'], ['x-switchyard-route', 'dc2', 'cloud_b'], ['x-switchyard-route', 'dc1-canary', 'cloud_a_canary']]);
+  for (const r of rules) assert.equal(r.match.prefix, '/');
+  const [split, local] = pay.routes.slice(3);
   assert.deepEqual(split.match, { prefix: '/', headers: [{ name: pluginConfig.link.header, string_match: { exact: 'normal' } }] });
   assert.equal(pluginConfig.link.header, C.statusHeader);
   assert.deepEqual(split.route, { weighted_clusters: { clusters: [{ name: 'cloud_a', weight: 50 }, { name: 'cloud_b', weight: 50 }] } });
@@ -352,7 +358,7 @@ test('docker-compose.yml is valid for the compose-spec schema', () => {
 
 test('compose: host networking and a healthcheck everywhere; Envoy pinned', () => {
   assert.deepEqual(Object.keys(compose.services).sort(), [
-    'agent', 'cloud-a', 'cloud-b', 'envoy',
+    'agent', 'cloud-a', 'cloud-a-canary', 'cloud-b', 'envoy',
     'inference-a1', 'inference-a2', 'inference-a3', 'inference-a4', 'inference-b1',
     'leased-line', 'leased-line-inference',
   ]);

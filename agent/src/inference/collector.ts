@@ -10,19 +10,21 @@
 //   - last good scrape older than staleAfterMs -> stale
 //   - no utilisation estimate possible from the exported metrics (rho NaN) -> no_data
 //   - else healthy, reason ok.
-// Health SCORE (not on the wire; the filter recomputes it from p99Ms/baselineP99Ms):
-//   healthScore(p99, baseline, slowFactor) -- see estimator.ts.
+// Health SCORE (a diagnostic in details(), not on the wire: the filter computes its own from
+//   p99Ms/baselineP99Ms): healthScore(p99, baseline) with the filter's factor 3 -- see estimator.ts.
 // E[S]/E[S²] of an instance that has not completed any request yet are imputed with the
-// median over the service's instances that have them (so a fresh instance gets traffic).
+// median over the service's instances that have them, local and remote (so a fresh instance gets traffic).
 import { EventEmitter } from 'node:events';
 import * as promClient from 'prom-client';
 import { Discovery, type DnsResolver, type DiscoveryChange, systemResolver } from './discovery';
 import { BaselineTracker, type EstimatorState, healthScore, InstanceEstimator } from './estimator';
 import { type InstanceReason, type InstanceRecord } from './encode';
-import { ExpositionParseError, parseExposition } from './exposition';
-import { extractSignals, hasLoadSignal, type MetricMappings, resolveMappings } from './mappings';
+import { extractSignals, hasLoadSignal, mappedSampleFilter, type MetricMappings, resolveMappings } from './mappings';
 import { type InferenceConfig, type InferenceServiceConfig, resolveInferenceConfig } from './schema';
 import { makeAgents, scrapeOnce } from './scraper';
+import { extractLlmSignals, fetchModels, llmSampleFilter, LlmTermEstimator, modelList, type LlmSignals, type LlmTerms, type ServedModels } from './llm';
+import type { EsSource } from '../snapshot/codec';
+import type { InstanceLlmRecord } from '../snapshot/llm';
 
 export interface Logger {
   warn(obj: unknown, msg?: string): void;
@@ -42,6 +44,8 @@ export interface CollectorOptions {
 export interface InstanceDetail extends InstanceRecord {
   healthScore: number;
   imputedService: boolean;
+  /** LLM services: the learned terms and the last model-list fetch */
+  llm?: { terms: LlmTerms; modelsError?: string; modelsFetchedAt?: number; modelsDropped: number };
   lastError?: string;
   consecutiveFailures: number;
   scrapesOk: number;
@@ -49,8 +53,8 @@ export interface InstanceDetail extends InstanceRecord {
   estimator?: EstimatorState;
 }
 
-interface InstanceRt {
-  svc: ServiceRt;
+interface ScrapedInstance {
+  svc: ScrapedService;
   addr: string;
   est: InstanceEstimator;
   goodScrapes: number;
@@ -63,15 +67,31 @@ interface InstanceRt {
   scrapesFailed: number;
   timer?: NodeJS.Timeout;
   inFlight: boolean;
+  llm?: InstanceLlmRt;
   removed: boolean;
   lastRecord?: InstanceRecord;
 }
 
-interface ServiceRt {
+interface InstanceLlmRt {
+  est: LlmTermEstimator;
+  terms?: LlmTerms;
+  signals?: LlmSignals;
+  served?: ServedModels;
+  modelsError?: string;
+  modelsFetchedAt?: number;
+  modelsTimer?: NodeJS.Timeout;
+  modelsInFlight: boolean;
+}
+
+interface ScrapedService {
+  /** publish the instances in the LLM section */
+  llm: boolean;
   cfg: InferenceServiceConfig;
   mappings: MetricMappings;
+  /** the parser stores only the samples the mappings read */
+  keep: (sampleName: string) => boolean;
   discovery: Discovery;
-  instances: Map<string, InstanceRt>;
+  instances: Map<string, ScrapedInstance>;
   baseline: BaselineTracker;
 }
 
@@ -84,7 +104,7 @@ function getOrCreate<T extends promClient.Metric<string>>(reg: promClient.Regist
 /** Record equality ignoring dataAgeMs (which changes continuously). */
 function sameRecord(a: InstanceRecord | undefined, b: InstanceRecord): boolean {
   if (!a) return false;
-  const keys: Array<keyof InstanceRecord> = ['healthy', 'reason', 'rho', 'esMs', 'es2Ms2', 'lambdaPerS', 'queueDepth', 'p50Ms', 'p99Ms', 'baselineP99Ms', 'gpuUtil', 'slots'];
+  const keys: Array<keyof InstanceRecord> = ['healthy', 'reason', 'rho', 'esMs', 'es2Ms2', 'lambdaPerS', 'queueDepth', 'p50Ms', 'p99Ms', 'baselineP99Ms', 'gpuUtil', 'slots', 'slotsSource', 'esSource'];
   return keys.every((k) => Object.is(a[k], b[k]) || (typeof a[k] === 'number' && Math.fround(a[k] as number) === Math.fround(b[k] as number)));
 }
 
@@ -107,7 +127,7 @@ function median(xs: number[]): number {
  */
 export class InferenceCollector extends EventEmitter {
   readonly config: InferenceConfig;
-  private services: ServiceRt[] = [];
+  private services: ScrapedService[] = [];
   private readonly now: () => number;
   private readonly resolver: DnsResolver;
   private readonly log?: Logger;
@@ -123,6 +143,8 @@ export class InferenceCollector extends EventEmitter {
     healthy: promClient.Gauge<'service' | 'instance'>;
     instances: promClient.Gauge<'service'>;
     dns: promClient.Counter<'service' | 'result'>;
+    models: promClient.Counter<'service' | 'result'>;
+    modelsDropped: promClient.Gauge<'service' | 'instance'>;
   };
 
   constructor(config: unknown, opts: CollectorOptions = {}) {
@@ -142,6 +164,8 @@ export class InferenceCollector extends EventEmitter {
       lambda: getOrCreate(reg, 'switchyard_inference_arrival_rate', () => new promClient.Gauge({ name: 'switchyard_inference_arrival_rate', help: 'Estimated arrival rate (requests/s) of an instance.', labelNames: ['service', 'instance'], registers: r })),
       healthy: getOrCreate(reg, 'switchyard_inference_healthy', () => new promClient.Gauge({ name: 'switchyard_inference_healthy', help: '1 if the instance is healthy in the snapshot.', labelNames: ['service', 'instance'], registers: r })),
       instances: getOrCreate(reg, 'switchyard_inference_instances', () => new promClient.Gauge({ name: 'switchyard_inference_instances', help: 'Discovered instances per service.', labelNames: ['service'], registers: r })),
+      models: getOrCreate(reg, 'switchyard_inference_models_fetches_total', () => new promClient.Counter({ name: 'switchyard_inference_models_fetches_total', help: 'GET /v1/models of LLM instances by result (ok, error: the last good list is kept).', labelNames: ['service', 'result'], registers: r })),
+      modelsDropped: getOrCreate(reg, 'switchyard_inference_models_dropped', () => new promClient.Gauge({ name: 'switchyard_inference_models_dropped', help: 'Model names of an instance left out of the snapshot (longer than 255 bytes, or beyond 64 per instance).', labelNames: ['service', 'instance'], registers: r })),
       dns: getOrCreate(reg, 'switchyard_inference_dns_resolutions_total', () => new promClient.Counter({ name: 'switchyard_inference_dns_resolutions_total', help: 'DNS discovery resolutions by result.', labelNames: ['service', 'result'], registers: r })),
     };
   }
@@ -150,14 +174,20 @@ export class InferenceCollector extends EventEmitter {
     if (this.started) return;
     this.started = true;
     for (const cfg of this.config.services) {
-      const svc: ServiceRt = {
+      const mappings = resolveMappings(cfg.kind, cfg.mappings);
+      const llm = cfg.llm ?? (cfg.kind === 'vllm' || (cfg.models?.length ?? 0) > 0);
+      const mapped = mappedSampleFilter(mappings);
+      const svc: ScrapedService = {
+        llm,
         cfg,
-        mappings: resolveMappings(cfg.kind, cfg.mappings),
+        mappings,
+        keep: llm ? (n: string) => mapped(n) || llmSampleFilter(n) : mapped,
         discovery: new Discovery(cfg.instances, this.resolver),
         instances: new Map(),
         baseline: new BaselineTracker(this.config.baselineWindowS * 1000, this.config.baselineTrim),
       };
       for (const res of RESULTS) this.m.scrapes.inc({ service: cfg.name, result: res }, 0);
+      if (llm && this.fetchesModels(cfg)) for (const res of ['ok', 'error']) this.m.models.inc({ service: cfg.name, result: res }, 0);
       svc.discovery.on('change', (ch: DiscoveryChange) => this.onDiscovery(svc, ch));
       svc.discovery.on('resolveError', (e: { message: string }) => {
         this.m.dns.inc({ service: cfg.name, result: 'error' });
@@ -175,25 +205,28 @@ export class InferenceCollector extends EventEmitter {
       for (const inst of svc.instances.values()) {
         inst.removed = true;
         if (inst.timer) clearTimeout(inst.timer);
+        if (inst.llm?.modelsTimer) clearTimeout(inst.llm.modelsTimer);
       }
     }
     this.agents.http.destroy();
     this.agents.https.destroy();
   }
 
-  private onDiscovery(svc: ServiceRt, ch: DiscoveryChange): void {
+  private onDiscovery(svc: ScrapedService, ch: DiscoveryChange): void {
     if ('dns' in svc.cfg.instances) this.m.dns.inc({ service: svc.cfg.name, result: 'ok' });
     for (const addr of ch.removed) {
       const inst = svc.instances.get(addr);
       if (!inst) continue;
       inst.removed = true;
       if (inst.timer) clearTimeout(inst.timer);
+      if (inst.llm?.modelsTimer) clearTimeout(inst.llm.modelsTimer);
       svc.instances.delete(addr);
+      this.m.modelsDropped.remove({ service: svc.cfg.name, instance: addr });
       for (const g of [this.m.rho, this.m.queue, this.m.p99, this.m.lambda, this.m.healthy]) g.remove({ service: svc.cfg.name, instance: addr });
     }
     for (const addr of ch.added) {
       if (svc.instances.has(addr)) continue;
-      const inst: InstanceRt = {
+      const inst: ScrapedInstance = {
         svc,
         addr,
         est: new InstanceEstimator({
@@ -202,7 +235,9 @@ export class InferenceCollector extends EventEmitter {
           assumedScv: this.config.assumedScv,
           rhoCombine: this.config.rhoCombine,
           baselineWindowMs: this.config.baselineWindowS * 1000,
+          baselineTrim: this.config.baselineTrim,
           minMomentCompletions: this.config.minMomentCompletions,
+          prior: () => priorFrom([...svc.instances.values()].filter((i) => i.addr !== addr).map((i) => i.state)),
         }),
         goodScrapes: 0,
         noData: false,
@@ -211,16 +246,18 @@ export class InferenceCollector extends EventEmitter {
         scrapesFailed: 0,
         inFlight: false,
         removed: false,
+        llm: svc.llm ? { est: new LlmTermEstimator({ windowS: this.config.windowS }), modelsInFlight: false } : undefined,
       };
       svc.instances.set(addr, inst);
       this.schedule(inst, Math.random() * Math.min(100, this.config.scrapeIntervalMs));
+      if (inst.llm && this.fetchesModels(svc.cfg)) void this.refreshModels(inst);
     }
     this.m.instances.set({ service: svc.cfg.name }, svc.instances.size);
     this.emit('instances', { service: svc.cfg.name, ...ch });
     if (ch.added.length || ch.removed.length) this.changed();
   }
 
-  private schedule(inst: InstanceRt, delayMs: number): void {
+  private schedule(inst: ScrapedInstance, delayMs: number): void {
     if (inst.removed || !this.started) return;
     inst.timer = setTimeout(() => {
       void this.scrape(inst).finally(() => this.schedule(inst, this.config.scrapeIntervalMs));
@@ -229,7 +266,7 @@ export class InferenceCollector extends EventEmitter {
   }
 
   /** One scrape of one instance (exposed for tests through scrapeAll). */
-  private async scrape(inst: InstanceRt): Promise<void> {
+  private async scrape(inst: ScrapedInstance): Promise<void> {
     if (inst.inFlight) return;
     inst.inFlight = true;
     const svc = inst.svc;
@@ -238,7 +275,12 @@ export class InferenceCollector extends EventEmitter {
     try {
       const out = await scrapeOnce(
         { addr: inst.addr, path: svc.cfg.metricsPath, scheme: svc.cfg.scheme },
-        { timeoutMs: this.config.scrapeTimeoutMs, maxBodyBytes: this.config.maxBodyBytes, agent: svc.cfg.scheme === 'https' ? this.agents.https : this.agents.http },
+        {
+          timeoutMs: this.config.scrapeTimeoutMs,
+          maxBodyBytes: this.config.maxBodyBytes,
+          agent: svc.cfg.scheme === 'https' ? this.agents.https : this.agents.http,
+          parse: { keep: svc.keep },
+        },
       );
       if (inst.removed) return;
       const t = this.now();
@@ -248,11 +290,9 @@ export class InferenceCollector extends EventEmitter {
       }
       let signals;
       try {
-        const exp = parseExposition(out.body);
-        signals = extractSignals(exp, svc.mappings, svc.cfg.labels);
+        signals = extractSignals(out.exposition, svc.mappings, svc.cfg.labels);
       } catch (e) {
-        const msg = e instanceof ExpositionParseError ? `malformed exposition: ${e.message}` : `malformed exposition: ${(e as Error).message}`;
-        this.fail(inst, 'parse_error', msg, t);
+        this.fail(inst, 'parse_error', `malformed exposition: ${(e as Error).message}`, t);
         return;
       }
       inst.consecutiveFailures = 0;
@@ -267,6 +307,10 @@ export class InferenceCollector extends EventEmitter {
         inst.goodScrapes++;
         inst.lastOkAt = t;
         inst.state = inst.est.observe(t, signals);
+        if (inst.llm) {
+          inst.llm.signals = extractLlmSignals(out.exposition, svc.cfg.labels);
+          inst.llm.terms = inst.llm.est.observe(t, inst.llm.signals);
+        }
         if (inst.state.windowCompletions > 0 && Number.isFinite(inst.state.p99Ms)) svc.baseline.add(t, inst.state.p99Ms);
         this.m.scrapes.inc({ service, result: 'ok' });
       }
@@ -277,7 +321,36 @@ export class InferenceCollector extends EventEmitter {
     }
   }
 
-  private fail(inst: InstanceRt, reason: 'unreachable' | 'http_error' | 'parse_error', message: string, t: number): void {
+  private fetchesModels(cfg: InferenceServiceConfig): boolean {
+    return cfg.fetchModels ?? cfg.kind === 'vllm';
+  }
+
+  /** One GET of the instance's model list, then the next one modelsIntervalMs later. */
+  private async refreshModels(inst: ScrapedInstance): Promise<void> {
+    const l = inst.llm;
+    if (!l || l.modelsInFlight || inst.removed) return;
+    l.modelsInFlight = true;
+    const service = inst.svc.cfg.name;
+    try {
+      l.served = await fetchModels(inst.addr, inst.svc.cfg.modelsPath, inst.svc.cfg.scheme, this.config.modelsTimeoutMs, inst.svc.cfg.scheme === 'https' ? this.agents.https : this.agents.http);
+      l.modelsError = undefined;
+      l.modelsFetchedAt = this.now();
+      this.m.models.inc({ service, result: 'ok' });
+    } catch (e) {
+      const first = l.modelsError === undefined;
+      l.modelsError = `inference instance ${service}/${inst.addr}: ${(e as Error).message}`;
+      this.m.models.inc({ service, result: 'error' });
+      if (first) this.log?.warn({ service, instance: inst.addr }, l.modelsError);
+    } finally {
+      l.modelsInFlight = false;
+      if (!inst.removed && this.started) {
+        l.modelsTimer = setTimeout(() => void this.refreshModels(inst), this.config.modelsIntervalMs);
+        l.modelsTimer.unref?.();
+      }
+    }
+  }
+
+  private fail(inst: ScrapedInstance, reason: 'unreachable' | 'http_error' | 'parse_error', message: string, t: number): void {
     const service = inst.svc.cfg.name;
     inst.consecutiveFailures++;
     inst.scrapesFailed++;
@@ -288,7 +361,7 @@ export class InferenceCollector extends EventEmitter {
     if (inst.consecutiveFailures === 1 || inst.consecutiveFailures % 60 === 0) this.log?.warn({ service, instance: inst.addr, reason, failures: inst.consecutiveFailures }, full);
   }
 
-  private afterScrape(inst: InstanceRt): void {
+  private afterScrape(inst: ScrapedInstance): void {
     const t = this.now();
     const rec = this.record(inst, t);
     const labels = { service: inst.svc.cfg.name, instance: inst.addr };
@@ -316,12 +389,25 @@ export class InferenceCollector extends EventEmitter {
     });
   }
 
-  private imputed(svc: ServiceRt): { es: number; es2: number } {
-    return imputeFrom([...svc.instances.values()].map((i) => i.state));
+  /**
+   * Over every instance of the service name, whatever its peer: a remote fleet that gets no
+   * traffic while its link is degraded would otherwise keep E[S] unknown, which the snapshot
+   * contract publishes as invalid_data (docs/contracts.md, Snapshot values), and never come back.
+   */
+  private imputed(svc: ScrapedService): { es: number; es2: number } {
+    const states: (EstimatorState | undefined)[] = [];
+    for (const s of this.services) if (s.cfg.name === svc.cfg.name) for (const i of s.instances.values()) states.push(i.state);
+    return imputeFrom(states);
+  }
+
+  /** Cold start: the configured prior E[S] of the service, E[S²] from the assumed SCV. */
+  private prior(svc: ScrapedService): { es: number; es2: number } {
+    const es = svc.cfg.priorServiceMs ?? 1000;
+    return { es, es2: (1 + this.config.assumedScv) * es * es };
   }
 
 
-  private detail(inst: InstanceRt, now: number): InstanceDetail {
+  private detail(inst: ScrapedInstance, now: number): InstanceDetail {
     const svc = inst.svc;
     const cfg = this.config;
     let reason: InstanceReason = 'ok';
@@ -331,22 +417,23 @@ export class InferenceCollector extends EventEmitter {
     const st = inst.state;
     const baseline = cfg.baselineScope === 'service' ? svc.baseline.value(now) : (st ? inst.est.baseline.value(now) : NaN);
     const { record, imputedService } = buildInstanceRecord({
-      service: svc.cfg.name, addr: inst.addr, peer: svc.cfg.peer ?? '', reason, state: st, imputed: () => this.imputed(svc),
+      service: svc.cfg.name, addr: inst.addr, peer: svc.cfg.peer ?? '', reason, state: st, imputed: () => this.imputed(svc), prior: () => this.prior(svc),
       baselineMs: baseline, lastOkAt: inst.lastOkAt, now, concurrency: svc.cfg.concurrency,
     });
     return {
       ...record,
-      healthScore: healthScore(record.p99Ms, baseline, cfg.slowFactor),
+      healthScore: healthScore(record.p99Ms, baseline),
       imputedService,
-      lastError: inst.lastFailure?.message,
+      lastError: inst.lastFailure?.message ?? (st?.invalid ? `inference instance ${svc.cfg.name}/${inst.addr}: ${st.invalid}` : undefined),
       consecutiveFailures: inst.consecutiveFailures,
       scrapesOk: inst.scrapesOk,
       scrapesFailed: inst.scrapesFailed,
       estimator: st,
+      llm: inst.llm ? { terms: inst.llm.est.current(), modelsError: inst.llm.modelsError, modelsFetchedAt: inst.llm.modelsFetchedAt, modelsDropped: this.llmRecord(inst).dropped } : undefined,
     };
   }
 
-  private record(inst: InstanceRt, now: number): InstanceRecord {
+  private record(inst: ScrapedInstance, now: number): InstanceRecord {
     const d = this.detail(inst, now);
     return {
       service: d.service,
@@ -365,11 +452,42 @@ export class InferenceCollector extends EventEmitter {
       gpuUtil: d.gpuUtil,
       dataAgeMs: d.dataAgeMs,
       slots: d.slots,
+      slotsSource: d.slotsSource,
+      esSource: d.esSource,
     };
   }
 
-  private all(): InstanceRt[] {
-    const out: InstanceRt[] = [];
+  private llmRecord(inst: ScrapedInstance): { record: InstanceLlmRecord; dropped: number } {
+    const l = inst.llm as InstanceLlmRt;
+    const { models, dropped } = modelList(inst.svc.cfg.models ?? [], l.served, l.signals?.lora);
+    this.m.modelsDropped.set({ service: inst.svc.cfg.name, instance: inst.addr }, dropped);
+    const lora = l.signals?.lora;
+    return {
+      dropped,
+      record: {
+        service: inst.svc.cfg.name,
+        addr: inst.addr,
+        prefillMsPerToken: l.terms?.prefillMsPerToken ?? NaN,
+        decodeMsPerToken: l.terms?.decodeMsPerToken ?? NaN,
+        kvCacheUsage: l.signals?.kvCacheUsage ?? NaN,
+        maxLoras: lora && Number.isFinite(lora.maxLora) ? lora.maxLora : 0,
+        models,
+      },
+    };
+  }
+
+  /** Records for the LLM section (services with llm on), sorted by service then address. */
+  llmRecords(): InstanceLlmRecord[] {
+    return this.all().filter((i) => i.llm).map((i) => this.llmRecord(i).record);
+  }
+
+  /** Whether any configured service publishes LLM records (the section is written only then). */
+  hasLlm(): boolean {
+    return this.services.some((s) => s.llm);
+  }
+
+  private all(): ScrapedInstance[] {
+    const out: ScrapedInstance[] = [];
     for (const s of this.services) out.push(...s.instances.values());
     return out.sort((a, b) => (a.svc.cfg.name === b.svc.cfg.name ? (a.addr < b.addr ? -1 : a.addr > b.addr ? 1 : 0) : a.svc.cfg.name < b.svc.cfg.name ? -1 : 1));
   }
@@ -404,6 +522,8 @@ export interface RecordInputs {
   state: EstimatorState | undefined;
   /** E[S], E[S²] of the service's other instances, for an instance that has none of its own yet */
   imputed: () => { es: number; es2: number };
+  /** cold start: the configured prior when no instance of the service has an estimate (absent: E[S] stays unknown) */
+  prior?: () => { es: number; es2: number };
   baselineMs: number;
   lastOkAt: number | undefined;
   now: number;
@@ -417,17 +537,26 @@ export interface RecordInputs {
 export function buildInstanceRecord(x: RecordInputs): { record: InstanceRecord; imputedService: boolean } {
   const st = x.state;
   let reason = x.reason;
+  // broken exporter data (NaN/negative counters or gauges, repeated counter drops): never priced
+  if (reason === 'ok' && st?.invalid) reason = 'parse_error';
   // the filter skips an instance whose rho is not < its limit, NaN included: say why
   if (reason === 'ok' && !(st && Number.isFinite(st.rho))) reason = 'no_data';
   let es = st?.esMs ?? NaN;
   let es2 = st?.es2Ms2 ?? NaN;
   let imputedService = false;
+  let esSource: EsSource = 'measured';
   if (!Number.isFinite(es)) {
     const imp = x.imputed();
     if (Number.isFinite(imp.es)) {
       es = imp.es;
       es2 = imp.es2;
       imputedService = true;
+      esSource = 'service-median';
+    } else if (x.prior) {
+      const p = x.prior();
+      es = p.es;
+      es2 = p.es2;
+      esSource = 'prior';
     }
   }
   return {
@@ -449,8 +578,15 @@ export function buildInstanceRecord(x: RecordInputs): { record: InstanceRecord; 
       gpuUtil: st?.gpuUtil ?? NaN,
       dataAgeMs: x.lastOkAt === undefined ? 0xffffffff : Math.max(0, Math.min(0xffffffff, Math.round(x.now - x.lastOkAt))),
       slots: Math.max(1, st?.concurrency ?? x.concurrency ?? 1),
+      slotsSource: st?.slotsSource ?? (x.concurrency !== undefined ? 'configured' : 'inferred'),
+      esSource,
     },
   };
+}
+
+/** Median E[S] and E[S²] over the instances with completions in their current window (the estimator's prior). */
+export function priorFrom(states: (EstimatorState | undefined)[]): { es: number; es2: number } {
+  return imputeFrom(states.filter((s) => s !== undefined && s.windowCompletions > 0));
 }
 
 /** Median E[S] and E[S²] over the instances that have them. */

@@ -28,8 +28,7 @@
 //      holds fewer than minMomentCompletions (default 50) completions, older intervals are added,
 //      newest first, until it does (or the history runs out): E[S] and E[S²] always rest on
 //      enough requests. A heavy-tailed mean from 1-2 requests can be 10x off, and an instance
-//      priced 10x too slow gets no traffic, so nothing would correct it (bench/routing found
-//      exactly that: one slow instance unused for 150 s after one 2.3 s request).
+//      priced 10x too slow gets no traffic, so nothing would correct it (docs/agent-design.md).
 //   E[S²] from the service-histogram bucket deltas, see secondMomentFromBuckets() below;
 //      servers without a histogram (Triton) get E[S²] = (1 + scv)·E[S]² with the configured
 //      squared coefficient of variation (default 1: exponential service).
@@ -40,15 +39,29 @@
 //   queueDepth = waiting + running at the last scrape (the filter's backlog term counts every
 //      request ahead of a new one, at E[S]/c each); servers without a running gauge (Triton)
 //      report only the pending count.
-//   When a window has no completion (idle or stuck), E[S] and E[S²] keep their last known values
-//      (λ is then 0 and ρ comes from occupancy / GPU); P50 and P99 become unknown (NaN): a P99 of
-//      requests that left the window says nothing about the instance now, and kept, it would
-//      keep an instance excluded as slow (so sent nothing) out for good.
-//
-//   ρ: c = configured concurrency (batch slots), else inferred as the largest `running` seen
-//      while `waiting` > 0 (the server was saturated, so running = its slot count), else the
-//      largest `running` ever seen (a lower bound of c, so ρ is then over- rather than
-//      under-estimated), else 1.
+//   No absorbing state: each completion of an older interval (outside the window) counts with
+//      weight w = exp(-age/τ) for itself and 1 - w for a PRIOR (option `prior`; the collector gives
+//      the median E[S]/E[S²] of the service's other instances with completions in their window),
+//      age = how long the interval has been out of the window, τ = the window length. An instance
+//      priced out by a slow episode receives no request, so without this its E[S] would stay at
+//      the episode's value for good; with it, E[S] moves to the prior within a few τ (e^-3 = 5 %
+//      of the gap left after 3τ = 30 s by default) and fresh completions then judge it again. The
+//      number of completions the moments rest on is unchanged (minMomentCompletions), so a single
+//      slow request still cannot dominate. Without a finite prior (one instance, or all idle) the
+//      weights stay 1. P50 and P99 of a window without completions are unknown (NaN): a P99 of
+//      requests that left the window says nothing about the instance now.
+//   Broken exporters: a NaN, infinite or negative load gauge or counter, a service-time sum that
+//      does not grow while requests complete, or a counter that goes backwards more than once
+//      within the window (one reset = a restart, handled as above; repeated drops = not a
+//      counter) make the scrape INVALID: it is not used, the last good values are kept, and
+//      `invalid` carries the reason (the instance is published unhealthy, reason parse_error).
+//   ρ: c = the configured concurrency, else the slot count the server exports (mapping `slots`),
+//      else inferred: the largest `running` seen while `waiting` > 0 (the server queued, so its
+//      slots were full), unless more than that ever ran without a queue; else the largest
+//      `running` seen plus a margin of max(1, ⌈25 %⌉) -- a server that never queued has at least
+//      one free slot, and taking the bare maximum marked healthy instances saturated (their ρ
+//      inflated and backlog >= slots); else 1. The inference restarts at a counter reset (a
+//      restarted server may have a new slot count).
 //        ρ_load = λ·E[S]/(1000·c)                         (offered load per slot)
 //        ρ_occ  = mean(running)/c over the window's scrapes (used only when E[S] is unknown)
 //        ρ_gpu  = GPU utilisation 0..1 when exported
@@ -270,9 +283,15 @@ export interface EstimatorOptions {
   rhoCombine?: 'max' | 'load' | 'gpu';
   /** baseline window for the per-instance baseline (ms) */
   baselineWindowMs?: number;
+  /** fraction of the highest P99 samples the per-instance baseline drops (default 0.1) */
+  baselineTrim?: number;
+  /** E[S] (ms) and E[S²] (ms²) that older completions fade toward (see "No absorbing state") */
+  prior?: () => { es: number; es2: number };
   /** E[S] and E[S²] cover at least this many completions, reaching back before the window (default 50) */
   minMomentCompletions?: number;
 }
+
+export type SlotsSource = 'configured' | 'exporter' | 'inferred';
 
 interface HistDelta {
   boundsMs: number[];
@@ -313,7 +332,11 @@ export interface EstimatorState {
   rhoOcc: number;
   gpuUtil: number;
   concurrency: number;
-  concurrencySource: 'configured' | 'inferred-saturated' | 'inferred-max-running' | 'default';
+  concurrencySource: 'configured' | 'exporter' | 'inferred-saturated' | 'inferred-max-running' | 'default';
+  /** what the snapshot says about `slots` (decision D2) */
+  slotsSource: SlotsSource;
+  /** why the last scrape was rejected (broken exporter data); undefined when it was used */
+  invalid?: string;
   /** requests in the instance: waiting + running (waiting alone if running is not exported) */
   queueDepth: number;
   waiting: number;
@@ -347,6 +370,25 @@ function counterDelta(prev: number | undefined, cur: number | undefined): { d?: 
   if (cur === undefined || prev === undefined) return { reset: false };
   if (cur < prev) return { d: cur, reset: true };
   return { d: cur - prev, reset: false };
+}
+
+/** Why a scrape's load data cannot be used, or undefined. Summary quantiles may be NaN (empty summary). */
+export function invalidSignals(s: Signals): string | undefined {
+  const bad = (v: number | undefined): boolean => v !== undefined && !(Number.isFinite(v) && v >= 0);
+  const fields: Array<[string, number | undefined]> = [
+    ['waiting', s.waiting],
+    ['running', s.running],
+    ['completions', s.completions],
+    ['serviceSum', s.serviceSumMs],
+  ];
+  for (const [name, h] of [['serviceHistogram', s.serviceHist], ['latencyHistogram', s.latencyHist]] as const) {
+    if (!h) continue;
+    fields.push([`${name} count`, h.count], [`${name} sum`, h.sumMs]);
+    const i = h.cumulative.findIndex((c) => !(Number.isFinite(c) && c >= 0));
+    if (i >= 0) fields.push([`${name} bucket ${i}`, h.cumulative[i]]);
+  }
+  for (const [name, v] of fields) if (bad(v)) return `${name} is ${v} (must be a finite number >= 0)`;
+  return undefined;
 }
 
 const inSystem = (s: Signals): number | undefined => (s.waiting === undefined && s.running === undefined ? undefined : (s.waiting ?? 0) + (s.running ?? 0));
@@ -385,6 +427,9 @@ export class InstanceEstimator {
   private resets = 0;
   private maxRunningSaturated = 0;
   private maxRunning = 0;
+  /** end times of the intervals in which a counter went backwards */
+  private resetTimes: number[] = [];
+  private invalid?: string;
   private lastKnown = { esMs: NaN, es2Ms2: NaN, es2Method: 'none' as Es2Method, es2ErrBoundMs2: NaN, p50Ms: NaN, p99Ms: NaN };
 
   constructor(opts: EstimatorOptions = {}) {
@@ -392,9 +437,11 @@ export class InstanceEstimator {
     this.assumedScv = opts.assumedScv ?? 1;
     this.rhoCombine = opts.rhoCombine ?? 'max';
     this.configuredC = opts.concurrency;
-    this.baseline = new BaselineTracker(opts.baselineWindowMs ?? 300_000);
+    this.baseline = new BaselineTracker(opts.baselineWindowMs ?? 300_000, opts.baselineTrim ?? 0.1);
     this.minMomentCompletions = opts.minMomentCompletions ?? 50;
+    this.prior = opts.prior;
   }
+  private readonly prior?: () => { es: number; es2: number };
 
   get counterResets(): number {
     return this.resets;
@@ -403,10 +450,8 @@ export class InstanceEstimator {
   /** Feed one successful scrape taken at time t (ms). Returns the state after it. */
   observe(t: number, s: Signals): EstimatorState {
     if (this.prev && t <= this.prev.t) t = this.prev.t + 1e-3; // clock safety: strictly increasing
-    if (s.running !== undefined) {
-      this.maxRunning = Math.max(this.maxRunning, s.running);
-      if ((s.waiting ?? 0) > 0) this.maxRunningSaturated = Math.max(this.maxRunningSaturated, s.running);
-    }
+    this.invalid = invalidSignals(s);
+    if (this.invalid) return this.rejected(t);
     if (this.prev) {
       const p = this.prev.s;
       const svc = histDelta(p.serviceHist, s.serviceHist);
@@ -414,7 +459,22 @@ export class InstanceEstimator {
       const cnt = counterDelta(p.completions, s.completions);
       const sum = counterDelta(p.serviceSumMs, s.serviceSumMs);
       const reset = svc.reset || lat.reset || cnt.reset || sum.reset;
-      if (reset) this.resets++;
+      if (reset) {
+        while (this.resetTimes.length > 0 && this.resetTimes[0] <= t - this.windowMs) this.resetTimes.shift();
+        if (this.resetTimes.length > 0) {
+          // a second drop within the window: not a restart but a broken counter; the interval is
+          // not used, and the new values become the reference so a recovered exporter is judged afresh
+          this.resetTimes.push(t);
+          this.invalid = `a counter went backwards ${this.resetTimes.length} times within ${this.windowMs / 1000} s (not a restart)`;
+          this.prev = { t, s };
+          return this.rejected(t);
+        }
+        this.resetTimes.push(t);
+        this.resets++;
+        // a restarted server may have a new slot count
+        this.maxRunning = 0;
+        this.maxRunningSaturated = 0;
+      }
       const d: IntervalDelta = { t0: this.prev.t, t1: t, reset, inSys0: inSystem(p), inSys1: inSystem(s) };
       if (svc.d) {
         d.service = svc.d;
@@ -432,6 +492,10 @@ export class InstanceEstimator {
       if (lat.d) d.latency = lat.d;
       else if (svc.d) d.latency = svc.d;
       this.deltas.push(d);
+    }
+    if (s.running !== undefined) {
+      this.maxRunning = Math.max(this.maxRunning, s.running);
+      if ((s.waiting ?? 0) > 0) this.maxRunningSaturated = Math.max(this.maxRunningSaturated, s.running);
     }
     this.prev = { t, s };
     this.obs.push({ t, s });
@@ -463,10 +527,22 @@ export class InstanceEstimator {
     return st;
   }
 
+  /** A rejected scrape: the estimates of the good scrapes so far, with the reason. */
+  private rejected(t: number): EstimatorState {
+    const reason = this.invalid;
+    const st = this.compute(this.prev?.t ?? t);
+    st.baselineP99Ms = this.baseline.value(t);
+    this.invalid = reason;
+    st.invalid = reason;
+    return st;
+  }
+
   private concurrency(): [number, EstimatorState['concurrencySource']] {
     if (this.configuredC && this.configuredC > 0) return [this.configuredC, 'configured'];
-    if (this.maxRunningSaturated > 0) return [this.maxRunningSaturated, 'inferred-saturated'];
-    if (this.maxRunning > 0) return [this.maxRunning, 'inferred-max-running'];
+    const exported = this.prev?.s.slots;
+    if (exported !== undefined && Number.isFinite(exported) && exported >= 1) return [Math.floor(exported), 'exporter'];
+    if (this.maxRunningSaturated > 0 && this.maxRunningSaturated >= this.maxRunning) return [this.maxRunningSaturated, 'inferred-saturated'];
+    if (this.maxRunning > 0) return [this.maxRunning + Math.max(1, Math.ceil(0.25 * this.maxRunning)), 'inferred-max-running'];
     return [1, 'default'];
   }
 
@@ -509,16 +585,31 @@ export class InstanceEstimator {
     let Nm = N;
     let Sm = S;
     let haveSm = haveS;
-    for (let k = this.older.length - 1; k >= 0 && Nm < this.minMomentCompletions; k--) {
+    // Older intervals fade toward the prior with the time they have been out of the window
+    // (τ = window length); the stop rule counts raw completions, so the intervals used are as before.
+    const prior = this.older.length > 0 ? this.prior?.() : undefined;
+    const fade = prior !== undefined && Number.isFinite(prior.es) && Number.isFinite(prior.es2) && prior.es > 0;
+    let Nraw = N;
+    let toPrior = 0;
+    for (let k = this.older.length - 1; k >= 0 && Nraw < this.minMomentCompletions; k--) {
       const d = this.older[k];
       if (d.dN === undefined || d.dSumMs === undefined) continue;
-      Nm += d.dN;
-      Sm += d.dSumMs;
+      const w = fade ? Math.exp(-Math.max(0, now - this.windowMs - d.t1) / this.windowMs) : 1;
+      Nraw += d.dN;
+      toPrior += (1 - w) * d.dN;
+      Nm += w * d.dN;
+      Sm += w * d.dSumMs;
       haveSm = true;
-      if (d.service) svc.add(d.service);
+      if (d.service) svc.add(scaleHist(d.service, w));
     }
-    if (Nm > 0 && haveSm) {
-      this.lastKnown.esMs = Sm / Nm;
+    this.invalid = undefined;
+    const recentResets = this.resetTimes.filter((r) => r > now - this.windowMs).length;
+    if (recentResets >= 2) this.invalid = `a counter went backwards ${recentResets} times within ${this.windowMs / 1000} s (not a restart)`;
+    else if (Nm > 0 && haveSm && !(Sm > 0)) {
+      // requests completed but took no time: the exporter's sum is broken (an E[S] of 0 would take all traffic)
+      this.invalid = `service-time sum did not grow while ${Math.round(Nm)} requests completed`;
+    } else if (Nm + toPrior > 0 && haveSm) {
+      this.lastKnown.esMs = toPrior > 0 && prior ? (Sm + toPrior * prior.es) / (Nm + toPrior) : Sm / Nm;
       if (svc.bounds && svc.nonEmpty()) {
         const m = secondMomentFromBuckets(svc.bounds, svc.counts, svc.sumMs, this.assumedScv);
         this.lastKnown.es2Ms2 = m.es2;
@@ -529,6 +620,11 @@ export class InstanceEstimator {
         this.lastKnown.es2Ms2 = (1 + this.assumedScv) * es * es;
         this.lastKnown.es2Method = 'assumed-scv';
         this.lastKnown.es2ErrBoundMs2 = NaN;
+      }
+      if (toPrior > 0 && prior) {
+        const own = Nm > 0 && Number.isFinite(this.lastKnown.es2Ms2) ? this.lastKnown.es2Ms2 : prior.es2;
+        const es = this.lastKnown.esMs;
+        this.lastKnown.es2Ms2 = Math.max(es * es, (Nm * own + toPrior * prior.es2) / (Nm + toPrior));
       }
     }
     if (lat.bounds && lat.nonEmpty()) {
@@ -574,6 +670,8 @@ export class InstanceEstimator {
       gpuUtil: gpu,
       concurrency: c,
       concurrencySource: cSrc,
+      slotsSource: cSrc === 'configured' ? 'configured' : cSrc === 'exporter' ? 'exporter' : 'inferred',
+      invalid: this.invalid,
       queueDepth: last ? (inSystem(last) ?? NaN) : NaN,
       waiting: last?.waiting ?? NaN,
       running: last?.running ?? NaN,
@@ -585,6 +683,10 @@ export class InstanceEstimator {
       lastObservedAt: this.prev?.t ?? now,
     };
   }
+}
+
+function scaleHist(h: HistDelta, w: number): HistDelta {
+  return w === 1 ? h : { boundsMs: h.boundsMs, counts: h.counts.map((c) => c * w), sumMs: h.sumMs * w, count: h.count * w };
 }
 
 function sameBounds(a: number[], b: number[]): boolean {

@@ -68,27 +68,75 @@ function isSpace(c: string): boolean {
 export interface ParseOptions {
   /** maximum number of samples accepted (guards memory); default 200 000 */
   maxSamples?: number;
+  /** store only the samples whose name passes (all lines are still validated); default all */
+  keep?: (sampleName: string) => boolean;
 }
 
+/** no real exposition line comes near this; a page without newlines must not grow one string */
+const MAX_LINE_CHARS = 1 << 20;
+
 export function parseExposition(text: string, opts: ParseOptions = {}): Exposition {
-  const maxSamples = opts.maxSamples ?? 200_000;
-  const out: Exposition = { samples: new Map(), types: new Map(), help: new Map(), sampleCount: 0 };
-  if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
-  const lines = text.split('\n');
-  for (let ln = 0; ln < lines.length; ln++) {
-    let line = lines[ln];
-    if (line.endsWith('\r')) line = line.slice(0, -1);
-    const lineNo = ln + 1;
+  const p = new ExpositionParser(opts);
+  p.push(text);
+  return p.end();
+}
+
+/**
+ * Incremental parser: push() the body as it arrives (each call parses the complete lines it
+ * holds, keeping the partial last line), end() parses the rest. A scrape is parsed chunk by chunk
+ * between socket reads, so a large page never blocks the event loop (link probes share it) for
+ * more than one chunk's lines, and the body is never held whole.
+ */
+export class ExpositionParser {
+  private readonly out: Exposition = { samples: new Map(), types: new Map(), help: new Map(), sampleCount: 0 };
+  private readonly maxSamples: number;
+  private readonly keep?: (sampleName: string) => boolean;
+  private rest = '';
+  private lineNo = 0;
+  private first = true;
+
+  constructor(opts: ParseOptions = {}) {
+    this.maxSamples = opts.maxSamples ?? 200_000;
+    this.keep = opts.keep;
+  }
+
+  /** Parse the complete lines of `chunk` (after what is left of the previous one). Throws ExpositionParseError. */
+  push(chunk: string): void {
+    if (this.first && chunk.length > 0) {
+      this.first = false;
+      if (chunk.charCodeAt(0) === 0xfeff) chunk = chunk.slice(1);
+    }
+    const text = this.rest + chunk;
+    let from = 0;
+    for (let nl = text.indexOf('\n'); nl >= 0; nl = text.indexOf('\n', from)) {
+      this.line(text.slice(from, nl));
+      from = nl + 1;
+    }
+    this.rest = text.slice(from);
+    if (this.rest.length > MAX_LINE_CHARS) throw new ExpositionParseError(this.lineNo + 1, `line longer than ${MAX_LINE_CHARS} characters`, this.rest.slice(0, 80));
+  }
+
+  /** Parse the last line and return the exposition. */
+  end(): Exposition {
+    this.line(this.rest);
+    this.rest = '';
+    return this.out;
+  }
+
+  private line(raw: string): void {
+    const line = raw.endsWith('\r') ? raw.slice(0, -1) : raw;
+    const lineNo = ++this.lineNo;
+    const out = this.out;
     const fail = (problem: string): never => {
       throw new ExpositionParseError(lineNo, problem, line);
     };
     let i = 0;
     while (i < line.length && isSpace(line[i])) i++;
-    if (i === line.length) continue;
+    if (i === line.length) return;
     if (line[i] === '#') {
       const rest = line.slice(i + 1).replace(/^[ \t]+/, '');
       const m = /^(HELP|TYPE)[ \t]+(\S+)(?:[ \t]+(.*))?$/.exec(rest);
-      if (!m) continue; // ordinary comment, `# EOF`, `# UNIT ...`
+      if (!m) return; // ordinary comment, `# EOF`, `# UNIT ...`
       const [, kw, name, arg = ''] = m;
       if (!METRIC_NAME.test(name)) fail(`invalid metric name ${JSON.stringify(name)} in ${kw} line`);
       if (kw === 'TYPE') {
@@ -99,7 +147,7 @@ export function parseExposition(text: string, opts: ParseOptions = {}): Expositi
       } else {
         out.help.set(name, arg.replace(/\\n/g, '\n').replace(/\\\\/g, '\\'));
       }
-      continue;
+      return;
     }
     // ---- sample line: name [{labels}] value [timestamp] [# exemplar]
     const nameStart = i;
@@ -181,14 +229,14 @@ export function parseExposition(text: string, opts: ParseOptions = {}): Expositi
       if (t === 'histogram' || t === 'gaugehistogram') fail(`histogram bucket of ${fam} without an le label`);
     }
     if ('le' in labels && name.endsWith('_bucket') && parsePromFloat(labels.le) === undefined) fail(`invalid le ${JSON.stringify(labels.le)}`);
-    if (++out.sampleCount > maxSamples) fail(`more than ${maxSamples} samples`);
+    if (++out.sampleCount > this.maxSamples) fail(`more than ${this.maxSamples} samples`);
+    if (this.keep && !this.keep(name)) return; // validated, not stored
     const s: Sample = { name, labels, value: value as number };
     if (ts !== undefined) s.timestampMs = ts;
     let arr = out.samples.get(name);
     if (!arr) out.samples.set(name, (arr = []));
     arr.push(s);
   }
-  return out;
 }
 
 export interface HistogramSeries {

@@ -13,7 +13,7 @@ export interface TimedRef {
 }
 export interface ScaledRef {
   name: string;
-  /** value * scale gives the signal's unit (0..1 for utilisation, bytes for memory) */
+  /** value * scale gives the signal's unit (0..1 for utilisation) */
   scale: number;
 }
 
@@ -30,11 +30,15 @@ export interface MetricMappings {
   /** KV-cache usage 0..1 (gauge) */
   kvCacheUsage: string[];
   gpuUtil: ScaledRef[];
-  gpuMemUsedBytes: ScaledRef[];
-  gpuMemFreeBytes: ScaledRef[];
-  gpuMemTotalBytes: ScaledRef[];
   /** completed requests (counter); used when no histogram gives a count */
   completions: string[];
+  /**
+   * slot count / max batch size (gauge). No built-in: vLLM (cache_config_info carries cache
+   * settings, not max_num_seqs), Triton (counts, durations, pending count, GPU) and TGI
+   * (tgi_batch_current_size is the current batch, not its limit) export none; a custom mapping
+   * can name one (e.g. a sidecar's gauge).
+   */
+  slots: string[];
   /** cumulative service (or request) time (counter) -- Triton style */
   serviceTimeSum: TimedRef[];
   /** cumulative queueing time (counter); subtracted from serviceTimeSum */
@@ -53,9 +57,8 @@ export interface CustomMappingsInput {
   running?: string | string[];
   kvCacheUsage?: string | string[];
   completions?: string | string[];
+  slots?: string | string[];
   gpuUtil?: { name: string; scale?: number };
-  gpuMemUsedBytes?: { name: string; scale?: number };
-  gpuMemFreeBytes?: { name: string; scale?: number };
   serviceTimeSum?: { name: string; unit?: TimeUnit };
   queueTimeSum?: { name: string; unit?: TimeUnit };
   serviceHistogram?: { name: string; unit?: TimeUnit };
@@ -63,20 +66,14 @@ export interface CustomMappingsInput {
   latencySummary?: { name: string; unit?: TimeUnit };
 }
 
-const MIB = 1024 * 1024;
 
 /** GPU series understood for every kind (a DCGM exporter or Triton's own gauges merged in). */
-const GPU_GENERIC: Pick<MetricMappings, 'gpuUtil' | 'gpuMemUsedBytes' | 'gpuMemFreeBytes' | 'gpuMemTotalBytes'> = {
+// GPU memory is not read: nothing in the snapshot or the estimates uses it.
+const GPU_GENERIC: Pick<MetricMappings, 'gpuUtil'> = {
   gpuUtil: [
     { name: 'DCGM_FI_DEV_GPU_UTIL', scale: 0.01 },
     { name: 'nv_gpu_utilization', scale: 1 },
   ],
-  gpuMemUsedBytes: [
-    { name: 'DCGM_FI_DEV_FB_USED', scale: MIB },
-    { name: 'nv_gpu_memory_used_bytes', scale: 1 },
-  ],
-  gpuMemFreeBytes: [{ name: 'DCGM_FI_DEV_FB_FREE', scale: MIB }],
-  gpuMemTotalBytes: [{ name: 'nv_gpu_memory_total_bytes', scale: 1 }],
 };
 
 function empty(): MetricMappings {
@@ -85,6 +82,7 @@ function empty(): MetricMappings {
     running: [],
     kvCacheUsage: [],
     completions: [],
+    slots: [],
     serviceTimeSum: [],
     queueTimeSum: [],
     serviceHistogram: [],
@@ -139,8 +137,8 @@ const asList = (v: string | string[] | undefined): string[] => (v === undefined 
 export function resolveMappings(kind: ServerKind, custom?: CustomMappingsInput): MetricMappings {
   const m = structuredClone(BUILTIN_MAPPINGS[kind]);
   if (!custom) return m;
-  for (const k of ['waiting', 'running', 'kvCacheUsage', 'completions'] as const) m[k] = [...asList(custom[k]), ...m[k]];
-  for (const k of ['gpuUtil', 'gpuMemUsedBytes', 'gpuMemFreeBytes'] as const) {
+  for (const k of ['waiting', 'running', 'kvCacheUsage', 'completions', 'slots'] as const) m[k] = [...asList(custom[k]), ...m[k]];
+  for (const k of ['gpuUtil'] as const) {
     const c = custom[k];
     if (c) m[k] = [{ name: c.name, scale: c.scale ?? 1 }, ...m[k]];
   }
@@ -165,10 +163,10 @@ export interface Signals {
   running?: number;
   kvCacheUsage?: number;
   gpuUtil?: number;
-  gpuMemUsedBytes?: number;
-  gpuMemFreeBytes?: number;
   /** cumulative completions (counter) */
   completions?: number;
+  /** slot count (max batch size) when the server exports it (mapping `slots`) */
+  slots?: number;
   /** cumulative service time in ms (counter-based servers) */
   serviceSumMs?: number;
   serviceHist?: Hist;
@@ -179,9 +177,14 @@ export interface Signals {
   matched: string[];
 }
 
-function pickGauge(exp: Exposition, names: string[], agg: 'sum' | 'max' | 'mean', match?: Record<string, string>, scale = 1): [number, string] | undefined {
+/**
+ * `keepNaN`: the load gauges and counters (waiting, running, completions, service-time sums) keep
+ * a NaN sample, so the estimator sees the broken value and marks the instance unhealthy instead of
+ * silently reading a missing series; auxiliary signals (GPU, KV cache) drop NaN samples.
+ */
+function pickGauge(exp: Exposition, names: string[], agg: 'sum' | 'max' | 'mean', match?: Record<string, string>, scale = 1, keepNaN = false): [number, string] | undefined {
   for (const name of names) {
-    const ss = exp.samples.get(name)?.filter((s) => labelsMatch(s.labels, match) && !Number.isNaN(s.value));
+    const ss = exp.samples.get(name)?.filter((s) => labelsMatch(s.labels, match) && (keepNaN || !Number.isNaN(s.value)));
     if (!ss || ss.length === 0) continue;
     let v = agg === 'max' ? -Infinity : 0;
     for (const s of ss) v = agg === 'max' ? Math.max(v, s.value) : v + s.value;
@@ -236,22 +239,20 @@ export function extractSignals(exp: Exposition, m: MetricMappings, match?: Recor
     set(got[0]);
     sig.matched.push(got[1]);
   };
-  take(pickGauge(exp, m.waiting, 'sum', match), (v) => (sig.waiting = Math.max(0, v)));
-  take(pickGauge(exp, m.running, 'sum', match), (v) => (sig.running = Math.max(0, v)));
+  // negative / non-finite values are passed through: the estimator rejects them with a reason
+  take(pickGauge(exp, m.waiting, 'sum', match, 1, true), (v) => (sig.waiting = v));
+  take(pickGauge(exp, m.running, 'sum', match, 1, true), (v) => (sig.running = v));
+  take(pickGauge(exp, m.slots, 'max', match), (v) => (sig.slots = v));
   take(pickGauge(exp, m.kvCacheUsage, 'max', match), (v) => (sig.kvCacheUsage = v));
   take(pickScaled(exp, m.gpuUtil, 'mean', match), (v) => (sig.gpuUtil = Math.min(1, Math.max(0, v))));
-  take(pickScaled(exp, m.gpuMemUsedBytes, 'sum', match), (v) => (sig.gpuMemUsedBytes = v));
-  take(pickScaled(exp, m.gpuMemFreeBytes, 'sum', match), (v) => (sig.gpuMemFreeBytes = v));
-  if (sig.gpuMemFreeBytes === undefined && sig.gpuMemUsedBytes !== undefined) {
-    take(pickScaled(exp, m.gpuMemTotalBytes, 'sum', match), (v) => (sig.gpuMemFreeBytes = Math.max(0, v - (sig.gpuMemUsedBytes as number))));
-  }
-  take(pickGauge(exp, m.completions, 'sum', match), (v) => (sig.completions = v));
+  take(pickGauge(exp, m.completions, 'sum', match, 1, true), (v) => (sig.completions = v));
   const svcSum = pickSumCounter(exp, m.serviceTimeSum, match);
   if (svcSum) {
     sig.matched.push(svcSum[1]);
     const q = pickSumCounter(exp, m.queueTimeSum, match);
     if (q) sig.matched.push(q[1]);
-    sig.serviceSumMs = Math.max(0, svcSum[0] - (q ? q[0] : 0));
+    // a queue-time sum larger than the request-time sum is a broken exporter: kept negative, rejected by the estimator
+    sig.serviceSumMs = svcSum[0] - (q ? q[0] : 0);
   }
   take(pickHist(exp, m.serviceHistogram, match), (v) => (sig.serviceHist = v));
   take(pickHist(exp, m.latencyHistogram, match), (v) => (sig.latencyHist = v));
@@ -263,10 +264,20 @@ export function extractSignals(exp: Exposition, m: MetricMappings, match?: Recor
 
 function pickSumCounter(exp: Exposition, refs: TimedRef[], match?: Record<string, string>): [number, string] | undefined {
   for (const r of refs) {
-    const got = pickGauge(exp, [r.name], 'sum', match, UNIT_TO_MS[r.unit]);
+    const got = pickGauge(exp, [r.name], 'sum', match, UNIT_TO_MS[r.unit], true);
     if (got) return got;
   }
   return undefined;
+}
+
+/**
+ * Sample-name filter for the parser: only the series the mappings can read are stored (a page of
+ * unrelated metrics is validated but costs no memory).
+ */
+export function mappedSampleFilter(m: MetricMappings): (sampleName: string) => boolean {
+  const names = new Set<string>();
+  for (const v of Object.values(m) as Array<Array<string | { name: string }>>) for (const r of v) names.add(typeof r === 'string' ? r : r.name);
+  return (n) => names.has(n) || names.has(n.replace(/_(?:bucket|sum|count)$/, ''));
 }
 
 /** True when the scrape carries at least one load signal (else: reason no_data). */

@@ -28,7 +28,7 @@ const scaledRef = {
   required: ['name'],
   properties: {
     name: { type: 'string', minLength: 1 },
-    scale: { type: 'number', exclusiveMinimum: 0, default: 1, description: 'value x scale = signal unit (0..1 for utilisation, bytes for memory)' },
+    scale: { type: 'number', exclusiveMinimum: 0, default: 1, description: 'value x scale = utilisation 0..1 (e.g. 0.01 for percent)' },
   },
 };
 const nameOrNames = {
@@ -54,12 +54,13 @@ export const inferenceSchema: Record<string, unknown> = {
       description: "pool of P99 samples of the baseline: each instance alone (default: an instance that got slower than it was is de-weighted; a peer that is slower by design is not, its speed is priced by E[S]) or all instances of the service (an instance slower than its peers is de-weighted)",
     },
     baselineTrim: { type: 'number', minimum: 0, maximum: 0.5, default: 0.1, description: 'fraction of the highest P99 samples dropped before the median' },
-    slowFactor: { type: 'number', exclusiveMinimum: 1, maximum: 100, default: 3, description: 'P99 above slowFactor x baseline lowers the health score' },
     assumedScv: { type: 'number', minimum: 0, maximum: 1000, default: 1, description: 'squared coefficient of variation of service time when no histogram resolves E[S^2] (1 = exponential)' },
     rhoCombine: { enum: ['max', 'load', 'gpu'], default: 'max', description: 'how queue-derived and GPU-derived utilisation combine' },
     staleAfterMs: { type: 'integer', minimum: 100, maximum: 3600000, default: 5000, description: 'an instance whose last good scrape is older is unhealthy (reason stale)' },
     failuresToUnhealthy: { type: 'integer', minimum: 1, maximum: 100, default: 1, description: 'consecutive failed scrapes before the instance is unhealthy' },
     maxBodyBytes: { type: 'integer', minimum: 1024, maximum: 268435456, default: 8388608 },
+    modelsIntervalMs: { type: 'integer', minimum: 1000, maximum: 3600000, default: 30000, description: 'LLM services: how often each instance\'s GET /v1/models is fetched (the list changes when adapters are added, not per request)' },
+    modelsTimeoutMs: { type: 'integer', minimum: 10, maximum: 600000, default: 2000, description: 'a /v1/models fetch unanswered after this fails (the last good list is kept); bodies above 1 MiB fail too' },
     services: {
       type: 'array',
       default: [],
@@ -95,6 +96,21 @@ export const inferenceSchema: Record<string, unknown> = {
           metricsPath: { type: 'string', pattern: '^/', default: '/metrics' },
           scheme: { enum: ['http', 'https'], default: 'http' },
           concurrency: { type: 'integer', minimum: 1, maximum: 100000, description: 'slots / max batch size; inferred from running+waiting when absent' },
+          priorServiceMs: {
+            type: 'number', minimum: 0.001, maximum: 3600000, default: 1000,
+            description: 'cold start: E[S] (ms) published for an instance with no estimate when no instance of the service has one (else the service median is used); E[S^2] = (1 + assumedScv) x prior^2. Marked esSource "prior" in the snapshot',
+          },
+          llm: {
+            type: 'boolean',
+            description: 'publish the instances in the snapshot\'s LLM section (models, per-token terms, KV usage); default: true for kind vllm or when models is set',
+          },
+          models: {
+            type: 'array', maxItems: 64, uniqueItems: true,
+            items: { type: 'string', minLength: 1, maxLength: 255 },
+            description: 'base models every instance of the service serves (merged with /v1/models and the LoRA gauge)',
+          },
+          modelsPath: { type: 'string', pattern: '^/[!-~]*$', maxLength: 1024, default: '/v1/models', description: 'path of the OpenAI-style model list (fetchModels)' },
+          fetchModels: { type: 'boolean', description: 'fetch modelsPath from each instance; default: true for kind vllm' },
           labels: {
             type: 'object',
             additionalProperties: { type: 'string' },
@@ -108,9 +124,8 @@ export const inferenceSchema: Record<string, unknown> = {
               running: nameOrNames,
               kvCacheUsage: nameOrNames,
               completions: nameOrNames,
+              slots: nameOrNames,
               gpuUtil: scaledRef,
-              gpuMemUsedBytes: scaledRef,
-              gpuMemFreeBytes: scaledRef,
               serviceTimeSum: timedRef,
               queueTimeSum: timedRef,
               serviceHistogram: timedRef,
@@ -133,6 +148,11 @@ export interface InferenceServiceConfig {
   metricsPath: string;
   scheme: 'http' | 'https';
   concurrency?: number;
+  priorServiceMs: number;
+  llm?: boolean;
+  models?: string[];
+  modelsPath: string;
+  fetchModels?: boolean;
   labels?: Record<string, string>;
   mappings?: CustomMappingsInput;
 }
@@ -145,12 +165,13 @@ export interface InferenceConfig {
   baselineWindowS: number;
   baselineScope: 'service' | 'instance';
   baselineTrim: number;
-  slowFactor: number;
   assumedScv: number;
   rhoCombine: 'max' | 'load' | 'gpu';
   staleAfterMs: number;
   failuresToUnhealthy: number;
   maxBodyBytes: number;
+  modelsIntervalMs: number;
+  modelsTimeoutMs: number;
   services: InferenceServiceConfig[];
 }
 

@@ -1,14 +1,19 @@
-// One HTTP(S) GET of a Prometheus endpoint: keep-alive, timeout, body-size cap.
+// One HTTP(S) GET of a Prometheus endpoint: keep-alive, timeout, body-size cap, and the body
+// parsed as it arrives (ExpositionParser, one chunk per socket read) so that a large page
+// neither blocks the event loop the link probes share nor is held whole in memory; a body over
+// the cap is aborted as soon as the cap is crossed.
 // Never throws; the outcome carries the reason code of contracts.md.
 import * as http from 'node:http';
 import * as https from 'node:https';
+import { StringDecoder } from 'node:string_decoder';
 import { parseAddr } from './discovery';
+import { type Exposition, ExpositionParseError, ExpositionParser, type ParseOptions } from './exposition';
 
-export type ScrapeFailure = 'unreachable' | 'http_error';
+export type ScrapeFailure = 'unreachable' | 'http_error' | 'parse_error';
 
 export type ScrapeOutcome =
-  | { ok: true; status: number; body: string; durationMs: number }
-  | { ok: false; reason: ScrapeFailure; message: string; durationMs: number; status?: number };
+  | { ok: true; status: number; exposition: Exposition; bytes: number; durationMs: number }
+  | { ok: false; reason: ScrapeFailure; message: string; durationMs: number; status?: number; bytes?: number };
 
 export interface ScrapeTarget {
   addr: string;
@@ -20,6 +25,7 @@ export interface ScrapeOptions {
   timeoutMs: number;
   maxBodyBytes: number;
   agent?: http.Agent;
+  parse?: ParseOptions;
 }
 
 export function makeAgents(): { http: http.Agent; https: https.Agent } {
@@ -65,27 +71,66 @@ export function scrapeOnce(target: ScrapeTarget, opts: ScrapeOptions): Promise<S
     req.on('error', (e) => finish({ ok: false, reason: 'unreachable', message: e.message || String(e), durationMs: dur() }));
     req.on('response', (res) => {
       const status = res.statusCode ?? 0;
-      const chunks: Buffer[] = [];
+      const ok = status >= 200 && status <= 299;
+      const decoder = new StringDecoder('utf8');
+      const parser = new ExpositionParser(opts.parse);
+      let errorText = ''; // the start of a non-2xx body, for the message
       let size = 0;
+      const abort = (o: ScrapeOutcome): void => {
+        res.destroy();
+        req.destroy();
+        finish(o);
+      };
+      const declared = Number(res.headers['content-length']);
+      if (declared > opts.maxBodyBytes) {
+        abort({ ok: false, reason: 'http_error', status, bytes: 0, message: `body larger than ${opts.maxBodyBytes} bytes (content-length ${declared}, not read)`, durationMs: dur() });
+        return;
+      }
       res.on('data', (c: Buffer) => {
+        if (done) return;
         size += c.length;
         if (size > opts.maxBodyBytes) {
-          res.destroy();
-          finish({ ok: false, reason: 'http_error', status, message: `body larger than ${opts.maxBodyBytes} bytes`, durationMs: dur() });
+          abort({ ok: false, reason: 'http_error', status, bytes: size, message: `body larger than ${opts.maxBodyBytes} bytes (aborted after ${size})`, durationMs: dur() });
           return;
         }
-        chunks.push(c);
+        if (!ok) {
+          if (errorText.length < 120) errorText += decoder.write(c);
+          return;
+        }
+        try {
+          parser.push(decoder.write(c));
+        } catch (e) {
+          abort({ ok: false, reason: 'parse_error', status, bytes: size, message: parseMessage(e), durationMs: dur() });
+          return;
+        }
+        // libuv reads a readable socket up to 32 times per poll: without a pause, a fast server's
+        // page would be parsed in one long run; one chunk per event-loop turn lets timers (the
+        // link probes) run between chunks
+        res.pause();
+        setImmediate(() => {
+          if (!done) res.resume();
+        });
       });
       res.on('error', (e) => finish({ ok: false, reason: 'unreachable', message: `while reading the body: ${e.message}`, durationMs: dur() }));
       res.on('end', () => {
-        const body = Buffer.concat(chunks).toString('utf8');
-        if (status < 200 || status > 299) {
-          finish({ ok: false, reason: 'http_error', status, message: `HTTP ${status}${body ? `: ${body.slice(0, 120).trim()}` : ''}`, durationMs: dur() });
-        } else {
-          finish({ ok: true, status, body, durationMs: dur() });
+        if (done) return;
+        if (!ok) {
+          errorText += decoder.end();
+          finish({ ok: false, reason: 'http_error', status, message: `HTTP ${status}${errorText ? `: ${errorText.slice(0, 120).trim()}` : ''}`, durationMs: dur() });
+          return;
+        }
+        try {
+          parser.push(decoder.end());
+          finish({ ok: true, status, exposition: parser.end(), bytes: size, durationMs: dur() });
+        } catch (e) {
+          finish({ ok: false, reason: 'parse_error', status, bytes: size, message: parseMessage(e), durationMs: dur() });
         }
       });
     });
     req.end();
   });
+}
+
+function parseMessage(e: unknown): string {
+  return `malformed exposition: ${e instanceof ExpositionParseError ? e.message : (e as Error).message}`;
 }

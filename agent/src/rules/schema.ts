@@ -133,6 +133,9 @@ const rule = {
   },
 };
 
+/** The filter's authority pattern (filter/assembly/lib/authority.ts checkPattern): the RULES section carries these, and the filter refuses a document with any other. */
+export const AUTHORITY_PATTERN = '^(\\*\\.)?[a-z0-9_-]+(\\.[a-z0-9_-]+)*$';
+
 const ruleSet = {
   type: 'object',
   additionalProperties: false,
@@ -140,7 +143,7 @@ const ruleSet = {
   properties: {
     name: { type: 'string', pattern: NAME },
     description: { type: 'string', maxLength: 500 },
-    authorities: { type: 'array', minItems: 1, maxItems: 64, items: { type: 'string', minLength: 1, maxLength: 255 }, description: 'the filter applies this set to requests for these authorities' },
+    authorities: { type: 'array', minItems: 1, maxItems: 64, items: { type: 'string', minLength: 1, maxLength: 253, pattern: AUTHORITY_PATTERN }, description: 'the filter applies this set to requests for these authorities: exact lower-case host names or *.suffix wildcards, without a port (the filter\'s authority patterns, docs/contracts.md)' },
     routeHeader: { type: 'string', default: 'x-switchyard-route', description: 'header a route/split action replaces (stripped by the filter when no rule sets it)' },
     hysteresis: {
       type: 'object',

@@ -1,36 +1,61 @@
-// Snapshot binary format v1 (docs/contracts.md, "Snapshot binary format v1").
-// Little-endian. Strings are UTF-8 with a u8 length prefix.
+// Snapshot binary format v1: the one TypeScript implementation (docs/contracts.md, "Snapshot
+// binary format v1"). Little-endian; strings are UTF-8 with a u8 length prefix.
 //
-//   header (40 bytes): magic "SWY1", u16 version=1, u16 headerLen=40, u32 totalLen,
-//                      u32 crc32(bytes[16,total)), u64 seq, u64 generatedAtMs,
-//                      u16 sectionCount, 6 reserved zero bytes
-//   section:           u16 type, u16 reserved(0), u32 payloadLength, payload
-//   type 1 PEERS:      u16 count, u16 reserved, then peers
-//   type 2 INSTANCES:  u16 count, u16 reserved, then instances (..., u32 dataAgeMs, f32 slots)
+//   document = header (HEADER offsets below) + sections
+//   section  = u16 type, u16 reserved(0), u32 payloadLength, payload
 //
-// The encoder refuses what the filter's decoder (filter/assembly/lib/snapshot.ts) would
-// reject: empty peer names, empty instance service/addr, slots < 1.
+// Each section type is one SectionCodec (a write and a read of its payload); a new section type
+// is one more codec plus one line in encodeSnapshot/decodeSnapshot. The meaning of the numbers
+// and addresses (what is invalid, what is unknown) is in ./rules.ts and is applied by both
+// encodeSnapshot (before writing) and decodeSnapshot (after reading).
 //
-// seq and generatedAtMs are u64 on the wire; in TypeScript they are `number`
-// (exact up to 2^53, i.e. seq = boot-ms x 1000 stays exact until the year ~2255).
+// decodeSnapshot has no production caller: the agent only writes. It stays as the test oracle —
+// the golden fixtures (test/fixtures/snapshot/) are decoded by it and by the filter, so the two
+// decoders are held to the same rules — and for tools (`GET /v1/snapshot` checks in tests).
+//
+// seq, generatedAtMs and lastSampleAtMs are u64 on the wire and `number` here: a value above
+// 2^53 is a structural error on both sides.
 import * as zlib from 'node:zlib';
+import { LLM_SECTION, llmToJson, sanitizeLlm, SECTION_LLM, type InstanceLlmRecord } from './llm';
+import { firstInvalidNumber, isEndpointAddress, judge, normalizeRtt, SLOTS_RULE, type InstanceNumberField } from './rules';
+import { RULES_SECTION, SECTION_RULES_TYPE } from './rules-section';
+import type { RuleDecision } from '../rules/engine';
 
 export const MAGIC = Buffer.from('SWY1', 'ascii');
 export const FORMAT_VERSION = 1;
-export const HEADER_LENGTH = 40;
+/** Byte offsets of the header fields (the filter's copy is filter/assembly/lib/snapshot.ts `H_*`). */
+export const HEADER = {
+  magic: 0,
+  version: 4,
+  headerLength: 6,
+  totalLength: 8,
+  crc: 12,
+  /** the CRC covers bytes [crcFrom, totalLength) */
+  crcFrom: 16,
+  seq: 16,
+  generatedAtMs: 24,
+  sectionCount: 32,
+  /** 34..35 reserved, zero */
+  bootId: 36,
+  length: 40,
+} as const;
+export const HEADER_LENGTH = HEADER.length;
+export const SECTION_HEADER_LENGTH = 8;
 export const MAX_DOCUMENT_SIZE = 1024 * 1024;
 export const SECTION_PEERS = 1;
 export const SECTION_INSTANCES = 2;
+export const SECTION_RULES = SECTION_RULES_TYPE;
 export const CONTENT_TYPE = 'application/vnd.switchyard.snapshot.v1';
+export const MAX_SAFE_U64 = Number.MAX_SAFE_INTEGER;
 
 export type PeerState = 'normal' | 'degraded';
 
 export interface PeerRecord {
   name: string;
   state: PeerState;
-  /** NaN (JSON: null) when the last sample failed or there was no sample yet. */
+  /** NaN (JSON: null) when the last sample failed or there was no sample yet; any value outside [0, 3.6e6] ms is carried as NaN. */
   lastRttMs: number;
-  /** EWMA (alpha 0.2) of successful RTTs; NaN (JSON: null) before the first one. */
+  /** EWMA (alpha 0.2) of successful RTTs; NaN (JSON: null) before the first one. Same range as lastRttMs. */
   avgRttMs: number;
   /** consecutive samples below the recover threshold (saturates at 65535 on the wire) */
   recoverStreak: number;
@@ -38,12 +63,18 @@ export interface PeerRecord {
   lastSampleAtMs: number;
 }
 
-export const INSTANCE_REASONS = ['ok', 'unreachable', 'http_error', 'parse_error', 'stale', 'no_data'] as const;
+export const INSTANCE_REASONS = ['ok', 'unreachable', 'http_error', 'parse_error', 'stale', 'no_data', 'invalid_data'] as const;
 export type InstanceReason = (typeof INSTANCE_REASONS)[number];
+/** Where `slots` came from (flags bits 1-2). */
+export const SLOTS_SOURCES = ['inferred', 'configured', 'exporter'] as const;
+export type SlotsSource = (typeof SLOTS_SOURCES)[number];
+/** Where E[S] came from (flags bits 3-4): measured on the instance, the median of the service's measured instances, or the configured prior (priorServiceMs). Code 3 is reserved and read as 'measured'. */
+export const ES_SOURCES = ['measured', 'service-median', 'prior'] as const;
+export type EsSource = (typeof ES_SOURCES)[number];
 
 export interface InstanceRecord {
   service: string;
-  /** "ip:port" */
+  /** "a.b.c.d:port" or "[ipv6]:port" (rules.ts isEndpointAddress) */
   addr: string;
   /** "" = local cloud */
   peer: string;
@@ -60,16 +91,26 @@ export interface InstanceRecord {
   /** 0..1, NaN unknown */
   gpuUtil: number;
   dataAgeMs: number;
-  /** concurrency c: requests served at once, >= 1 (f32). Optional on input: default 1. */
+  /** concurrency c: requests served at once, 1..65535 (f32). Optional on input: default 1. */
   slots?: number;
+  /** Optional on input: default 'inferred'. */
+  slotsSource?: SlotsSource;
+  /** Where esMs/es2Ms2 came from (flags bits 3-4; cold start, docs/contracts.md). Optional on input: default 'measured'. */
+  esSource?: EsSource;
 }
 
 export interface Snapshot {
   seq: number;
   generatedAtMs: number;
+  /** u32 chosen at agent start; seq is ordered only within one boot. Optional on input: default 0. */
+  bootId?: number;
   peers: PeerRecord[];
   /** omitted (no section written) when undefined */
   instances?: InstanceRecord[];
+  /** LLM section (type 4, ./llm.ts); omitted (no section written) when undefined */
+  llm?: InstanceLlmRecord[];
+  /** RULES section: one decision per rule set (docs/rules.md); omitted when undefined */
+  rules?: RuleDecision[];
 }
 
 export class SnapshotDecodeError extends Error {
@@ -101,9 +142,52 @@ export const crc32: (buf: Uint8Array) => number = (() => {
   return typeof native === 'function' ? (b: Uint8Array) => native(b) >>> 0 : crc32Portable;
 })();
 
-// ---------------------------------------------------------------- encoding
+// ---------------------------------------------------------------- the values' rules
 
-class Writer {
+/** One instance number the encoder found invalid (D1: the instance goes unhealthy, reason invalid_data). */
+export interface InvalidNumber {
+  service: string;
+  addr: string;
+  field: InstanceNumberField;
+  value: number;
+}
+
+/**
+ * The instance as it must be published: a healthy instance with a number that is non-finite or
+ * out of its range becomes unhealthy with reason invalid_data; slots outside 1..65535 are
+ * carried as 1 (whatever the health) so no reader divides by a bad concurrency.
+ */
+export function sanitizeInstance(r: InstanceRecord, onInvalid?: (i: InvalidNumber) => void): InstanceRecord {
+  const slots = r.slots ?? 1;
+  const slotsBad = judge(slots, SLOTS_RULE) === 'invalid';
+  // an unhealthy instance is never priced: its numbers are carried as they are, and its reason
+  // (more specific than invalid_data) is kept
+  if (!r.healthy) return slotsBad ? { ...r, slots: 1 } : r;
+  const field = firstInvalidNumber(r, slots);
+  if (field === undefined) return r;
+  onInvalid?.({ service: r.service, addr: r.addr, field, value: field === 'slots' ? slots : r[field] });
+  const out: InstanceRecord = { ...r, healthy: false, reason: 'invalid_data' };
+  if (slotsBad) out.slots = 1;
+  return out;
+}
+
+export function sanitizePeer(p: PeerRecord): PeerRecord {
+  const lastRttMs = normalizeRtt(p.lastRttMs);
+  const avgRttMs = normalizeRtt(p.avgRttMs);
+  return Object.is(lastRttMs, p.lastRttMs) && Object.is(avgRttMs, p.avgRttMs) ? p : { ...p, lastRttMs, avgRttMs };
+}
+
+/** The snapshot with the rules applied (records that need no change are shared, not copied). */
+export function sanitizeSnapshot(s: Snapshot, onInvalid?: (i: InvalidNumber) => void): Snapshot {
+  const out: Snapshot = { ...s, peers: s.peers.map(sanitizePeer) };
+  if (s.instances !== undefined) out.instances = s.instances.map((r) => sanitizeInstance(r, onInvalid));
+  if (s.llm !== undefined) out.llm = s.llm.map(sanitizeLlm);
+  return out;
+}
+
+// ---------------------------------------------------------------- wire primitives
+
+export class Writer {
   private chunks: Buffer[] = [];
   length = 0;
   private push(b: Buffer): void {
@@ -141,6 +225,13 @@ class Writer {
     this.u8(b.length);
     this.push(b);
   }
+  /** a string with a u16 length prefix, at most `max` bytes */
+  str16(s: string, max: number, field: string): void {
+    const b = Buffer.from(s, 'utf8');
+    if (b.length > max) throw new RangeError(`${field}: string longer than ${max} bytes`);
+    this.u16(b.length);
+    this.push(b);
+  }
   bytes(b: Buffer): void {
     this.push(b);
   }
@@ -149,87 +240,14 @@ class Writer {
   }
 }
 
-function checkUint(v: number, max: number, field: string): number {
-  if (!Number.isInteger(v) || v < 0 || v > max) throw new RangeError(`${field}: must be an integer in 0..${max}`);
-  return v;
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+const MAX_SAFE_BIG = BigInt(MAX_SAFE_U64);
+
+function fieldName(list: string, index: number, prop: string): string {
+  return index < 0 ? list : `${list}[${index}].${prop}`;
 }
 
-function sat(v: number, max: number): number {
-  if (!Number.isFinite(v) || v < 0) return 0;
-  return Math.min(Math.floor(v), max);
-}
-
-function encodePeers(peers: PeerRecord[]): Buffer {
-  const w = new Writer();
-  w.u16(checkUint(peers.length, 0xffff, 'peers.length'));
-  w.u16(0);
-  peers.forEach((p, i) => {
-    if (!p.name) throw new RangeError(`peers[${i}].name: must not be empty`);
-    w.str(p.name, `peers[${i}].name`);
-    if (p.state !== 'normal' && p.state !== 'degraded') throw new RangeError(`peers[${i}].state: must be normal|degraded`);
-    w.u8(p.state === 'degraded' ? 1 : 0);
-    w.f32(p.lastRttMs);
-    w.f32(p.avgRttMs);
-    w.u16(sat(p.recoverStreak, 0xffff));
-    w.u64(checkUint(Math.floor(p.lastSampleAtMs), Number.MAX_SAFE_INTEGER, `peers[${i}].lastSampleAtMs`));
-  });
-  return w.toBuffer();
-}
-
-function encodeInstances(instances: InstanceRecord[]): Buffer {
-  const w = new Writer();
-  w.u16(checkUint(instances.length, 0xffff, 'instances.length'));
-  w.u16(0);
-  instances.forEach((r, i) => {
-    if (!r.service) throw new RangeError(`instances[${i}].service: must not be empty`);
-    if (!r.addr) throw new RangeError(`instances[${i}].addr: must not be empty`);
-    const slots = r.slots ?? 1;
-    if (!(slots >= 1)) throw new RangeError(`instances[${i}].slots: must be >= 1`);
-    w.str(r.service, `instances[${i}].service`);
-    w.str(r.addr, `instances[${i}].addr`);
-    w.str(r.peer ?? '', `instances[${i}].peer`);
-    w.u8(r.healthy ? 1 : 0);
-    const reason = INSTANCE_REASONS.indexOf(r.reason);
-    if (reason < 0) throw new RangeError(`instances[${i}].reason: must be one of ${INSTANCE_REASONS.join('|')}`);
-    w.u8(reason);
-    for (const v of [r.rho, r.esMs, r.es2Ms2, r.lambdaPerS, r.queueDepth, r.p50Ms, r.p99Ms, r.baselineP99Ms, r.gpuUtil]) w.f32(v);
-    w.u32(sat(r.dataAgeMs, 0xffffffff));
-    w.f32(slots);
-  });
-  return w.toBuffer();
-}
-
-function section(type: number, payload: Buffer): Buffer {
-  const h = Buffer.alloc(8);
-  h.writeUInt16LE(type, 0);
-  h.writeUInt16LE(0, 2);
-  h.writeUInt32LE(payload.length, 4);
-  return Buffer.concat([h, payload]);
-}
-
-export function encodeSnapshot(s: Snapshot): Buffer {
-  const sections: Buffer[] = [section(SECTION_PEERS, encodePeers(s.peers))];
-  if (s.instances !== undefined) sections.push(section(SECTION_INSTANCES, encodeInstances(s.instances)));
-  const body = Buffer.concat(sections);
-  const total = HEADER_LENGTH + body.length;
-  if (total > MAX_DOCUMENT_SIZE) throw new RangeError(`snapshot: ${total} bytes exceeds the 1 MiB maximum`);
-  const doc = Buffer.alloc(total);
-  MAGIC.copy(doc, 0);
-  doc.writeUInt16LE(FORMAT_VERSION, 4);
-  doc.writeUInt16LE(HEADER_LENGTH, 6);
-  doc.writeUInt32LE(total, 8);
-  doc.writeBigUInt64LE(BigInt(checkUint(s.seq, Number.MAX_SAFE_INTEGER, 'seq')), 16);
-  doc.writeBigUInt64LE(BigInt(checkUint(Math.floor(s.generatedAtMs), Number.MAX_SAFE_INTEGER, 'generatedAtMs')), 24);
-  doc.writeUInt16LE(sections.length, 32);
-  // 34..39 reserved, already zero
-  body.copy(doc, HEADER_LENGTH);
-  doc.writeUInt32LE(crc32(doc.subarray(16)), 12);
-  return doc;
-}
-
-// ---------------------------------------------------------------- decoding
-
-class Reader {
+export class Reader {
   constructor(private buf: Buffer, public pos: number, private end: number, private what: string) {}
   private need(n: number): void {
     if (this.pos + n > this.end) throw new SnapshotDecodeError(`${this.what}: truncated at offset ${this.pos}`);
@@ -250,11 +268,12 @@ class Reader {
     this.pos += 4;
     return v;
   }
-  u64(): number {
+  /** the field is named as list[index].prop (or list alone when index < 0), built only on error */
+  u64(list: string, index = -1, prop = ''): number {
     this.need(8);
     const v = this.buf.readBigUInt64LE(this.pos);
     this.pos += 8;
-    if (v > BigInt(Number.MAX_SAFE_INTEGER)) throw new SnapshotDecodeError(`${this.what}: u64 ${v} exceeds 2^53`);
+    if (v > MAX_SAFE_BIG) throw new SnapshotDecodeError(`${this.what}: ${fieldName(list, index, prop)} ${v} exceeds 2^53`);
     return Number(v);
   }
   f32(): number {
@@ -263,19 +282,262 @@ class Reader {
     this.pos += 4;
     return v;
   }
-  str(): string {
-    const n = this.u8();
+  str(list: string, index: number, prop: string): string {
+    return this.strOf(this.u8(), list, index, prop);
+  }
+  /** a string with a u16 length prefix */
+  str16(list: string, index: number, prop: string): string {
+    return this.strOf(this.u16(), list, index, prop);
+  }
+  private strOf(n: number, list: string, index: number, prop: string): string {
     this.need(n);
-    const s = this.buf.toString('utf8', this.pos, this.pos + n);
-    this.pos += n;
+    const end = this.pos + n;
+    let s = this.buf.toString('utf8', this.pos, end);
+    // toString replaces invalid sequences with U+FFFD; only then is the strict decoder needed
+    if (s.includes('\uFFFD')) {
+      try {
+        s = utf8.decode(this.buf.subarray(this.pos, end));
+      } catch {
+        throw new SnapshotDecodeError(`${this.what}: ${fieldName(list, index, prop)} is not valid UTF-8`);
+      }
+    }
+    this.pos = end;
     return s;
   }
-  get remaining(): number {
-    return this.end - this.pos;
+  fail(msg: string): never {
+    throw new SnapshotDecodeError(`${this.what}: ${msg}`);
   }
 }
 
+function checkUint(v: number, max: number, field: string): number {
+  if (!Number.isInteger(v) || v < 0 || v > max) throw new RangeError(`${field}: must be an integer in 0..${max}`);
+  return v;
+}
+
+function sat(v: number, max: number): number {
+  if (!Number.isFinite(v) || v < 0) return 0;
+  return Math.min(Math.floor(v), max);
+}
+
+// ---------------------------------------------------------------- sections
+
+/**
+ * One section type: its wire type and how its payload is written and read. write() checks only
+ * what the layout needs (lengths, enums); the public encoders add the rules (addresses, numbers),
+ * so the fixture generator can write documents that break them on purpose.
+ */
+export interface SectionCodec<T> {
+  readonly type: number;
+  readonly name: string;
+  write(w: Writer, value: T): void;
+  read(r: Reader): T;
+}
+
+export const PEERS_SECTION: SectionCodec<PeerRecord[]> = {
+  type: SECTION_PEERS,
+  name: 'PEERS',
+  write(w, peers) {
+    w.u16(checkUint(peers.length, 0xffff, 'peers.length'));
+    w.u16(0);
+    peers.forEach((p, i) => {
+      if (!p.name) throw new RangeError(`peers[${i}].name: must not be empty`);
+      w.str(p.name, `peers[${i}].name`);
+      if (p.state !== 'normal' && p.state !== 'degraded') throw new RangeError(`peers[${i}].state: must be normal|degraded`);
+      w.u8(p.state === 'degraded' ? 1 : 0);
+      w.f32(p.lastRttMs);
+      w.f32(p.avgRttMs);
+      w.u16(sat(p.recoverStreak, 0xffff));
+      w.u64(checkUint(Math.floor(p.lastSampleAtMs), MAX_SAFE_U64, `peers[${i}].lastSampleAtMs`));
+    });
+  },
+  read(r) {
+    const count = r.u16();
+    r.u16();
+    const peers: PeerRecord[] = [];
+    for (let i = 0; i < count; i++) {
+      const name = r.str('peers', i, 'name');
+      if (!name) r.fail(`peers[${i}]: empty name`);
+      const st = r.u8();
+      if (st > 1) r.fail(`peers[${i}]: bad state ${st}`);
+      peers.push({
+        name,
+        state: st === 1 ? 'degraded' : 'normal',
+        lastRttMs: r.f32(),
+        avgRttMs: r.f32(),
+        recoverStreak: r.u16(),
+        lastSampleAtMs: r.u64('peers', i, 'lastSampleAtMs'),
+      });
+    }
+    return peers;
+  },
+};
+
+/** Flags byte of an INSTANCES record: bit0 healthy, bits 1-2 slotsSource, bits 3-4 esSource (informational: the filter ignores them), bits 5-7 written 0 and ignored. */
+export const FLAG_HEALTHY = 1;
+export const SLOTS_SOURCE_SHIFT = 1;
+export const SLOTS_SOURCE_MASK = 3;
+export const ES_SOURCE_SHIFT = 3;
+export const ES_SOURCE_MASK = 3;
+
+export const INSTANCES_SECTION: SectionCodec<InstanceRecord[]> = {
+  type: SECTION_INSTANCES,
+  name: 'INSTANCES',
+  write(w, instances) {
+    w.u16(checkUint(instances.length, 0xffff, 'instances.length'));
+    w.u16(0);
+    instances.forEach((r, i) => {
+      if (!r.service) throw new RangeError(`instances[${i}].service: must not be empty`);
+      const src = SLOTS_SOURCES.indexOf(r.slotsSource ?? 'inferred');
+      if (src < 0) throw new RangeError(`instances[${i}].slotsSource: must be one of ${SLOTS_SOURCES.join('|')}`);
+      const reason = INSTANCE_REASONS.indexOf(r.reason);
+      if (reason < 0) throw new RangeError(`instances[${i}].reason: must be one of ${INSTANCE_REASONS.join('|')}`);
+      if (r.healthy && reason !== 0) throw new RangeError(`instances[${i}].reason: a healthy instance has reason ok, got ${r.reason}`);
+      w.str(r.service, `instances[${i}].service`);
+      w.str(r.addr, `instances[${i}].addr`);
+      w.str(r.peer ?? '', `instances[${i}].peer`);
+      const esSrc = ES_SOURCES.indexOf(r.esSource ?? 'measured');
+      if (esSrc < 0) throw new RangeError(`instances[${i}].esSource: must be one of ${ES_SOURCES.join('|')}`);
+      w.u8((r.healthy ? FLAG_HEALTHY : 0) | (src << SLOTS_SOURCE_SHIFT) | (esSrc << ES_SOURCE_SHIFT));
+      w.u8(reason);
+      for (const v of [r.rho, r.esMs, r.es2Ms2, r.lambdaPerS, r.queueDepth, r.p50Ms, r.p99Ms, r.baselineP99Ms, r.gpuUtil]) w.f32(v);
+      w.u32(sat(r.dataAgeMs, 0xffffffff));
+      w.f32(r.slots ?? 1);
+    });
+  },
+  read(r) {
+    const count = r.u16();
+    r.u16();
+    const out: InstanceRecord[] = [];
+    for (let i = 0; i < count; i++) {
+      const service = r.str('instances', i, 'service');
+      const addr = r.str('instances', i, 'addr');
+      const peer = r.str('instances', i, 'peer');
+      const flags = r.u8();
+      const reasonCode = r.u8();
+      if (!service) r.fail(`instances[${i}]: empty service`);
+      if (!isEndpointAddress(addr)) r.fail(`instances[${i}]: address ${JSON.stringify(addr)} is not ip:port`);
+      const reason = INSTANCE_REASONS[reasonCode];
+      if (reason === undefined) r.fail(`instances[${i}]: unknown reason code ${reasonCode}`);
+      if ((flags & FLAG_HEALTHY) === FLAG_HEALTHY && reasonCode !== 0) r.fail(`instances[${i}]: healthy with failure reason ${reasonCode}`);
+      const slotsSource = SLOTS_SOURCES[(flags >> SLOTS_SOURCE_SHIFT) & SLOTS_SOURCE_MASK];
+      if (slotsSource === undefined) r.fail(`instances[${i}]: unknown slots source ${(flags >> SLOTS_SOURCE_SHIFT) & SLOTS_SOURCE_MASK}`);
+      out.push({
+        service,
+        addr,
+        peer,
+        healthy: (flags & FLAG_HEALTHY) === FLAG_HEALTHY,
+        reason,
+        rho: r.f32(),
+        esMs: r.f32(),
+        es2Ms2: r.f32(),
+        lambdaPerS: r.f32(),
+        queueDepth: r.f32(),
+        p50Ms: r.f32(),
+        p99Ms: r.f32(),
+        baselineP99Ms: r.f32(),
+        gpuUtil: r.f32(),
+        dataAgeMs: r.u32(),
+        slots: r.f32(),
+        slotsSource,
+        esSource: ES_SOURCES[(flags >> ES_SOURCE_SHIFT) & ES_SOURCE_MASK] ?? 'measured',
+      });
+    }
+    return out;
+  },
+};
+
+/** The payload of one section (no section header). */
+export function encodeSection<T>(codec: SectionCodec<T>, value: T): Buffer {
+  const w = new Writer();
+  codec.write(w, value);
+  return w.toBuffer();
+}
+
+/** Reads one section payload (structure only; the callers below apply the rules). */
+export function decodeSection<T>(codec: SectionCodec<T>, payload: Uint8Array, what = `section ${codec.name}`): T {
+  const buf = Buffer.isBuffer(payload) ? payload : Buffer.from(payload.buffer, payload.byteOffset, payload.byteLength);
+  const r = new Reader(buf, 0, buf.length, what);
+  // bytes after the last record are skipped, as the filter does
+  return codec.read(r);
+}
+
+/** PEERS payload, rules applied (RTTs outside their range carried as NaN). */
+export function encodePeersSection(peers: PeerRecord[]): Buffer {
+  return encodeSection(PEERS_SECTION, peers.map(sanitizePeer));
+}
+
+/** INSTANCES payload, rules applied (D1: invalid numbers -> unhealthy, invalid_data). */
+export function encodeInstancesSection(instances: InstanceRecord[], onInvalid?: (i: InvalidNumber) => void): Buffer {
+  instances.forEach((r, i) => {
+    if (!isEndpointAddress(r.addr)) throw new RangeError(`instances[${i}].addr: ${JSON.stringify(r.addr)} is not ip:port`);
+  });
+  return encodeSection(INSTANCES_SECTION, instances.map((r) => sanitizeInstance(r, onInvalid)));
+}
+
+/** LLM payload, rules applied (terms and KV usage out of range carried as NaN). */
+export function encodeLlmSection(records: InstanceLlmRecord[]): Buffer {
+  records.forEach((r, i) => {
+    if (!isEndpointAddress(r.addr)) throw new RangeError(`llm[${i}].addr: ${JSON.stringify(r.addr)} is not ip:port`);
+  });
+  return encodeSection(LLM_SECTION, records.map(sanitizeLlm));
+}
+
+export function decodePeersSection(payload: Uint8Array): PeerRecord[] {
+  return decodeSection(PEERS_SECTION, payload).map(sanitizePeer);
+}
+
+export function decodeInstancesSection(payload: Uint8Array): InstanceRecord[] {
+  return decodeSection(INSTANCES_SECTION, payload).map((r) => sanitizeInstance(r));
+}
+
+// ---------------------------------------------------------------- documents
+
+export interface DocumentHeader {
+  seq: number;
+  generatedAtMs: number;
+  bootId?: number;
+}
+
+export interface EncodedSection {
+  type: number;
+  payload: Buffer;
+}
+
+/** Frames sections into a document: header, section headers, total length and CRC. */
+export function encodeDocument(h: DocumentHeader, sections: EncodedSection[]): Buffer {
+  let total = HEADER_LENGTH;
+  for (const s of sections) total += SECTION_HEADER_LENGTH + s.payload.length;
+  if (total > MAX_DOCUMENT_SIZE) throw new RangeError(`snapshot: ${total} bytes exceeds the 1 MiB maximum`);
+  const doc = Buffer.alloc(total);
+  MAGIC.copy(doc, HEADER.magic);
+  doc.writeUInt16LE(FORMAT_VERSION, HEADER.version);
+  doc.writeUInt16LE(HEADER_LENGTH, HEADER.headerLength);
+  doc.writeUInt32LE(total, HEADER.totalLength);
+  doc.writeBigUInt64LE(BigInt(checkUint(h.seq, MAX_SAFE_U64, 'seq')), HEADER.seq);
+  doc.writeBigUInt64LE(BigInt(checkUint(Math.floor(h.generatedAtMs), MAX_SAFE_U64, 'generatedAtMs')), HEADER.generatedAtMs);
+  doc.writeUInt16LE(checkUint(sections.length, 0xffff, 'sections.length'), HEADER.sectionCount);
+  doc.writeUInt32LE(checkUint(h.bootId ?? 0, 0xffffffff, 'bootId'), HEADER.bootId);
+  let pos = HEADER_LENGTH;
+  for (const s of sections) {
+    doc.writeUInt16LE(s.type, pos);
+    doc.writeUInt32LE(s.payload.length, pos + 4);
+    s.payload.copy(doc, pos + SECTION_HEADER_LENGTH);
+    pos += SECTION_HEADER_LENGTH + s.payload.length;
+  }
+  doc.writeUInt32LE(crc32(doc.subarray(HEADER.crcFrom)), HEADER.crc);
+  return doc;
+}
+
+export function encodeSnapshot(s: Snapshot, onInvalid?: (i: InvalidNumber) => void): Buffer {
+  const sections: EncodedSection[] = [{ type: SECTION_PEERS, payload: encodePeersSection(s.peers) }];
+  if (s.instances !== undefined) sections.push({ type: SECTION_INSTANCES, payload: encodeInstancesSection(s.instances, onInvalid) });
+  if (s.llm !== undefined) sections.push({ type: SECTION_LLM, payload: encodeLlmSection(s.llm) });
+  if (s.rules !== undefined) sections.push({ type: SECTION_RULES, payload: encodeSection(RULES_SECTION, s.rules) });
+  return encodeDocument(s, sections);
+}
+
 export interface DecodedSnapshot extends Snapshot {
+  bootId: number;
   /** section types that were skipped because they are unknown */
   unknownSections: number[];
 }
@@ -284,23 +546,24 @@ export function decodeSnapshot(input: Uint8Array): DecodedSnapshot {
   const buf = Buffer.isBuffer(input) ? input : Buffer.from(input.buffer, input.byteOffset, input.byteLength);
   if (buf.length < HEADER_LENGTH) throw new SnapshotDecodeError(`header: truncated (${buf.length} < ${HEADER_LENGTH} bytes)`);
   if (buf.length > MAX_DOCUMENT_SIZE) throw new SnapshotDecodeError(`document: ${buf.length} bytes exceeds 1 MiB`);
-  if (!buf.subarray(0, 4).equals(MAGIC)) throw new SnapshotDecodeError('header: bad magic');
-  const version = buf.readUInt16LE(4);
+  if (!buf.subarray(HEADER.magic, HEADER.magic + 4).equals(MAGIC)) throw new SnapshotDecodeError('header: bad magic');
+  const version = buf.readUInt16LE(HEADER.version);
   if (version !== FORMAT_VERSION) throw new SnapshotDecodeError(`header: unsupported version ${version}`);
-  const headerLen = buf.readUInt16LE(6);
+  const headerLen = buf.readUInt16LE(HEADER.headerLength);
   if (headerLen < HEADER_LENGTH) throw new SnapshotDecodeError(`header: header length ${headerLen} < ${HEADER_LENGTH}`);
-  const total = buf.readUInt32LE(8);
+  const total = buf.readUInt32LE(HEADER.totalLength);
   if (total !== buf.length) throw new SnapshotDecodeError(`header: total length ${total} != body length ${buf.length}`);
   if (headerLen > total) throw new SnapshotDecodeError(`header: header length ${headerLen} > total ${total}`);
-  const crc = buf.readUInt32LE(12);
-  const actual = crc32(buf.subarray(16, total));
+  const crc = buf.readUInt32LE(HEADER.crc);
+  const actual = crc32(buf.subarray(HEADER.crcFrom, total));
   if (crc !== actual) throw new SnapshotDecodeError(`header: CRC mismatch (stored ${crc.toString(16)}, computed ${actual.toString(16)})`);
-  const h = new Reader(buf, 16, HEADER_LENGTH, 'header');
-  const seq = h.u64();
-  const generatedAtMs = h.u64();
-  const sectionCount = h.u16();
+  const h = new Reader(buf, HEADER.seq, HEADER_LENGTH, 'header');
+  const seq = h.u64('seq');
+  const generatedAtMs = h.u64('generatedAtMs');
+  const sectionCount = buf.readUInt16LE(HEADER.sectionCount);
+  const bootId = buf.readUInt32LE(HEADER.bootId);
 
-  const out: DecodedSnapshot = { seq, generatedAtMs, peers: [], unknownSections: [] };
+  const out: DecodedSnapshot = { seq, generatedAtMs, bootId, peers: [], unknownSections: [] };
   let pos = headerLen;
   let sawPeers = false;
   for (let i = 0; i < sectionCount; i++) {
@@ -310,78 +573,27 @@ export function decodeSnapshot(input: Uint8Array): DecodedSnapshot {
     const len = sh.u32();
     const start = sh.pos;
     if (start + len > total) throw new SnapshotDecodeError(`section ${i} (type ${type}): payload truncated`);
-    const r = new Reader(buf, start, start + len, `section ${i} (type ${type})`);
+    const payload = buf.subarray(start, start + len);
     if (type === SECTION_PEERS) {
-      if (sawPeers) throw new SnapshotDecodeError(`section ${i}: duplicate PEERS section`);
+      if (sawPeers) throw new SnapshotDecodeError(`section ${i}: duplicate section type ${type}`);
       sawPeers = true;
-      out.peers = decodePeers(r);
+      out.peers = decodeSection(PEERS_SECTION, payload, `section ${i} (type ${type})`).map(sanitizePeer);
     } else if (type === SECTION_INSTANCES) {
-      if (out.instances) throw new SnapshotDecodeError(`section ${i}: duplicate INSTANCES section`);
-      out.instances = decodeInstances(r);
+      if (out.instances) throw new SnapshotDecodeError(`section ${i}: duplicate section type ${type}`);
+      out.instances = decodeSection(INSTANCES_SECTION, payload, `section ${i} (type ${type})`).map((r) => sanitizeInstance(r));
+    } else if (type === SECTION_LLM) {
+      if (out.llm) throw new SnapshotDecodeError(`section ${i}: duplicate section type ${type}`);
+      out.llm = decodeSection(LLM_SECTION, payload, `section ${i} (type ${type})`).map(sanitizeLlm);
+    } else if (type === SECTION_RULES) {
+      if (out.rules) throw new SnapshotDecodeError(`section ${i}: duplicate section type ${type}`);
+      out.rules = decodeSection(RULES_SECTION, payload, `section ${i} (type ${type})`);
     } else {
+      if (out.unknownSections.includes(type)) throw new SnapshotDecodeError(`section ${i}: duplicate section type ${type}`);
       out.unknownSections.push(type);
     }
     pos = start + len;
   }
   if (pos !== total) throw new SnapshotDecodeError(`document: ${total - pos} trailing bytes after ${sectionCount} sections`);
-  return out;
-}
-
-function decodePeers(r: Reader): PeerRecord[] {
-  const count = r.u16();
-  r.u16();
-  const peers: PeerRecord[] = [];
-  for (let i = 0; i < count; i++) {
-    const name = r.str();
-    if (!name) throw new SnapshotDecodeError(`peers[${i}]: empty name`);
-    const st = r.u8();
-    if (st > 1) throw new SnapshotDecodeError(`peers[${i}]: bad state ${st}`);
-    peers.push({
-      name,
-      state: st === 1 ? 'degraded' : 'normal',
-      lastRttMs: r.f32(),
-      avgRttMs: r.f32(),
-      recoverStreak: r.u16(),
-      lastSampleAtMs: r.u64(),
-    });
-  }
-  return peers;
-}
-
-function decodeInstances(r: Reader): InstanceRecord[] {
-  const count = r.u16();
-  r.u16();
-  const out: InstanceRecord[] = [];
-  for (let i = 0; i < count; i++) {
-    const service = r.str();
-    const addr = r.str();
-    const peer = r.str();
-    const flags = r.u8();
-    const reasonCode = r.u8();
-    const reason = INSTANCE_REASONS[reasonCode];
-    if (reason === undefined) throw new SnapshotDecodeError(`instances[${i}]: bad reason ${reasonCode}`);
-    if (!service || !addr) throw new SnapshotDecodeError(`instances[${i}]: empty service or address`);
-    const rec: InstanceRecord = {
-      service,
-      addr,
-      peer,
-      healthy: (flags & 1) === 1,
-      reason,
-      rho: r.f32(),
-      esMs: r.f32(),
-      es2Ms2: r.f32(),
-      lambdaPerS: r.f32(),
-      queueDepth: r.f32(),
-      p50Ms: r.f32(),
-      p99Ms: r.f32(),
-      baselineP99Ms: r.f32(),
-      gpuUtil: r.f32(),
-      dataAgeMs: r.u32(),
-      slots: r.f32(),
-    };
-    if (!((rec.slots as number) >= 1)) throw new SnapshotDecodeError(`instances[${i}]: slots must be >= 1`);
-    out.push(rec);
-  }
   return out;
 }
 
@@ -396,6 +608,7 @@ export function snapshotToJson(s: Snapshot): Record<string, unknown> {
   const doc: Record<string, unknown> = {
     formatVersion: FORMAT_VERSION,
     seq: s.seq,
+    bootId: s.bootId ?? 0,
     generatedAtMs: s.generatedAtMs,
     generatedAt: new Date(s.generatedAtMs).toISOString(),
     peers: s.peers.map((p) => ({
@@ -425,7 +638,11 @@ export function snapshotToJson(s: Snapshot): Record<string, unknown> {
       gpuUtil: f32(r.gpuUtil),
       dataAgeMs: r.dataAgeMs,
       slots: f32(r.slots ?? 1),
+      slotsSource: r.slotsSource ?? 'inferred',
+      esSource: r.esSource ?? 'measured',
     }));
   }
+  if (s.llm !== undefined) doc.llm = s.llm.map(llmToJson);
+  if (s.rules !== undefined) doc.rules = s.rules;
   return doc;
 }

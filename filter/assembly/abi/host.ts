@@ -110,6 +110,15 @@ export function replaceHeader(map: u32, key: ArrayBuffer, value: ArrayBuffer): u
   return imports.proxy_replace_header_map_value(map, changetype<usize>(key), key.byteLength, changetype<usize>(value), value.byteLength);
 }
 
+// Declared here: the SDK binds its setter to proxy_get_buffer_status.
+@external("env", "proxy_set_buffer_bytes")
+declare function proxy_set_buffer_bytes(type: u32, start: u32, length: u32, data: usize, size: usize): u32;
+
+/** Replaces bytes [start, start + length) of a buffer (start 0, length = size: the whole body) with `data`. */
+export function setBuffer(type: u32, start: u32, length: u32, data: ArrayBuffer): u32 {
+  return proxy_set_buffer_bytes(type, start, length, changetype<usize>(data), data.byteLength);
+}
+
 export function removeHeader(map: u32, key: ArrayBuffer): u32 {
   return imports.proxy_remove_header_map_value(map, changetype<usize>(key), key.byteLength);
 }

@@ -114,19 +114,31 @@ export class AuthorityMatcher {
   /** Same as match() on raw header bytes, cached by content. */
   matchRaw(raw: ArrayBuffer): i32 {
     const n = raw.byteLength;
-    if (n > MAX_CACHED_AUTHORITY_BYTES) return this.match(String.UTF8.decode(raw));
+    if (n > MAX_CACHED_AUTHORITY_BYTES) return this.matchBytes(raw);
     const h = fnv1a(raw);
     if (this.cache.has(h)) {
       const e = this.cache.get(h);
       if (sameBytes(e.raw, raw)) return e.target;
     }
-    const target = this.match(String.UTF8.decode(raw));
+    const target = this.matchBytes(raw);
     const cost = n + ENTRY_OVERHEAD_BYTES;
     if (this.cacheBytes + cost > CACHE_BUDGET_BYTES) { this.cache.clear(); this.cacheBytes = 0; }
     if (this.cache.has(h)) this.cacheBytes -= this.cache.get(h).raw.byteLength + ENTRY_OVERHEAD_BYTES;
     this.cache.set(h, new CacheEntry(raw, target));
     this.cacheBytes += cost;
     return target;
+  }
+
+  /**
+   * Envoy answers 400 to a Host with bytes outside ASCII before any filter runs; lossy UTF-8
+   * decoding could otherwise merge such a byte with the next '.' and change which suffix matches.
+   * Such an authority matches nothing (the link header is stripped, the fail-safe route stays local).
+   */
+  private matchBytes(raw: ArrayBuffer): i32 {
+    const p = changetype<usize>(raw);
+    const n = <usize>raw.byteLength;
+    for (let i: usize = 0; i < n; i++) if (load<u8>(p + i) >= 0x80) return -1;
+    return this.match(String.UTF8.decode(raw));
   }
 
   cacheSize(): i32 { return this.cache.size; }

@@ -5,6 +5,7 @@ import { parseJson, JKind, JValue } from "./json";
 import { ObjectReader, Problems, isHeaderName, join, reservedHeaderReason, onlyChars } from "./fields";
 import { checkPattern, shortNames, AuthorityMatcher } from "./authority";
 import { MODEL_CONDITIONAL, MODEL_MG1, PICKER_P2C, PICKER_BAND } from "./choose";
+import { RequestConfig, parseRequestConfig, REQUEST_KEYS } from "./request/config";
 
 /** Largest configuration accepted (bytes): parsing runs on Envoy's main thread. */
 export const MAX_CONFIG_BYTES: i32 = 1024 * 1024;
@@ -56,6 +57,8 @@ export class LoadAwareService {
   allIneligible: i32 = ALL_INELIGIBLE_FORWARD;
   retryAfterS: i32 = 1;
   debug: bool = false;
+  /** Request-aware choice (lib/request/config.ts); null: body-blind. */
+  request: RequestConfig | null = null;
 }
 
 export class LoadAwareConfig {
@@ -67,8 +70,19 @@ export class LoadAwareConfig {
   services: Array<LoadAwareService> = [];
 }
 
+/** Most route headers the filter owns for rule decisions. */
+export const MAX_ROUTE_HEADERS: i32 = 8;
+
+export class RulesConfig {
+  /** Route headers the filter owns: stripped from every request and response, written only by a rule decision. */
+  routeHeaders: Array<string> = ["x-switchyard-route"];
+  /** Name the set, rule and version of the applied decision in the debug header (loadAware.debugHeader). */
+  debug: bool = false;
+}
+
 export class PluginConfig {
   agent: AgentConfig = new AgentConfig();
+  rules: RulesConfig = new RulesConfig();
   loadAware: LoadAwareConfig = new LoadAwareConfig();
   refreshMs: i32 = 20;
   leaseMs: i32 = 1000;
@@ -242,6 +256,29 @@ function parseHeaderField(r: ObjectReader, key: string, def: string): string {
   return h;
 }
 
+function parseRules(r: ObjectReader, c: RulesConfig): void {
+  c.debug = r.bool("debug", c.debug);
+  const items = r.arr("routeHeaders");
+  if (items == null) return;
+  const path = join(r.path, "routeHeaders");
+  if (items.length == 0 || items.length > MAX_ROUTE_HEADERS) {
+    r.problems.add(path, "must hold 1.." + MAX_ROUTE_HEADERS.toString() + " header names, got " + items.length.toString());
+    return;
+  }
+  const out = new Array<string>();
+  for (let i = 0; i < items.length; i++) {
+    const at = path + "[" + i.toString() + "]";
+    if (items[i].kind != JKind.Str) { r.problems.add(at, "must be string, got " + items[i].kindName()); continue; }
+    const h = items[i].s;
+    if (!isHeaderName(h)) { r.problems.add(at, "must be a lowercase header name"); continue; }
+    const why = reservedHeaderReason(h);
+    if (why.length > 0) { r.problems.add(at, why); continue; }
+    if (out.includes(h)) { r.problems.add(at, "duplicate \"" + h + "\""); continue; }
+    out.push(h);
+  }
+  c.routeHeaders = out;
+}
+
 function parseLoadAware(r: ObjectReader, c: LoadAwareConfig): void {
   c.enabled = true;
   c.endpointHeader = parseHeaderField(r, "endpointHeader", c.endpointHeader);
@@ -255,7 +292,7 @@ function parseLoadAware(r: ObjectReader, c: LoadAwareConfig): void {
     const sv = services[i];
     if (sv.kind != JKind.Obj) { r.problems.add(at, "must be object, got " + sv.kindName()); continue; }
     const sr = new ObjectReader(sv, at, r.problems,
-      ["authorities", "service", "maxUtilization", "stalenessMs", "model", "picker", "band", "allIneligible", "retryAfterS", "debug"]);
+      ["authorities", "service", "maxUtilization", "stalenessMs", "model", "picker", "band", "allIneligible", "retryAfterS", "debug", "request"]);
     const svc = new LoadAwareService();
     svc.authorities = readAuthorities(sr);
     svc.service = requiredName(sr, "service");
@@ -268,6 +305,8 @@ function parseLoadAware(r: ObjectReader, c: LoadAwareConfig): void {
     svc.allIneligible = policy == "reject-503" ? ALL_INELIGIBLE_REJECT : ALL_INELIGIBLE_FORWARD;
     svc.retryAfterS = sr.int("retryAfterS", svc.retryAfterS, 0, 3600);
     svc.debug = sr.bool("debug", svc.debug);
+    const rq = sr.obj("request", REQUEST_KEYS);
+    if (rq != null) svc.request = parseRequestConfig(rq);
     c.services.push(svc);
   }
 }
@@ -284,7 +323,7 @@ export function parseConfig(text: string): ConfigResult {
   const root = parsed.value!;
   if (root.kind != JKind.Obj) { res.error = "configuration: must be a JSON object, got " + root.kindName(); return res; }
   const p = new Problems();
-  const r = new ObjectReader(root, "", p, ["agent", "refreshMs", "leaseMs", "link", "loadAware"]);
+  const r = new ObjectReader(root, "", p, ["agent", "refreshMs", "leaseMs", "link", "loadAware", "rules"]);
   const c = new PluginConfig();
   const agent = r.obj("agent", ["cluster", "authority", "path", "pollMs", "longPollMs", "timeoutMs"], true);
   if (agent != null) parseAgent(agent, c.agent);
@@ -295,11 +334,20 @@ export function parseConfig(text: string): ConfigResult {
   if (link != null) parseLink(link, c.link);
   const la = r.obj("loadAware", ["endpointHeader", "degradedHeader", "debugHeader", "services"]);
   if (la != null) parseLoadAware(la, c.loadAware);
+  const rules = r.obj("rules", ["routeHeaders", "debug"]);
+  if (rules != null) parseRules(rules, c.rules);
   if (p.ok) {
     const names = [c.link.header, c.loadAware.endpointHeader, c.loadAware.degradedHeader, c.loadAware.debugHeader];
     const keys = ["link.header", "loadAware.endpointHeader", "loadAware.degradedHeader", "loadAware.debugHeader"];
     for (let i = 0; i < names.length; i++) for (let j = i + 1; j < names.length; j++) {
       if (names[i] == names[j] && c.loadAware.enabled) p.add(keys[j], "must differ from " + keys[i]);
+    }
+    // Route headers are stripped on every request, whatever else is configured: they must not be
+    // a header the filter writes for another purpose (defaults apply without a loadAware section).
+    for (let k = 0; k < c.rules.routeHeaders.length; k++) {
+      for (let i = 0; i < names.length; i++) {
+        if (c.rules.routeHeaders[k] == names[i]) p.add("rules.routeHeaders[" + k.toString() + "]", "must differ from " + keys[i]);
+      }
     }
   }
   if (!p.ok) { res.error = p.first; return res; }

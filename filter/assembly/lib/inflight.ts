@@ -8,28 +8,89 @@
 // Shared document: repeated sections `u32 vmToken, u64 updatedAtMs, u16 count,
 // count × (u8 addrLen, addr, u32 inflight)`; only non-zero counts are written.
 
+/** Stream handle for "no slot held". */
+export const NO_HOLD: i64 = -1;
+
 export class Inflight {
   private slots: Map<string, i32> = new Map();
+  /** Address per slot ("" while the slot is free). */
   private addrs: Array<string> = [];
   local: Array<i32> = [];
   remote: Array<i32> = [];
   /** local + remote, indexed by slot: what the picker reads. */
   total: Array<i32> = [];
+  /**
+   * Generation per slot, bumped when the slot is freed: a stream that still holds the old
+   * generation releases nothing (its count went with the slot).
+   */
+  gen: Array<u32> = [];
   /** Per slot: the agent's scrape time of the data in force, and our in-flight count then. */
   private scrapeAt: Array<f64> = [];
   private atScrape: Array<i32> = [];
+  /** Per slot: the plan build (epoch) that last used it, and since when no plan has (-1: in use). */
+  private usedIn: Array<u32> = [];
+  private unusedSince: Array<f64> = [];
+  private freeSlots: Array<i32> = [];
+  private epoch: u32 = 0;
+  private live: i32 = 0;
 
+  /** Starts a plan build: the slots asked for (slotFor) until the next one are the live ones. */
+  beginEpoch(): void { this.epoch++; }
+
+  /** The slot of `addr`, allocated (or a freed one reused) on first use; marks it live. */
   slotFor(addr: string): i32 {
-    if (this.slots.has(addr)) return this.slots.get(addr);
-    const s = this.addrs.length;
-    this.slots.set(addr, s);
-    this.addrs.push(addr);
-    this.local.push(0);
-    this.remote.push(0);
-    this.total.push(0);
-    this.scrapeAt.push(-1);
-    this.atScrape.push(0);
+    let s: i32;
+    if (this.slots.has(addr)) {
+      s = this.slots.get(addr);
+    } else if (this.freeSlots.length > 0) {
+      s = this.freeSlots.pop();
+      this.slots.set(addr, s);
+      this.addrs[s] = addr;
+      this.live++;
+    } else {
+      s = this.addrs.length;
+      this.slots.set(addr, s);
+      this.addrs.push(addr);
+      this.local.push(0);
+      this.remote.push(0);
+      this.total.push(0);
+      this.gen.push(0);
+      this.scrapeAt.push(-1);
+      this.atScrape.push(0);
+      this.usedIn.push(0);
+      this.unusedSince.push(-1);
+      this.live++;
+    }
+    this.usedIn[s] = this.epoch;
+    this.unusedSince[s] = -1;
     return s;
+  }
+
+  /**
+   * Frees the slots no plan has used for `graceMs` (an address gone from the snapshots): state is
+   * bounded by the live fleet plus what churned within the grace. Returns how many were freed.
+   */
+  sweep(nowMs: f64, graceMs: f64): i32 {
+    let freed = 0;
+    for (let s = 0; s < this.addrs.length; s++) {
+      if (this.usedIn[s] == this.epoch || this.addrs[s].length == 0) continue;
+      const since = this.unusedSince[s];
+      if (since < 0) { this.unusedSince[s] = nowMs; continue; }
+      if (nowMs - since < graceMs) continue;
+      this.slots.delete(this.addrs[s]);
+      this.addrs[s] = "";
+      this.local[s] = 0;
+      this.remote[s] = 0;
+      this.total[s] = 0;
+      this.gen[s]++;
+      this.scrapeAt[s] = -1;
+      this.atScrape[s] = 0;
+      this.unusedSince[s] = -1;
+      this.freeSlots.push(s);
+      this.live--;
+      freed++;
+    }
+    return freed;
   }
 
   /**
@@ -52,17 +113,32 @@ export class Inflight {
     if (unchecked(this.local[slot]) > 0) { unchecked(this.local[slot]--); unchecked(this.total[slot]--); }
   }
 
-  size(): i32 { return this.addrs.length; }
+  /** Counts a request sent to `slot`; the handle (slot and generation) is what release() takes. */
+  acquire(slot: i32): i64 {
+    this.inc(slot);
+    return (<i64>unchecked(this.gen[slot]) << 32) | <i64>slot;
+  }
 
-  /** This VM's section. */
+  /** Ends a request; nothing if the slot was freed (and perhaps reused) since it was acquired. */
+  release(handle: i64): void {
+    if (handle < 0) return;
+    const slot = <i32>(handle & 0xffffffff);
+    if (slot < this.gen.length && <i64>unchecked(this.gen[slot]) == (handle >>> 32)) this.dec(slot);
+  }
+
+  /** Addresses holding a slot. */
+  size(): i32 { return this.live; }
+
+  /** Slots allocated (live + free for reuse): the high-water mark of size(). */
+  capacity(): i32 { return this.addrs.length; }
+
+  /** This VM's section (allocates the section only: this runs on every tick). */
   encodeOwn(token: u32, nowMs: u64): ArrayBuffer {
     let n = 0;
     let size = 14;
-    const enc = new Array<ArrayBuffer>(this.addrs.length);
     for (let i = 0; i < this.addrs.length; i++) {
-      if (this.local[i] <= 0) continue;
-      enc[i] = String.UTF8.encode(this.addrs[i]);
-      size += 5 + enc[i].byteLength;
+      if (unchecked(this.local[i]) <= 0) continue;
+      size += 5 + String.UTF8.byteLength(unchecked(this.addrs[i]));
       n++;
     }
     const out = new ArrayBuffer(size);
@@ -72,12 +148,12 @@ export class Inflight {
     store<u16>(p + 12, <u16>n);
     let off: usize = 14;
     for (let i = 0; i < this.addrs.length; i++) {
-      if (this.local[i] <= 0) continue;
-      const a = enc[i];
-      store<u8>(p + off, <u8>a.byteLength);
-      memory.copy(p + off + 1, changetype<usize>(a), a.byteLength);
-      off += 1 + <usize>a.byteLength;
-      store<u32>(p + off, <u32>this.local[i]);
+      if (unchecked(this.local[i]) <= 0) continue;
+      const a = unchecked(this.addrs[i]);
+      const len = <usize>String.UTF8.encodeUnsafe(changetype<usize>(a), a.length, p + off + 1);
+      store<u8>(p + off, <u8>len);
+      off += 1 + len;
+      store<u32>(p + off, <u32>unchecked(this.local[i]));
       off += 4;
     }
     return out;
@@ -109,8 +185,9 @@ export class Inflight {
         if (live) {
           const addr = String.UTF8.decodeUnsafe(p + <usize>off + 1, <usize>len);
           const c = <i32>load<u32>(p + <usize>off + 1 + <usize>len);
-          const slot = this.slotFor(addr);
-          this.remote[slot] += c;
+          // Only addresses in our plans matter; others (a VM ahead of us on snapshots) are
+          // picked up on the tick after we adopt them. Never allocate here: the document is input.
+          if (this.slots.has(addr)) this.remote[this.slots.get(addr)] += c;
         }
         off += 1 + len + 4;
       }

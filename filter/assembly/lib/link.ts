@@ -9,13 +9,6 @@ export const REASON_MISSING: u8 = 1;    // no snapshot yet (agent never answered
 export const REASON_STALE: u8 = 2;      // snapshot older than stalenessMs
 export const REASON_UNKNOWN_PEER: u8 = 3; // snapshot does not know the configured peer
 
-export function isStale(nowMs: u64, generatedAtMs: u64, stalenessMs: i32): bool {
-  // A snapshot from the future (clock step on the node) is not stale; the agent runs beside
-  // the proxy and shares its clock, so this only guards against small skews.
-  if (generatedAtMs >= nowMs) return false;
-  return nowMs - generatedAtMs > <u64>stalenessMs;
-}
-
 export class LinkView {
   status: StaticArray<i32>;
   reason: StaticArray<u8>;

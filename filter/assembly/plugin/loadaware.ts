@@ -1,13 +1,30 @@
-// Glue for load-aware choice: per-snapshot candidate plans, the shared in-flight table and the
-// metrics. Decisions themselves live in lib/choose.ts.
+// Glue for load-aware choice: per-snapshot candidate plans, the shared in-flight table (bounded by
+// the live fleet: slots of addresses gone from the snapshots for SLOT_GRACE_MS are freed) and the
+// per-service metrics. Decisions themselves live in lib/choose.ts and lib/choice/.
 import { LoadAwareService, PluginConfig, STATUS_DEGRADED } from "../lib/config";
 import { Snapshot } from "../lib/snapshot";
 import { Candidate, candidateFrom, Plan, SKIP_REASONS, skipName } from "../lib/choose";
 import { Inflight, Rng } from "../lib/inflight";
 import { defineMetric, incrementMetric, METRIC_COUNTER } from "../abi/host";
+import { RequestPlan } from "./request-plan";
+import { Holds } from "./body";
+
+/**
+ * How long the in-flight slot of an address that left the snapshots is kept: an instance that is
+ * briefly missing (one scrape) keeps its counts; one that was replaced is forgotten. The table
+ * holds the live fleet plus the addresses churned within the grace; at 100 addresses replaced
+ * per second, 10 s keeps the tick at ~0.1 ms (30 s: ~0.3-0.5 ms, docs/architecture-choice.md).
+ */
+export const SLOT_GRACE_MS: f64 = 10000;
+/** Sweeps run at most this often: the grace is coarse, and a sweep walks every slot. */
+const SWEEP_EVERY_MS: f64 = 1000;
 
 export class ServicePlan {
   plan: Plan = new Plan([]);
+  /** switchyard.lb.choice.<service>: requests sent to an instance of the service. */
+  choiceMetric: u32 = 0xffffffff;
+  /** Request-aware state when the service has a `request` block (plugin/request-plan.ts). */
+  req: RequestPlan | null = null;
   constructor(public cfg: LoadAwareService) {}
 }
 
@@ -32,7 +49,9 @@ export class LoadAware {
   trueValue: ArrayBuffer = String.UTF8.encode("true");
   skipMetrics: StaticArray<u32> = new StaticArray<u32>(SKIP_REASONS);
   allIneligibleMetric: u32 = 0;
-  choiceMetrics: Map<string, u32> = new Map();
+  nextSweepMs: f64 = 0;
+  /** Streams held while their body is read (plugin/body.ts); the tick releases overdue ones. */
+  holds: Holds = new Holds();
 
   configure(cfg: PluginConfig, seed: u32): void {
     const la = cfg.loadAware;
@@ -41,27 +60,38 @@ export class LoadAware {
     this.debugHeader = String.UTF8.encode(la.debugHeader);
     this.rng = new Rng(seed);
     this.plans = [];
-    for (let i = 0; i < la.services.length; i++) this.plans.push(new ServicePlan(la.services[i]));
+    for (let i = 0; i < la.services.length; i++) {
+      const sp = new ServicePlan(la.services[i]);
+      // Per service, not per instance: Envoy never frees a stat, and instances churn.
+      sp.choiceMetric = defineMetric(METRIC_COUNTER, "switchyard.lb.choice." + sanitize(sp.cfg.service));
+      const rq = sp.cfg.request;
+      if (rq != null) sp.req = new RequestPlan(rq!, sanitize(sp.cfg.service));
+      this.plans.push(sp);
+    }
     for (let r = 1; r < SKIP_REASONS; r++) this.skipMetrics[r] = defineMetric(METRIC_COUNTER, "switchyard.lb.skip." + skipName(r));
     this.allIneligibleMetric = defineMetric(METRIC_COUNTER, "switchyard.lb.all_ineligible");
   }
 
-  choiceMetric(service: string, addr: string): u32 {
-    const key = service + "|" + addr;
-    if (this.choiceMetrics.has(key)) return this.choiceMetrics.get(key);
-    const id = defineMetric(METRIC_COUNTER, "switchyard.lb.choice." + sanitize(service) + "." + sanitize(addr));
-    this.choiceMetrics.set(key, id);
-    return id;
+  /** Every tick: counters to the host, then frees the in-flight slots of addresses long gone. */
+  onTick(nowMs: f64): void {
+    this.holds.expire(nowMs);
+    this.flush();
+    if (nowMs >= this.nextSweepMs) {
+      this.inflight.sweep(nowMs, SLOT_GRACE_MS);
+      this.nextSweepMs = nowMs + SWEEP_EVERY_MS;
+    }
   }
 
   /** Hands the counts gathered on the request path to the host (on tick). */
   flush(): void {
     for (let i = 0; i < this.plans.length; i++) {
-      const p = this.plans[i].plan;
-      for (let j = 0; j < p.n; j++) {
-        const n = p.chosen[j];
-        if (n != 0) { incrementMetric(p.metricId[j], n); p.chosen[j] = 0; }
-      }
+      const sp = this.plans[i];
+      const p = sp.plan;
+      let chosen: i64 = 0;
+      for (let j = 0; j < p.n; j++) { chosen += p.chosen[j]; p.chosen[j] = 0; }
+      if (chosen != 0) incrementMetric(sp.choiceMetric, chosen);
+      const rq = sp.req;
+      if (rq != null) rq.flush();
       for (let r = 1; r < SKIP_REASONS; r++) {
         const n = p.skipped[r];
         if (n != 0) { incrementMetric(this.skipMetrics[r], n); p.skipped[r] = 0; }
@@ -73,10 +103,16 @@ export class LoadAware {
   /** Rebuilds every plan from a snapshot (null: no data, every service all-ineligible). */
   rebuild(cfg: PluginConfig, snap: Snapshot | null, stale: bool): void {
     this.flush();
+    this.inflight.beginEpoch();
     for (let i = 0; i < this.plans.length; i++) {
       const sp = this.plans[i];
       const cands = new Array<Candidate>();
-      if (snap == null) { sp.plan = new Plan(cands, sp.cfg.maxUtilization); continue; }
+      const rq = sp.req;
+      if (snap == null) {
+        sp.plan = new Plan(cands, sp.cfg.maxUtilization);
+        if (rq != null) rq.rebuild(sp.plan, sp.cfg.service, [], [], []);
+        continue;
+      }
       for (let j = 0; j < snap.instances.length; j++) {
         const inst = snap.instances[j];
         if (inst.service != sp.cfg.service) continue;
@@ -84,10 +120,14 @@ export class LoadAware {
           linkDegraded(cfg, snap, stale, inst.peer), linkRttMs(snap, inst.peer));
         c.slot = this.inflight.slotFor(inst.addr);
         c.inflightAtSnapshot = this.inflight.rebase(c.slot, c.scrapeAtMs);
-        c.metricId = this.choiceMetric(sp.cfg.service, inst.addr);
         cands.push(c);
       }
       sp.plan = new Plan(cands, sp.cfg.maxUtilization);
+      if (rq != null) {
+        const es = new Array<f64>(cands.length), w = new Array<f64>(cands.length);
+        for (let k = 0; k < cands.length; k++) { es[k] = cands[k].perItemMs * cands[k].slots; w[k] = cands[k].weight; }
+        rq.rebuild(sp.plan, sp.cfg.service, snap.llm, es, w);
+      }
     }
   }
 }
@@ -98,8 +138,8 @@ export function linkRttMs(snap: Snapshot, peer: string): f64 {
   const i = snap.peerIndex(peer);
   if (i < 0) return 0;
   const p = snap.peers[i];
-  if (p.avgRttMs == p.avgRttMs && p.avgRttMs > 0) return <f64>p.avgRttMs; // not NaN
-  if (p.lastRttMs == p.lastRttMs && p.lastRttMs > 0) return <f64>p.lastRttMs;
+  if (p.avgRttMs > 0 && p.avgRttMs < Infinity) return <f64>p.avgRttMs; // not NaN, not +Inf
+  if (p.lastRttMs > 0 && p.lastRttMs < Infinity) return <f64>p.lastRttMs;
   return 0;
 }
 

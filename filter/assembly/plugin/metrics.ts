@@ -16,6 +16,20 @@ export class Counter {
   }
 }
 
+/** Most per-(set, rule) counters per VM; decisions beyond it count in switchyard.rule.applied.overflow. */
+export const MAX_RULE_COUNTERS: i32 = 256;
+
+/** Metric-name segment: [A-Za-z0-9_] kept, everything else '_' (a '.' would nest the stat). */
+function segment(s: string): string {
+  let out = "";
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    const ok = (c >= 0x61 && c <= 0x7a) || (c >= 0x41 && c <= 0x5a) || (c >= 0x30 && c <= 0x39) || c == 0x5f;
+    out += ok ? String.fromCharCode(c) : "_";
+  }
+  return out;
+}
+
 export class Metrics {
   decisionNormal: Counter = new Counter("switchyard.link.decision.normal");
   decisionDegraded: Counter = new Counter("switchyard.link.decision.degraded");
@@ -26,11 +40,29 @@ export class Metrics {
   decodeErrors: u32 = defineMetric(METRIC_COUNTER, "switchyard.snapshot.decode_errors");
   pollErrors: u32 = defineMetric(METRIC_COUNTER, "switchyard.agent.poll_errors");
   writerActive: u32 = defineMetric(METRIC_GAUGE, "switchyard.writer.active");
+  /** decisions refused by this configuration (routeHeader not declared), each time the decisions change */
+  rulesRefused: u32 = defineMetric(METRIC_COUNTER, "switchyard.rule.refused");
+  ruleOverflow: Counter = new Counter("switchyard.rule.applied.overflow");
+  private ruleCounters: Map<string, Counter> = new Map();
+  private ruleCounterList: Array<Counter> = [];
+
+  /** The request counter of one (set, rule): defined once, bounded by MAX_RULE_COUNTERS. */
+  ruleCounter(set: string, ruleId: string): Counter {
+    const key = set + "\u0000" + ruleId;
+    if (this.ruleCounters.has(key)) return this.ruleCounters.get(key);
+    if (this.ruleCounterList.length >= MAX_RULE_COUNTERS) return this.ruleOverflow;
+    const c = new Counter("switchyard.rule.applied." + segment(set) + "." + segment(ruleId));
+    this.ruleCounters.set(key, c);
+    this.ruleCounterList.push(c);
+    return c;
+  }
 
   flush(): void {
     this.decisionNormal.flush();
     this.decisionDegraded.flush();
     this.failMode.flush();
     this.headerStripped.flush();
+    this.ruleOverflow.flush();
+    for (let i = 0; i < this.ruleCounterList.length; i++) unchecked(this.ruleCounterList[i]).flush();
   }
 }

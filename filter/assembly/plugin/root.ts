@@ -12,11 +12,13 @@ import {
   OK, CAS_MISMATCH, MAP_HTTP_CALL_RESPONSE_HEADERS, BUFFER_HTTP_CALL_RESPONSE_BODY,
 } from "../abi/host";
 import { parseConfig, PluginConfig, MAX_CONFIG_BYTES } from "../lib/config";
-import { decodeSnapshot, peekSeq, Snapshot, MAX_SNAPSHOT_BYTES } from "../lib/snapshot";
-import { isStale, resolveLink, LinkView } from "../lib/link";
+import { decodeSnapshot, readStamp, stampOf, Snapshot, SnapshotStamp, MAX_SNAPSHOT_BYTES } from "../lib/snapshot";
+import { isStale, orderSnapshot, MAX_CLOCK_SKEW_MS, ORDER_ADOPT, ORDER_SAME, ORDER_FUTURE, ORDER_OLDER } from "../lib/freshness";
+import { resolveLink, LinkView } from "../lib/link";
 import { claimLease, encodeLease, LEASE_BYTES } from "../lib/lease";
 import { Metrics } from "./metrics";
 import { LoadAware } from "./loadaware";
+import { Rng } from "../lib/inflight";
 import { SwitchyardStream } from "./stream";
 import { RequestView } from "./view";
 
@@ -70,6 +72,7 @@ export class SwitchyardRoot extends RootContext {
     this.loadAware.configure(cfg, this.vmToken ^ <u32>(nowMs() & 0xffffffff));
     const view = new RequestView(cfg, this.loadAware, this.metrics!);
     view.nowMs = <f64>nowMs();
+    view.rulesRng = new Rng((this.vmToken * 0x9e3779b1) ^ <u32>(nowMs() & 0xffffffff));
     this.requestView = view;
     this.recompute(cfg);
     setTickPeriod(<u32>cfg.refreshMs);
@@ -106,7 +109,7 @@ export class SwitchyardRoot extends RootContext {
     if (this.isWriter && !this.pollInFlight && now >= this.nextPollAtMs) this.poll(cfg);
     if (cfg.loadAware.enabled) this.shareInflight(now, cfg);
     this.metrics!.flush();
-    this.loadAware.flush();
+    this.loadAware.onTick(<f64>now);
   }
 
   /** Publishes this VM's in-flight counts and reads the other workers' (see lib/inflight.ts). */
@@ -125,11 +128,15 @@ export class SwitchyardRoot extends RootContext {
     this.view = resolveLink(cfg.link, this.snapshot, this.stale);
     if (cfg.loadAware.enabled) this.loadAware.rebuild(cfg, this.snapshot, this.stale);
     this.requestView!.refresh(this.view);
+    // Rule decisions apply only while the snapshot is fresh: stale or missing, every route
+    // header is stripped and requests take the default route (the fail-safe, docs/rules.md).
+    const snap = this.snapshot;
+    this.requestView!.refreshRules(cfg, snap == null || this.stale ? null : snap.rules);
   }
 
   private updateStaleness(now: u64, cfg: PluginConfig): void {
     const snap = this.snapshot;
-    const stale = snap == null || isStale(now, snap.generatedAtMs, cfg.link.stalenessMs);
+    const stale = snap == null || isStale(now, snap.generatedAtMs, cfg.link.stalenessMs, MAX_CLOCK_SKEW_MS);
     if (stale != this.stale) {
       this.stale = stale;
       this.recompute(cfg);
@@ -191,12 +198,27 @@ export class SwitchyardRoot extends RootContext {
     this.pollFailing = false;
     // Long polling: ask again at once; plain polling: wait pollMs.
     this.nextPollAtMs = cfg.agent.longPollMs > 0 ? 0 : nowMs() + <u64>cfg.agent.pollMs;
-    if (peekSeq(body) == this.snapshotSeq && this.snapshot != null) return; // nothing new
+    const held = this.heldStamp();
+    const peek = readStamp(body);
+    if (held != null && peek != null && peek.sameVersion(held)) return; // nothing new
     const res = decodeSnapshot(body);
     if (res.snapshot == null) { this.rejectSnapshot(res.error, cfg); return; }
+    const snap = res.snapshot!;
+    const now = nowMs();
+    const order = orderSnapshot(held, stampOf(snap), now, MAX_CLOCK_SKEW_MS);
+    if (order == ORDER_FUTURE) {
+      this.rejectSnapshot("dated " + (snap.generatedAtMs - now).toString() + " ms ahead of this proxy's clock (more than " + MAX_CLOCK_SKEW_MS.toString() + " ms)", cfg);
+      return;
+    }
+    if (order == ORDER_OLDER) {
+      // the agent went back in seq within one boot: refuse, and do not re-poll at once (the
+      // long poll would answer immediately, again and again)
+      this.rejectSnapshot("seq " + snap.seq.toString() + " is older than the held seq " + this.snapshotSeq.toString() + " of the same agent boot", cfg);
+      return;
+    }
     this.decodeFailing = false;
-    this.adopt(res.snapshot!, cfg);
-    this.publish(body, res.snapshot!);
+    this.adopt(snap, cfg);
+    this.publish(body, snap);
     if (cfg.agent.longPollMs > 0) this.poll(cfg);
   }
 
@@ -208,12 +230,22 @@ export class SwitchyardRoot extends RootContext {
     this.nextPollAtMs = nowMs() + <u64>cfg.agent.pollMs;
   }
 
+  private heldStamp(): SnapshotStamp | null {
+    const snap = this.snapshot;
+    return snap == null ? null : stampOf(snap);
+  }
+
   private publish(body: ArrayBuffer, snap: Snapshot): void {
+    const mine = stampOf(snap);
     for (let attempt = 0; attempt < 4; attempt++) {
       const cur = getSharedData(SNAPSHOT_KEY);
-      if (cur.found && cur.value.byteLength >= 32) {
-        const curGen = load<u64>(changetype<usize>(cur.value) + 24);
-        if (peekSeq(cur.value) == snap.seq || curGen > snap.generatedAtMs) { this.lastCas = cur.cas; return; }
+      const shared = cur.found ? readStamp(cur.value) : null;
+      if (shared != null) {
+        // CAS guard: never replace what another writer published if it is the same version or
+        // newer in the same boot (lib/freshness.ts decides)
+        const order = orderSnapshot(shared, mine, nowMs(), MAX_CLOCK_SKEW_MS);
+        if (order == ORDER_SAME) { this.lastCas = cur.cas; return; }
+        if (order != ORDER_ADOPT) return;
       }
       const r = setSharedData(SNAPSHOT_KEY, body, cur.found ? cur.cas : 0);
       if (r == OK) return;
@@ -226,7 +258,9 @@ export class SwitchyardRoot extends RootContext {
     const cur = getSharedData(SNAPSHOT_KEY);
     if (!cur.found || cur.cas == this.lastCas) return;
     this.lastCas = cur.cas;
-    if (this.snapshot != null && peekSeq(cur.value) == this.snapshotSeq) return;
+    const held = this.heldStamp();
+    const peek = readStamp(cur.value);
+    if (held != null && peek != null && peek.sameVersion(held)) return;
     const cfg = this.config!;
     const res = decodeSnapshot(cur.value);
     if (res.snapshot == null) {
@@ -235,14 +269,19 @@ export class SwitchyardRoot extends RootContext {
       return;
     }
     const snap = res.snapshot!;
-    if (this.snapshot != null && snap.generatedAtMs < this.snapshot!.generatedAtMs) return;
-    this.adopt(snap, cfg);
+    const order = orderSnapshot(held, stampOf(snap), nowMs(), MAX_CLOCK_SKEW_MS);
+    if (order == ORDER_FUTURE) {
+      incrementMetric(this.metrics!.decodeErrors, 1);
+      log(LOG_ERROR, "switchyard: shared snapshot rejected: dated beyond the accepted clock skew");
+      return;
+    }
+    if (order == ORDER_ADOPT) this.adopt(snap, cfg);
   }
 
   private adopt(snap: Snapshot, cfg: PluginConfig): void {
     this.snapshot = snap;
     this.snapshotSeq = snap.seq;
-    this.stale = isStale(nowMs(), snap.generatedAtMs, cfg.link.stalenessMs);
+    this.stale = isStale(nowMs(), snap.generatedAtMs, cfg.link.stalenessMs, MAX_CLOCK_SKEW_MS);
     this.recompute(cfg);
     incrementMetric(this.metrics!.snapshotUpdates, 1);
   }

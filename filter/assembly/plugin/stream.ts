@@ -1,35 +1,49 @@
 // Per-request work, from the RequestView the root context hands over (plugin/view.ts):
 //  on request headers:
+//   0. rule decisions (issue 8): one authority lookup in the rules plan; a local-reply decision
+//      answers here; route/split replace the decision's route header; link-status replaces the
+//      link-status header (it wins over the link service's status); every other declared route
+//      header is removed, on every request, so a client never chooses a rule's outcome;
 //   1. one authority lookup gives the route: its link status is set (replace) in the link-status
 //      header; on authorities with no link service a client-sent copy is stripped;
 //   2. load-aware choice: for routes with a load-aware service pick an instance and set (replace)
 //      the ORIGINAL_DST endpoint header; a client-sent endpoint, degraded or debug header is
-//      always removed;
+//      always removed; services with a `request` block hold the headers and choose once the body
+//      is read (plugin/body.ts, through onRequestBody and applyPick);
 //  on response headers: the debug header is replaced when this request produced one and removed
-//  otherwise, and an upstream-set copy of the other filter-owned headers never reaches the
-//  client (an echoing upstream would otherwise reveal instance addresses and link state).
+//  otherwise, and an upstream-set copy of the other filter-owned headers (route headers included)
+//  never reaches the client (an echoing upstream would otherwise reveal instance addresses and link state).
 // No decoding of agent data and no host call for time on this path.
 import {
-  Context, RootContext, FilterHeadersStatusValues, send_local_response, HeaderPair, GrpcStatusValues,
+  Context, RootContext, FilterHeadersStatusValues, FilterDataStatusValues, send_local_response, HeaderPair, GrpcStatusValues,
 } from "@solo-io/proxy-runtime/assembly";
 import {
   getHeader, replaceHeader, removeHeader, MAP_REQUEST_HEADERS, MAP_RESPONSE_HEADERS,
 } from "../abi/host";
 import { STATUS_DEGRADED, ALL_INELIGIBLE_REJECT } from "../lib/config";
-import { pick } from "../lib/choose";
+import { pick, Pick } from "../lib/choose";
+import { ACTION_ROUTE, ACTION_SPLIT, ACTION_LINK_STATUS, ACTION_LOCAL_REPLY, requestIdPoint, randomPoint, splitIndex } from "../lib/rule-decisions";
+import { NO_HOLD } from "../lib/inflight";
 import { RequestView, NOT_LINKED } from "./view";
 import { ServicePlan } from "./loadaware";
+import { BodyHold, beginHold, bodyChunk } from "./body";
 
 const AUTHORITY_KEY = String.UTF8.encode(":authority");
-const NO_SLOT: i32 = -1;
 
 export class SwitchyardStream extends Context {
-  slot: i32 = NO_SLOT;
+  /** In-flight hold (slot and generation, lib/inflight.ts) of the chosen instance. */
+  held: i64 = NO_HOLD;
   debug: string | null = null;
+  /** the applied rule decision's debug value (rules.debug), pre-built per snapshot */
+  ruleDebug: string | null = null;
+  /** Request-aware services: the held request while its body is read (plugin/body.ts). */
+  hold: BodyHold | null = null;
 
   constructor(context_id: u32, root: RootContext, private view: RequestView | null) {
     super(context_id, root);
   }
+
+  requestView(): RequestView | null { return this.view; }
 
   onRequestHeaders(_n: u32, _endOfStream: bool): FilterHeadersStatusValues {
     const v = this.view;
@@ -37,6 +51,56 @@ export class SwitchyardStream extends Context {
     const authority = getHeader(MAP_REQUEST_HEADERS, AUTHORITY_KEY);
     const route = authority == null ? -1 : v.routes.match(authority);
 
+    const ri = authority == null ? -1 : v.rules.match(authority);
+    let written: i32 = -1;
+    let ruleStatus: i32 = NOT_LINKED;
+    if (ri >= 0) {
+      const a = unchecked(v.rules.applies[ri]);
+      unchecked(v.ruleCounters[ri]).add(1);
+      if (v.rulesDebug) this.ruleDebug = a.debug;
+      const kind = a.kind;
+      if (kind == ACTION_ROUTE) {
+        replaceHeader(MAP_REQUEST_HEADERS, unchecked(v.routeHeaders[a.header]), a.value);
+        written = a.header;
+      } else if (kind == ACTION_SPLIT) {
+        const id = getHeader(MAP_REQUEST_HEADERS, v.requestIdHeader);
+        const point = id != null ? requestIdPoint(id, a.total) : randomPoint(v.rulesRng.next(), a.total);
+        replaceHeader(MAP_REQUEST_HEADERS, unchecked(v.routeHeaders[a.header]), unchecked(a.values[splitIndex(a.cum, point)]));
+        written = a.header;
+      } else if (kind == ACTION_LINK_STATUS) {
+        ruleStatus = a.linkStatus;
+      } else if (kind == ACTION_LOCAL_REPLY) {
+        let headers = unchecked(v.ruleReplyHeaders[ri]);
+        if (this.ruleDebug != null) {
+          headers = headers.slice(0);
+          headers.push(new HeaderPair(v.debugHeader, String.UTF8.encode(this.ruleDebug!)));
+        }
+        send_local_response(<u32>a.replyStatus, "switchyard_rule_local_reply", a.replyBody, headers, GrpcStatusValues.InvalidCode);
+        return FilterHeadersStatusValues.StopIteration;
+      }
+    }
+    const rh = v.routeHeaders;
+    for (let i = 0; i < rh.length; i++) if (i != written) removeHeader(MAP_REQUEST_HEADERS, unchecked(rh[i]));
+
+    if (ruleStatus != NOT_LINKED) {
+      // an active rule's link-status wins over the link service's status for its authorities
+      replaceHeader(MAP_REQUEST_HEADERS, v.linkHeader, unchecked(v.statusValues[ruleStatus]));
+    } else {
+      this.applyLinkStatus(v, route);
+    }
+    // The debug header is a response header only; a client-sent copy must not reach the upstream.
+    removeHeader(MAP_REQUEST_HEADERS, v.debugHeader);
+
+    if (!v.loadAwareEnabled) {
+      // An ORIGINAL_DST cluster may route on this header even where load-aware choice is not
+      // configured: a client-sent value would let the client pick any ip:port. Always strip it.
+      removeHeader(MAP_REQUEST_HEADERS, v.endpointHeader);
+      return FilterHeadersStatusValues.Continue;
+    }
+    return this.chooseInstance(v, route, _endOfStream);
+  }
+
+  private applyLinkStatus(v: RequestView, route: i32): void {
     const status = route < 0 ? NOT_LINKED : unchecked(v.linkStatus[route]);
     if (status != NOT_LINKED) {
       // replace, never add: whatever the client sent is overwritten.
@@ -50,19 +114,9 @@ export class SwitchyardStream extends Context {
         v.metrics.headerStripped.add(1);
       }
     }
-    // The debug header is a response header only; a client-sent copy must not reach the upstream.
-    removeHeader(MAP_REQUEST_HEADERS, v.debugHeader);
-
-    if (!v.loadAwareEnabled) {
-      // An ORIGINAL_DST cluster may route on this header even where load-aware choice is not
-      // configured: a client-sent value would let the client pick any ip:port. Always strip it.
-      removeHeader(MAP_REQUEST_HEADERS, v.endpointHeader);
-      return FilterHeadersStatusValues.Continue;
-    }
-    return this.chooseInstance(v, route);
   }
 
-  private chooseInstance(v: RequestView, route: i32): FilterHeadersStatusValues {
+  private chooseInstance(v: RequestView, route: i32, endOfStream: bool): FilterHeadersStatusValues {
     const la = v.loadAware;
     // An unsanitised ORIGINAL_DST header lets a client route anywhere: never pass one through.
     removeHeader(MAP_REQUEST_HEADERS, v.degradedHeader);
@@ -72,42 +126,62 @@ export class SwitchyardStream extends Context {
       return FilterHeadersStatusValues.Continue;
     }
     const sp = found!;
+    if (sp.req != null && beginHold(this, v, sp, endOfStream)) return FilterHeadersStatusValues.StopIteration;
+    const p = pick(sp.plan, la.inflight.total, v.nowMs, sp.cfg.picker, sp.cfg.band, la.rng);
+    return this.applyPick(v, sp, p, "") ? FilterHeadersStatusValues.Continue : FilterHeadersStatusValues.StopIteration;
+  }
+
+  /**
+   * Writes a choice (or the all-ineligible policy) into the request headers and takes the in-flight
+   * hold. Returns false when a local reply was sent. `note` extends the debug header.
+   */
+  applyPick(v: RequestView, sp: ServicePlan, p: Pick, note: string): bool {
+    const la = v.loadAware;
     const plan = sp.plan;
-    const p = pick(plan, la.inflight.total, v.nowMs, sp.cfg.picker, sp.cfg.band, la.rng);
     if (p.index < 0) {
       removeHeader(MAP_REQUEST_HEADERS, v.endpointHeader);
       la.allIneligiblePending++;
-      if (sp.cfg.debug) this.debug = "none eligible: " + plan.n.toString() + " instances";
+      if (sp.cfg.debug) this.debug = "none eligible: " + plan.n.toString() + " instances" + note;
       if (sp.cfg.allIneligible == ALL_INELIGIBLE_REJECT) {
         const headers: Array<HeaderPair> = [new HeaderPair(v.retryAfterName, String.UTF8.encode(sp.cfg.retryAfterS.toString()))];
         if (this.debug != null) headers.push(new HeaderPair(v.debugHeader, String.UTF8.encode(this.debug!)));
         send_local_response(503, "switchyard_all_instances_ineligible", String.UTF8.encode("no eligible instance for " + sp.cfg.service + "\n"),
           headers, GrpcStatusValues.Unavailable);
-        return FilterHeadersStatusValues.StopIteration;
+        return false;
       }
       // Forward on the default route: the route table sends `x-degraded: true` to the regular cluster.
       replaceHeader(MAP_REQUEST_HEADERS, v.degradedHeader, v.trueValue);
-      return FilterHeadersStatusValues.Continue;
+      return true;
     }
     const i = p.index;
     const slot = unchecked(plan.slot[i]);
     if (sp.cfg.debug) {
       this.debug = "instance=" + unchecked(plan.addr[i]) + " w_ms=" + plan.waitMs(i, unchecked(la.inflight.total[slot])).toString() +
-        " rho=" + unchecked(plan.rho[i]).toString() + " eligible=" + p.eligible.toString() + " considered=" + p.considered.toString();
+        " rho=" + unchecked(plan.rho[i]).toString() + " eligible=" + p.eligible.toString() + " considered=" + p.considered.toString() + note;
     }
     replaceHeader(MAP_REQUEST_HEADERS, v.endpointHeader, unchecked(plan.addrBytes[i]));
-    la.inflight.inc(slot);
-    this.slot = slot;
+    this.held = la.inflight.acquire(slot);
     unchecked(plan.chosen[i]++);
-    return FilterHeadersStatusValues.Continue;
+    return true;
+  }
+
+  onRequestBody(len: usize, endOfStream: bool): FilterDataStatusValues {
+    const h = this.hold;
+    const v = this.view;
+    if (h == null || v == null || !h.waiting) return FilterDataStatusValues.Continue;
+    return bodyChunk(this, v!, h!, len, endOfStream);
   }
 
   onResponseHeaders(_n: u32, _endOfStream: bool): FilterHeadersStatusValues {
     const v = this.view;
     if (v == null) return FilterHeadersStatusValues.Continue;
-    const d = this.debug;
+    let d = this.debug;
+    const rd = this.ruleDebug;
+    if (rd != null) d = d == null ? rd : d + "; " + rd;
     if (d != null) replaceHeader(MAP_RESPONSE_HEADERS, v.debugHeader, String.UTF8.encode(d));
     else removeHeader(MAP_RESPONSE_HEADERS, v.debugHeader);
+    const rh = v.routeHeaders;
+    for (let i = 0; i < rh.length; i++) removeHeader(MAP_RESPONSE_HEADERS, unchecked(rh[i]));
     removeHeader(MAP_RESPONSE_HEADERS, v.endpointHeader);
     removeHeader(MAP_RESPONSE_HEADERS, v.degradedHeader);
     removeHeader(MAP_RESPONSE_HEADERS, v.linkHeader);
@@ -116,9 +190,11 @@ export class SwitchyardStream extends Context {
 
   private release(): void {
     const v = this.view;
-    if (this.slot != NO_SLOT && v != null) {
-      v.loadAware.inflight.dec(this.slot);
-      this.slot = NO_SLOT;
+    const h = this.hold;
+    if (h != null && h.waiting && v != null) { h.waiting = false; v.loadAware.holds.remove(this); }
+    if (this.held != NO_HOLD && v != null) {
+      v.loadAware.inflight.release(this.held);
+      this.held = NO_HOLD;
     }
   }
 

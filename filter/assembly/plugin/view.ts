@@ -7,8 +7,12 @@
 import { PluginConfig } from "../lib/config";
 import { RouteTable, buildRoutes, NO_SERVICE } from "../lib/routes";
 import { LinkView, REASON_SNAPSHOT } from "../lib/link";
+import { RulesPlan, RuleDecision, planRules } from "../lib/rule-decisions";
+import { Rng } from "../lib/inflight";
+import { HeaderPair } from "@solo-io/proxy-runtime/assembly";
+import { log, LOG_WARN, incrementMetric } from "../abi/host";
 import { LoadAware, ServicePlan } from "./loadaware";
-import { Metrics } from "./metrics";
+import { Metrics, Counter } from "./metrics";
 
 /** linkStatus of a route that is not a link authority. */
 export const NOT_LINKED: i32 = -1;
@@ -32,6 +36,22 @@ export class RequestView {
   trueValue: ArrayBuffer = String.UTF8.encode("true");
   retryAfterName: ArrayBuffer = String.UTF8.encode("retry-after");
 
+  /** Route headers the filter owns (rules.routeHeaders), pre-encoded. */
+  routeHeaders: Array<ArrayBuffer> = [];
+  rulesDebug: bool = false;
+  /** The decisions in force, planned for the request path (lib/rule-decisions.ts). */
+  rules: RulesPlan = new RulesPlan();
+  /** Per entry of rules.applies: its request counter and its local-reply headers. */
+  ruleCounters: Array<Counter> = [];
+  ruleReplyHeaders: Array<Array<HeaderPair>> = [];
+  /** Splits without x-request-id draw from here (seeded per VM). */
+  rulesRng: Rng = new Rng(1);
+  requestIdHeader: ArrayBuffer = String.UTF8.encode("x-request-id");
+  /** set, version, rule and since of every decision in the current plan: a snapshot that changes none is not re-planned */
+  private rulesKey: string = "";
+  /** set → the refusal last logged for it (logged once per distinct refusal) */
+  private refusalLogged: Map<string, string> = new Map();
+
   /** Time of the last tick (ms): the request path's clock, so it makes no host call for time. */
   nowMs: f64 = 0;
 
@@ -49,6 +69,45 @@ export class RequestView {
     this.endpointHeader = String.UTF8.encode(cfg.loadAware.endpointHeader);
     this.degradedHeader = String.UTF8.encode(cfg.loadAware.degradedHeader);
     this.debugHeader = String.UTF8.encode(cfg.loadAware.debugHeader);
+    for (let i = 0; i < cfg.rules.routeHeaders.length; i++) this.routeHeaders.push(String.UTF8.encode(cfg.rules.routeHeaders[i]));
+    this.rulesDebug = cfg.rules.debug;
+  }
+
+  /**
+   * Re-plans the rule decisions (null: none in force — no snapshot, or a stale one). Runs off
+   * the request path, on snapshot adoption and staleness changes; a plan whose decisions (set,
+   * version, rule and since) did not change is kept, with its authority cache.
+   */
+  refreshRules(cfg: PluginConfig, decisions: Array<RuleDecision> | null): void {
+    let key = decisions == null ? "none" : "in force:";
+    if (decisions != null) for (let i = 0; i < decisions.length; i++) {
+      const d = decisions[i];
+      // version restarts with the agent process: ruleId and sinceMs tell two "version 1" apart
+      key += d.set + "\u0000" + d.version.toString() + "\u0000" + d.ruleId + "\u0000" + d.sinceMs.toString() + "\u0000";
+    }
+    if (key == this.rulesKey) return;
+    this.rulesKey = key;
+    const plan = planRules(cfg.rules, decisions == null ? new Array<RuleDecision>() : decisions!);
+    const counters = new Array<Counter>(plan.applies.length);
+    const replies = new Array<Array<HeaderPair>>(plan.applies.length);
+    for (let i = 0; i < plan.applies.length; i++) {
+      const a = plan.applies[i];
+      counters[i] = this.metrics.ruleCounter(a.set, a.ruleId);
+      const pairs = new Array<HeaderPair>();
+      for (let k = 0; k < a.replyNames.length; k++) pairs.push(new HeaderPair(a.replyNames[k], a.replyValues[k]));
+      replies[i] = pairs;
+    }
+    for (let i = 0; i < plan.refused.length; i++) {
+      const set = plan.refusedSets[i];
+      if (this.refusalLogged.has(set) && this.refusalLogged.get(set) == plan.refused[i]) continue;
+      if (this.refusalLogged.size >= 64) this.refusalLogged.clear();
+      this.refusalLogged.set(set, plan.refused[i]);
+      log(LOG_WARN, "switchyard: rule decision refused: " + plan.refused[i]);
+    }
+    if (plan.refused.length > 0) incrementMetric(this.metrics.rulesRefused, plan.refused.length);
+    this.rules = plan;
+    this.ruleCounters = counters;
+    this.ruleReplyHeaders = replies;
   }
 
   /** Re-resolves every route after the link view or the load-aware plans changed. */

@@ -54,6 +54,9 @@ export class OpenAiRequest {
   errorField: string = "";
   errorOffset: i32 = 0;
   model: string = "";
+  /** byte offsets of the model string's raw bytes (between its quotes), -1 when absent */
+  modelStart: i32 = -1;
+  modelEnd: i32 = -1;
   promptKind: u8 = PROMPT_NONE;
   /** start, end (exclusive) byte offsets of each prompt span, flattened */
   spans: Array<i32> = [];
@@ -70,6 +73,8 @@ export class OpenAiRequest {
     this.errorField = "";
     this.errorOffset = 0;
     this.model = "";
+    this.modelStart = -1;
+    this.modelEnd = -1;
     this.promptKind = PROMPT_NONE;
     this.spans.length = 0;
     this.promptBytes = 0;
@@ -325,6 +330,8 @@ function readModel(s: Scanner): bool {
   if (end < 0) return false;
   if (end == start || end - start > s.limits.maxModelBytes) return s.fail(ReqError.NoModel, "model");
   const len = end - start;
+  s.out.modelStart = start;
+  s.out.modelEnd = end;
   const raw = s.lastModelRaw;
   if (raw.byteLength == len && memory.compare(changetype<usize>(raw), s.p + <usize>start, <usize>len) == 0) {
     s.out.model = s.lastModel;

@@ -1,0 +1,374 @@
+// Per-instance LLM details for the snapshot's LLM section (agent/src/snapshot/llm.ts):
+//   - what an instance serves: its /v1/models list (fetched at a slower interval than the
+//     scrape), the `vllm:lora_requests_info` gauge (adapters running / waiting, max_lora) and the
+//     service's configured static list;
+//   - the per-token terms a size-aware cost needs, learned from vLLM's counters and histograms
+//     (the estimator is specified, with its error bound, in docs/inference-llm.md);
+//   - KV-cache usage (`vllm:kv_cache_usage_perc`, older `vllm:gpu_cache_usage_perc`).
+// Metric names are vLLM's V1 engine names (vllm/v1/metrics/loggers.py); test/inference/fixtures/vllm.txt.
+import * as http from 'node:http';
+import * as https from 'node:https';
+import { parseAddr } from './discovery';
+import type { Exposition } from './exposition';
+import { labelsMatch } from './exposition';
+import { MAX_LLM_MODELS, MODEL_BASE, MODEL_LOADED, MODEL_WAITING, type LlmModel } from '../snapshot/llm';
+
+export const VLLM_LLM_SERIES = {
+  promptTokens: 'vllm:prompt_tokens_total',
+  generationTokens: 'vllm:generation_tokens_total',
+  /** time in the PREFILL phase per request (first scheduled -> first token); newer V1 releases */
+  prefillTime: 'vllm:request_prefill_time_seconds',
+  ttft: 'vllm:time_to_first_token_seconds',
+  queueTime: 'vllm:request_queue_time_seconds',
+  /** per output token after the first (weighted per token): preferred for the decode term */
+  interTokenLatency: 'vllm:inter_token_latency_seconds',
+  /** older per-token spelling (V0; V1 before inter_token_latency existed) */
+  timePerOutputToken: 'vllm:time_per_output_token_seconds',
+  loraInfo: 'vllm:lora_requests_info',
+  kvCacheUsage: ['vllm:kv_cache_usage_perc', 'vllm:gpu_cache_usage_perc'],
+} as const;
+
+const HIST_NAMES = [VLLM_LLM_SERIES.prefillTime, VLLM_LLM_SERIES.ttft, VLLM_LLM_SERIES.queueTime, VLLM_LLM_SERIES.interTokenLatency, VLLM_LLM_SERIES.timePerOutputToken];
+const KEEP = new Set<string>([
+  VLLM_LLM_SERIES.promptTokens, VLLM_LLM_SERIES.generationTokens, VLLM_LLM_SERIES.loraInfo, ...VLLM_LLM_SERIES.kvCacheUsage,
+  ...HIST_NAMES.flatMap((n) => [`${n}_sum`, `${n}_count`]),
+]);
+
+/** The sample names the LLM signals read (the parser keeps only mapped samples). */
+export function llmSampleFilter(name: string): boolean {
+  return KEEP.has(name);
+}
+
+export interface SumCount {
+  sumMs: number;
+  count: number;
+}
+
+export interface LoraInfo {
+  running: string[];
+  waiting: string[];
+  /** NaN when the label is absent or not a number */
+  maxLora: number;
+}
+
+export interface LlmSignals {
+  promptTokens?: number;
+  generationTokens?: number;
+  prefillTime?: SumCount;
+  ttft?: SumCount;
+  queueTime?: SumCount;
+  /** inter-token latency, else time per output token */
+  itl?: SumCount;
+  kvCacheUsage?: number;
+  lora?: LoraInfo;
+}
+
+function sumOf(exp: Exposition, name: string, match?: Record<string, string>): number | undefined {
+  const ss = exp.samples.get(name)?.filter((s) => labelsMatch(s.labels, match));
+  if (!ss || ss.length === 0) return undefined;
+  return ss.reduce((a, s) => a + s.value, 0);
+}
+
+function histSumCount(exp: Exposition, name: string, match?: Record<string, string>): SumCount | undefined {
+  const sum = sumOf(exp, `${name}_sum`, match);
+  const count = sumOf(exp, `${name}_count`, match);
+  if (sum === undefined || count === undefined) return undefined;
+  return { sumMs: sum * 1000, count };
+}
+
+const splitList = (v: string | undefined): string[] => (v ? v.split(',').map((x) => x.trim()).filter(Boolean) : []);
+
+/**
+ * vLLM writes one `vllm:lora_requests_info` series per distinct label set, its value the wall-clock
+ * time it was last set: the series with the highest value is the current state.
+ */
+export function loraInfo(exp: Exposition): LoraInfo | undefined {
+  const ss = exp.samples.get(VLLM_LLM_SERIES.loraInfo);
+  if (!ss || ss.length === 0) return undefined;
+  let best = ss[0];
+  for (const s of ss) if (s.value > best.value) best = s;
+  const max = Number(best.labels.max_lora);
+  return { running: splitList(best.labels.running_lora_adapters), waiting: splitList(best.labels.waiting_lora_adapters), maxLora: best.labels.max_lora !== undefined && Number.isFinite(max) ? max : NaN };
+}
+
+/** One scrape's LLM signals; `match` restricts to series with these labels (the service's `labels`). The lora gauge has no model label and is read whole. */
+export function extractLlmSignals(exp: Exposition, match?: Record<string, string>): LlmSignals {
+  const out: LlmSignals = {};
+  out.promptTokens = sumOf(exp, VLLM_LLM_SERIES.promptTokens, match);
+  out.generationTokens = sumOf(exp, VLLM_LLM_SERIES.generationTokens, match);
+  out.prefillTime = histSumCount(exp, VLLM_LLM_SERIES.prefillTime, match);
+  out.ttft = histSumCount(exp, VLLM_LLM_SERIES.ttft, match);
+  out.queueTime = histSumCount(exp, VLLM_LLM_SERIES.queueTime, match);
+  out.itl = histSumCount(exp, VLLM_LLM_SERIES.interTokenLatency, match) ?? histSumCount(exp, VLLM_LLM_SERIES.timePerOutputToken, match);
+  for (const name of VLLM_LLM_SERIES.kvCacheUsage) {
+    const ss = exp.samples.get(name)?.filter((s) => labelsMatch(s.labels, match) && Number.isFinite(s.value));
+    if (ss && ss.length > 0) {
+      out.kvCacheUsage = Math.max(...ss.map((s) => s.value));
+      break;
+    }
+  }
+  out.lora = loraInfo(exp);
+  return out;
+}
+
+// ---------------------------------------------------------------- per-token terms
+
+export interface LlmTerms {
+  /** ms per prompt token (mean prefill time per request / mean prompt tokens per request); NaN unknown */
+  prefillMsPerToken: number;
+  /** ms per output token after the first; NaN unknown */
+  decodeMsPerToken: number;
+  /** requests (first tokens) and output-token gaps behind the current terms */
+  prefillRequests: number;
+  decodeTokens: number;
+  /** 'prefill-histogram' (vLLM's request_prefill_time) or 'ttft-minus-queue' */
+  prefillSource: 'prefill-histogram' | 'ttft-minus-queue' | 'none';
+}
+
+interface Interval {
+  t: number;
+  prompt: number;
+  firstTokens: number;
+  prefillMs: number;
+  prefillCount: number;
+  /** TTFT − queue form: TTFT and queue sums/counts kept apart (their counts differ: queue time is observed at finish) */
+  ttftMs: number;
+  queueMs: number;
+  queueCount: number;
+  itlMs: number;
+  itlCount: number;
+}
+
+export interface LlmTermOptions {
+  /** sliding window (s) */
+  windowS?: number;
+  /** older intervals are kept while the window holds fewer first tokens than this */
+  minRequests?: number;
+}
+
+const MAX_INTERVALS = 1024;
+
+/**
+ * Learns the prefill and decode terms from successive cumulative scrapes (docs/inference-llm.md):
+ *   prefill = (Σ prefill time / n) / (Σ prompt tokens / n), prefill time = vLLM's
+ *             request_prefill_time when exported, else TTFT − queue time (per-request means,
+ *             because queue time is observed when a request finishes, TTFT at its first token);
+ *   decode  = Σ inter-token latency / its count (time per output token as the fallback).
+ * A counter that goes down (restart) re-bases without using the interval. With no new
+ * requests the last terms are kept.
+ */
+export class LlmTermEstimator {
+  private prev?: LlmSignals;
+  private intervals: Interval[] = [];
+  private last: LlmTerms = { prefillMsPerToken: NaN, decodeMsPerToken: NaN, prefillRequests: 0, decodeTokens: 0, prefillSource: 'none' };
+  private readonly windowMs: number;
+  private readonly minRequests: number;
+
+  constructor(o: LlmTermOptions = {}) {
+    this.windowMs = (o.windowS ?? 10) * 1000;
+    this.minRequests = o.minRequests ?? 20;
+  }
+
+  /** The current terms (no observation). */
+  current(): LlmTerms {
+    return { ...this.last };
+  }
+
+  observe(t: number, s: LlmSignals): LlmTerms {
+    const p = this.prev;
+    this.prev = s;
+    if (p) {
+      const d = (a?: number, b?: number): number => (a !== undefined && b !== undefined ? b - a : 0);
+      const iv: Interval = {
+        t,
+        prompt: d(p.promptTokens, s.promptTokens),
+        firstTokens: d(p.ttft?.count, s.ttft?.count),
+        prefillMs: d(p.prefillTime?.sumMs, s.prefillTime?.sumMs),
+        prefillCount: d(p.prefillTime?.count, s.prefillTime?.count),
+        ttftMs: d(p.ttft?.sumMs, s.ttft?.sumMs),
+        queueMs: d(p.queueTime?.sumMs, s.queueTime?.sumMs),
+        queueCount: d(p.queueTime?.count, s.queueTime?.count),
+        itlMs: d(p.itl?.sumMs, s.itl?.sumMs),
+        itlCount: d(p.itl?.count, s.itl?.count),
+      };
+      const values = Object.values(iv);
+      // a restart (counters down) or broken values: re-base, do not use the interval
+      if (values.every((v) => Number.isFinite(v) && v >= 0)) this.intervals.push(iv);
+    }
+    this.trim(t);
+    this.compute(s);
+    return { ...this.last };
+  }
+
+  private trim(t: number): void {
+    let inWindow = 0;
+    let keepFrom = this.intervals.length;
+    for (let i = this.intervals.length - 1; i >= 0; i--) {
+      const iv = this.intervals[i];
+      if (t - iv.t > this.windowMs && inWindow >= this.minRequests) break;
+      inWindow += iv.firstTokens;
+      keepFrom = i;
+    }
+    this.intervals.splice(0, Math.max(keepFrom, this.intervals.length - MAX_INTERVALS));
+  }
+
+  private compute(s: LlmSignals): void {
+    let prompt = 0, first = 0, prefill = 0, prefillN = 0, ttft = 0, queue = 0, queueN = 0, itl = 0, itlN = 0;
+    for (const iv of this.intervals) {
+      prompt += iv.prompt; first += iv.firstTokens; prefill += iv.prefillMs; prefillN += iv.prefillCount; ttft += iv.ttftMs;
+      queue += iv.queueMs; queueN += iv.queueCount; itl += iv.itlMs; itlN += iv.itlCount;
+    }
+    if (first > 0 && prompt > 0) {
+      const promptPerReq = prompt / first;
+      let perReq = NaN;
+      let source: LlmTerms['prefillSource'] = 'none';
+      if (s.prefillTime !== undefined && prefillN > 0) {
+        // observed when a request finishes (like queue time), so averaged over its own count
+        perReq = prefill / prefillN;
+        source = 'prefill-histogram';
+      } else if (queueN > 0) {
+        perReq = Math.max(0, ttft / first - queue / queueN);
+        source = 'ttft-minus-queue';
+      }
+      if (Number.isFinite(perReq) && perReq > 0) {
+        this.last.prefillMsPerToken = perReq / promptPerReq;
+        this.last.prefillRequests = first;
+        this.last.prefillSource = source;
+      }
+    }
+    if (itlN > 0 && itl > 0) {
+      this.last.decodeMsPerToken = itl / itlN;
+      this.last.decodeTokens = itlN;
+    }
+  }
+}
+
+// ---------------------------------------------------------------- models
+
+export interface ServedModels {
+  /** base models (entries without a parent) */
+  base: string[];
+  /** LoRA adapters (entries with a parent) */
+  adapters: string[];
+}
+
+export const MAX_MODELS_BODY_BYTES = 1024 * 1024;
+/** entries of a /v1/models answer read; later ones are ignored */
+export const MAX_SERVED_MODELS = 1024;
+
+/** The OpenAI-style /v1/models answer vLLM gives ({data: [{id, parent?}]}); throws naming the field. */
+export function parseModelsList(body: string): ServedModels {
+  let o: unknown;
+  try {
+    o = JSON.parse(body);
+  } catch (e) {
+    throw new Error(`/v1/models: not JSON (${(e as Error).message})`);
+  }
+  const data = (o as { data?: unknown })?.data;
+  if (!Array.isArray(data)) throw new Error('/v1/models: data: must be an array');
+  const out: ServedModels = { base: [], adapters: [] };
+  // what is kept per instance between fetches is bounded (the published list is bounded again, at 64)
+  data.slice(0, MAX_SERVED_MODELS).forEach((m, i) => {
+    const id = (m as { id?: unknown })?.id;
+    if (typeof id !== 'string' || id.length === 0) throw new Error(`/v1/models: data[${i}].id: must be a non-empty string`);
+    const parent = (m as { parent?: unknown }).parent;
+    (typeof parent === 'string' && parent.length > 0 ? out.adapters : out.base).push(id);
+  });
+  return out;
+}
+
+/**
+ * The published model list of an instance: the union of the configured list (base models),
+ * /v1/models and the adapters the LoRA gauge names, flagged, ordered loaded, waiting, base,
+ * then the rest, and bounded by MAX_LLM_MODELS; names longer than 255 UTF-8 bytes (the wire's
+ * string bound) are left out and counted in `dropped`.
+ */
+export function modelList(configured: string[], served: ServedModels | undefined, lora: LoraInfo | undefined): { models: LlmModel[]; dropped: number } {
+  const flags = new Map<string, number>();
+  const add = (n: string, f: number): void => void flags.set(n, (flags.get(n) ?? 0) | f);
+  for (const n of configured) add(n, MODEL_BASE);
+  for (const n of served?.base ?? []) add(n, MODEL_BASE);
+  for (const n of served?.adapters ?? []) add(n, 0);
+  for (const n of lora?.running ?? []) add(n, MODEL_LOADED);
+  for (const n of lora?.waiting ?? []) add(n, MODEL_WAITING);
+  const rank = (f: number): number => (f & MODEL_LOADED ? 0 : f & MODEL_WAITING ? 1 : f & MODEL_BASE ? 2 : 3);
+  let dropped = 0;
+  const all: LlmModel[] = [];
+  for (const [name, f] of flags) {
+    if (Buffer.byteLength(name, 'utf8') > 255) dropped++;
+    else all.push({ name, flags: f });
+  }
+  all.sort((a, b) => rank(a.flags) - rank(b.flags) || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  if (all.length > MAX_LLM_MODELS) dropped += all.length - MAX_LLM_MODELS;
+  return { models: all.slice(0, MAX_LLM_MODELS), dropped };
+}
+
+/**
+ * GET scheme://addr{path} (the instance's model list), bounded: `timeoutMs` for the whole
+ * exchange, at most MAX_MODELS_BODY_BYTES read. As for the scrape, https certificates are not
+ * verified (in-cluster endpoints; the data is a list of model names). Rejects with an Error
+ * whose message starts with the path and says why.
+ */
+export function fetchModels(addr: string, path: string, scheme: 'http' | 'https', timeoutMs: number, agent?: http.Agent): Promise<ServedModels> {
+  return new Promise((resolve, reject) => {
+    let settled = false;
+    const done = (err: Error | undefined, v?: ServedModels): void => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      if (err) reject(new Error(`${path}: ${err.message}`));
+      else resolve(v as ServedModels);
+    };
+    let target: { host: string; port: number };
+    try {
+      target = parseAddr(addr);
+    } catch (e) {
+      reject(new Error(`${path}: ${(e as Error).message}`));
+      return;
+    }
+    const { host, port } = target;
+    const mod = scheme === 'https' ? https : http;
+    const req = mod.request({
+      host, port, path, method: 'GET', agent,
+      headers: { accept: 'application/json', 'user-agent': 'switchyard-agent' },
+      ...(scheme === 'https' ? { rejectUnauthorized: false } : {}),
+    });
+    const timer = setTimeout(() => {
+      req.destroy();
+      done(new Error(`timeout after ${timeoutMs} ms`));
+    }, timeoutMs);
+    req.on('error', (e) => done(e));
+    req.on('response', (res) => {
+      const status = res.statusCode ?? 0;
+      if (status < 200 || status > 299) {
+        res.resume();
+        req.destroy();
+        done(new Error(`HTTP ${status}`));
+        return;
+      }
+      const chunks: Buffer[] = [];
+      let size = 0;
+      res.on('data', (c: Buffer) => {
+        size += c.length;
+        if (size > MAX_MODELS_BODY_BYTES) {
+          req.destroy();
+          done(new Error(`body larger than ${MAX_MODELS_BODY_BYTES} bytes`));
+          return;
+        }
+        chunks.push(c);
+      });
+      res.on('error', (e) => done(e));
+      res.on('end', () => {
+        try {
+          done(undefined, parseModelsList(Buffer.concat(chunks).toString('utf8')));
+        } catch (e) {
+          // parseModelsList names /v1/models itself
+          settled = true;
+          clearTimeout(timer);
+          reject(e);
+        }
+      });
+    });
+    req.end();
+  });
+}

@@ -1,0 +1,124 @@
+// Section type 4, LLM: per-instance inference details (models and LoRA adapters served, the
+// learned prefill/decode terms, KV-cache usage). The filter's decoder is
+// filter/assembly/lib/snapshot-llm.ts; layout and value meanings in docs/contracts.md
+// ("Section type 4, LLM").
+//
+// D1: per-token terms and KV-cache usage out of their range are carried as NaN ("unknown") — an
+// instance whose prefill term cannot be trusted is still routable by its E[S]; only structural
+// defects (strings, addresses, the model-count bound) reject a document.
+import { isEndpointAddress, judge } from './rules';
+import type { Reader, SectionCodec, Writer } from './codec';
+
+export const SECTION_LLM = 4;
+/** models (base models and adapters) per instance on the wire; the agent keeps the first ones (loaded, waiting, base, then the rest) */
+export const MAX_LLM_MODELS = 64;
+export const LLM_TERM_MIN_MS = 1e-6;
+export const LLM_TERM_MAX_MS = 60_000;
+
+export const MODEL_BASE = 1;
+export const MODEL_LOADED = 2;
+export const MODEL_WAITING = 4;
+const MODEL_FLAG_MASK = 7;
+
+export interface LlmModel {
+  name: string;
+  /** MODEL_BASE | MODEL_LOADED | MODEL_WAITING; 0 = an adapter the instance can serve, not resident now */
+  flags: number;
+}
+
+export interface InstanceLlmRecord {
+  service: string;
+  addr: string;
+  /** ms of prefill per prompt token (learned); NaN unknown */
+  prefillMsPerToken: number;
+  /** ms per output token while decoding (learned); NaN unknown */
+  decodeMsPerToken: number;
+  /** 0..1; NaN unknown */
+  kvCacheUsage: number;
+  /** adapters resident at once (vLLM --max-loras); 0 unknown / no LoRA */
+  maxLoras: number;
+  models: LlmModel[];
+}
+
+/** A per-token term as published: the value when in [1e-6, 60000] ms (judged as f32), NaN otherwise. */
+export function llmTermOrNaN(v: number): number {
+  return judge(v, { min: LLM_TERM_MIN_MS, max: LLM_TERM_MAX_MS, nanIsUnknown: true }) === 'ok' ? v : NaN;
+}
+
+export function kvUsageOrNaN(v: number): number {
+  return judge(v, { min: 0, max: 1, nanIsUnknown: true }) === 'ok' ? v : NaN;
+}
+
+export function sanitizeLlm(r: InstanceLlmRecord): InstanceLlmRecord {
+  const p = llmTermOrNaN(r.prefillMsPerToken);
+  const d = llmTermOrNaN(r.decodeMsPerToken);
+  const k = kvUsageOrNaN(r.kvCacheUsage);
+  if (Object.is(p, r.prefillMsPerToken) && Object.is(d, r.decodeMsPerToken) && Object.is(k, r.kvCacheUsage)) return r;
+  return { ...r, prefillMsPerToken: p, decodeMsPerToken: d, kvCacheUsage: k };
+}
+
+export const LLM_SECTION: SectionCodec<InstanceLlmRecord[]> = {
+  type: SECTION_LLM,
+  name: 'LLM',
+  write(w: Writer, records) {
+    if (!Number.isInteger(records.length) || records.length > 0xffff) throw new RangeError('llm.length: must be an integer in 0..65535');
+    w.u16(records.length);
+    w.u16(0);
+    records.forEach((r, i) => {
+      if (!r.service) throw new RangeError(`llm[${i}].service: must not be empty`);
+      if (r.models.length > MAX_LLM_MODELS) throw new RangeError(`llm[${i}].models: more than ${MAX_LLM_MODELS}`);
+      w.str(r.service, `llm[${i}].service`);
+      w.str(r.addr, `llm[${i}].addr`);
+      w.f32(r.prefillMsPerToken);
+      w.f32(r.decodeMsPerToken);
+      w.f32(r.kvCacheUsage);
+      w.u16(Number.isFinite(r.maxLoras) ? Math.min(Math.max(0, Math.floor(r.maxLoras)), 0xffff) : 0);
+      w.u8(r.models.length);
+      r.models.forEach((m, k) => {
+        if (!m.name) throw new RangeError(`llm[${i}].models[${k}].name: must not be empty`);
+        w.u8(m.flags & MODEL_FLAG_MASK);
+        w.str(m.name, `llm[${i}].models[${k}].name`);
+      });
+    });
+  },
+  read(r: Reader) {
+    const count = r.u16();
+    r.u16();
+    const out: InstanceLlmRecord[] = [];
+    for (let i = 0; i < count; i++) {
+      const service = r.str('llm', i, 'service');
+      const addr = r.str('llm', i, 'addr');
+      if (!service) r.fail(`llm[${i}]: empty service`);
+      if (!isEndpointAddress(addr)) r.fail(`llm[${i}]: address ${JSON.stringify(addr)} is not ip:port`);
+      const prefillMsPerToken = r.f32();
+      const decodeMsPerToken = r.f32();
+      const kvCacheUsage = r.f32();
+      const maxLoras = r.u16();
+      const n = r.u8();
+      if (n > MAX_LLM_MODELS) r.fail(`llm[${i}]: ${n} models, more than ${MAX_LLM_MODELS}`);
+      const models: LlmModel[] = [];
+      for (let k = 0; k < n; k++) {
+        const flags = r.u8() & MODEL_FLAG_MASK;
+        const name = r.str(`llm[${i}].models`, k, 'name');
+        if (!name) r.fail(`llm[${i}]: empty model name`);
+        models.push({ name, flags });
+      }
+      out.push({ service, addr, prefillMsPerToken, decodeMsPerToken, kvCacheUsage, maxLoras, models });
+    }
+    return out;
+  },
+};
+
+/** The JSON view of one record (NaN -> null, f32 precision, flags spelled out). */
+export function llmToJson(r: InstanceLlmRecord): Record<string, unknown> {
+  const f32 = (v: number): number | null => (Number.isFinite(Math.fround(v)) ? Math.fround(v) : null);
+  return {
+    service: r.service,
+    addr: r.addr,
+    prefillMsPerToken: f32(r.prefillMsPerToken),
+    decodeMsPerToken: f32(r.decodeMsPerToken),
+    kvCacheUsage: f32(r.kvCacheUsage),
+    maxLoras: r.maxLoras,
+    models: r.models.map((m) => ({ name: m.name, base: (m.flags & MODEL_BASE) !== 0, loaded: (m.flags & MODEL_LOADED) !== 0, waiting: (m.flags & MODEL_WAITING) !== 0 })),
+  };
+}

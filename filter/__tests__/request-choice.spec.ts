@@ -1,0 +1,277 @@
+// Request-aware choice units: model filter and LoRA affinity, the size and prefix scorers, the
+// request scoring pass with KV-cache saturation, shedding by criticality, model aliases/splits.
+import { Snapshot, InstanceState } from "../assembly/lib/snapshot";
+import { InstanceLlm, MODEL_BASE, MODEL_LOADED, MODEL_WAITING } from "../assembly/lib/snapshot-llm";
+import { Candidate, candidateFrom, Plan, MODEL_CONDITIONAL } from "../assembly/lib/choose";
+import { LlmPlan, buildLlmPlan } from "../assembly/lib/choice/plan-llm";
+import { modelCostMs } from "../assembly/lib/choice/filter-model";
+import { serviceMs } from "../assembly/lib/choice/scorer-size";
+import { prefixKeep, cachedTokens } from "../assembly/lib/choice/scorer-prefix";
+import { RequestCost, CostParams, scoreRequest } from "../assembly/lib/choice/score-request";
+import { pickForRequest, RequestPick } from "../assembly/lib/choose-request";
+import { CRIT_CRITICAL, CRIT_STANDARD, CRIT_SHEDDABLE, criticalityOf, resolveCriticality, shouldShed } from "../assembly/lib/criticality";
+import { routeModel, basisPointsOf } from "../assembly/lib/request/model-route";
+import { ModelRule, ModelSplit } from "../assembly/lib/request/config";
+import { Rng } from "../assembly/lib/inflight";
+import { apiOfPath } from "../assembly/lib/request/endpoint";
+import { API_CHAT, API_COMPLETIONS, parseOpenAiRequest, ParseLimits } from "../assembly/lib/request/openai";
+import { withModel, jsonEscape } from "../assembly/lib/request/rewrite";
+
+function inst(addr: string, q: f32 = 0): InstanceState {
+  const s = new InstanceState();
+  s.service = "llm"; s.addr = addr; s.healthy = true; s.rho = 0.3; s.esMs = 100; s.es2Ms2 = 20000; s.queueDepth = q; s.slots = 1;
+  return s;
+}
+
+function llm(addr: string, models: Array<string>, flags: Array<u8>, prefill: f32 = NaN, decode: f32 = NaN, kv: f32 = NaN, maxLoras: u16 = 0): InstanceLlm {
+  const l = new InstanceLlm();
+  l.service = "llm"; l.addr = addr; l.models = models; l.modelFlags = flags;
+  l.prefillMsPerToken = prefill; l.decodeMsPerToken = decode; l.kvCacheUsage = kv; l.maxLoras = maxLoras;
+  return l;
+}
+
+class Fixture {
+  plan: Plan = new Plan([]);
+  lp: LlmPlan = new LlmPlan();
+  inflight: Array<i32> = [];
+  constructor(snap: Snapshot) {
+    const cands = new Array<Candidate>();
+    const es = new Array<f64>(), w = new Array<f64>();
+    for (let i = 0; i < snap.instances.length; i++) {
+      const c = candidateFrom(snap.instances[i], MODEL_CONDITIONAL, 60000, 0, false);
+      c.slot = i;
+      cands.push(c);
+      es.push(c.perItemMs * c.slots);
+      w.push(c.weight);
+    }
+    this.plan = new Plan(cands);
+    this.lp = buildLlmPlan(this.plan, "llm", snap.llm, es, w);
+    this.inflight = new Array<i32>(cands.length);
+  }
+}
+
+function snapOf(instances: Array<InstanceState>, l: Array<InstanceLlm>): Snapshot {
+  const s = new Snapshot();
+  s.instances = instances;
+  s.llm = l;
+  return s;
+}
+
+function cost(n: i32): RequestCost {
+  const rc = new RequestCost();
+  rc.cachedBlocks = new StaticArray<i32>(n);
+  rc.promptTokens = 1000;
+  rc.outTokens = 100;
+  return rc;
+}
+
+function adapterFleet(): Fixture {
+  const snap = snapOf([inst("10.0.0.1:80"), inst("10.0.0.2:80"), inst("10.0.0.3:80"), inst("10.0.0.4:80")], [
+    llm("10.0.0.1:80", ["llama-3-8b", "sql-lora"], [MODEL_BASE, MODEL_LOADED], NaN, NaN, NaN, 2),
+    llm("10.0.0.2:80", ["llama-3-8b", "chat-lora"], [MODEL_BASE, MODEL_LOADED | MODEL_WAITING], NaN, NaN, NaN, 1),
+    llm("10.0.0.3:80", ["llama-3-8b", "sql-lora"], [MODEL_BASE, MODEL_WAITING], NaN, NaN, NaN, 4),
+    llm("10.0.0.4:80", ["mistral-7b"], [MODEL_BASE]),
+  ]);
+  return new Fixture(snap);
+}
+
+function sizeFleet(): Fixture {
+  const snap = snapOf([inst("10.0.0.1:80"), inst("10.0.0.2:80"), inst("10.0.0.3:80")], [
+    llm("10.0.0.1:80", ["m"], [MODEL_BASE], 0.2, 20, 0.3),
+    llm("10.0.0.2:80", ["m"], [MODEL_BASE], 0.2, 20, 0.3),
+    llm("10.0.0.3:80", ["m"], [MODEL_BASE], 0.1, 20, 0.3),
+  ]);
+  return new Fixture(snap);
+}
+
+describe("filter-model: model and LoRA affinity", () => {
+
+  it("restricts a base model to the instances that serve it", () => {
+    const f = adapterFleet();
+    const col = f.lp.modelColumn("llama-3-8b");
+    expect(col).toBeGreaterThanOrEqual(0);
+    expect(modelCostMs(f.lp, col, 0, 200)).toBe(0.0);
+    expect(modelCostMs(f.lp, col, 1, 200)).toBe(0.0);
+    expect(modelCostMs(f.lp, col, 3, 200)).toBe(Infinity);
+    expect(f.lp.modelColumn("gpt-4")).toBe(-1);
+  });
+
+  it("prefers a loaded adapter, then one being loaded, then room to load it; an instance at capacity is out", () => {
+    const f = adapterFleet();
+    const sql = f.lp.modelColumn("sql-lora");
+    expect(modelCostMs(f.lp, sql, 0, 200)).toBe(0.0);       // loaded
+    expect(modelCostMs(f.lp, sql, 2, 200)).toBe(200.0);     // waiting: being loaded
+    expect(modelCostMs(f.lp, sql, 1, 200)).toBe(Infinity);  // 1 of 1 adapter slots used
+    expect(modelCostMs(f.lp, sql, 3, 200)).toBe(Infinity);  // no LoRA capacity known
+    const chat = f.lp.modelColumn("chat-lora");
+    expect(modelCostMs(f.lp, chat, 0, 200)).toBe(200.0);    // 1 of 2 used: room to load
+  });
+
+  it("the request pass sends an adapter request to the instance that has it loaded", () => {
+    const f = adapterFleet();
+    const rc = cost(4);
+    rc.modelCol = f.lp.modelColumn("sql-lora");
+    const out = new RequestPick();
+    for (let k = 0; k < 20; k++) {
+      pickForRequest(f.plan, f.lp, f.inflight, 0, 0, 0.1, new Rng(k + 1), rc, new CostParams(), CRIT_STANDARD, 1, 2, out);
+      expect(out.pick.index).toBe(0);
+    }
+    expect(rc.modelExcluded).toBe(2);
+  });
+
+  it("no LLM data: no restriction", () => {
+    const g = new Fixture(snapOf([inst("10.0.0.1:80"), inst("10.0.0.2:80")], []));
+    expect(g.lp.hasData).toBe(false);
+    const rc = cost(2);
+    rc.modelCol = 0;
+    const sc = scoreRequest(g.plan, g.lp, g.inflight.dataStart, 0, rc, new CostParams());
+    expect(sc.eligible).toBe(2);
+  });
+});
+
+describe("scorer-size and scorer-prefix", () => {
+  it("prices prompt and output tokens with the instance's per-token times", () => {
+    expect(serviceMs(1000, 0, 100, 0.2, 20, 0.1, 500)).toBeCloseTo(2200);
+    expect(serviceMs(1000, 600, 100, 0.2, 20, 0.1, 500)).toBeCloseTo(2080);
+    expect(serviceMs(1000, 5000, 100, 0.2, 20, 0.1, 500)).toBeCloseTo(2000); // cached capped at the prompt
+  });
+  it("falls back to E[S] less the saved prefill, floored at a tenth of E[S]", () => {
+    expect(serviceMs(1000, 0, 100, NaN, NaN, 0.1, 500)).toBe(500.0);
+    expect(serviceMs(1000, 1000, 100, NaN, NaN, 0.1, 500)).toBeCloseTo(400);
+    expect(serviceMs(1000, 1000, 100, NaN, NaN, 1, 500)).toBeCloseTo(50);
+    expect(serviceMs(1000, 1000, 100, 0.3, NaN, 0.1, 500)).toBeCloseTo(200); // known prefill, unknown decode
+  });
+  it("discounts a remembered prefix as the KV cache fills", () => {
+    expect(prefixKeep(NaN, 0.95)).toBe(1.0);
+    expect(prefixKeep(0.5, 0.95)).toBe(1.0);
+    expect(prefixKeep(0.85, 0.95)).toBeCloseTo(0.5);
+    expect(prefixKeep(0.95, 0.95)).toBe(0.0);
+    expect(cachedTokens(4, 64, 4, 0.5, 0.95)).toBe(64.0);
+    expect(cachedTokens(0, 64, 4, 0.5, 0.95)).toBe(0.0);
+  });
+});
+
+describe("score-request: size, prefix and KV cache in one pass", () => {
+
+  it("a long prompt goes to the faster prefill; a cached prefix outweighs it", () => {
+    const f = sizeFleet();
+    const rc = cost(3);
+    rc.modelCol = 0;
+    rc.promptTokens = 4000;
+    const sc = scoreRequest(f.plan, f.lp, f.inflight.dataStart, 0, rc, new CostParams());
+    expect(sc.eligible).toBe(3);
+    expect(f.plan.cost[2]).toBeCloseTo(400 + 2000);
+    expect(f.plan.cost[0]).toBeCloseTo(800 + 2000);
+    // 250 blocks of 64 B = 4000 tokens cached at instance 0: no prefill left there
+    rc.cachedBlocks[0] = 250;
+    scoreRequest(f.plan, f.lp, f.inflight.dataStart, 0, rc, new CostParams());
+    expect(f.plan.cost[0]).toBeCloseTo(2000);
+    expect(rc.affinity).toBe(0);
+  });
+
+  it("a near-full KV cache takes the prefix's value away", () => {
+    const g = new Fixture(snapOf([inst("10.0.0.1:80"), inst("10.0.0.2:80")], [
+      llm("10.0.0.1:80", ["m"], [MODEL_BASE], 0.2, 20, 0.96),
+      llm("10.0.0.2:80", ["m"], [MODEL_BASE], 0.2, 20, 0.3),
+    ]));
+    const rc = cost(2);
+    rc.modelCol = 0;
+    rc.cachedBlocks[0] = 250;
+    rc.promptTokens = 4000;
+    scoreRequest(g.plan, g.lp, g.inflight.dataStart, 0, rc, new CostParams());
+    expect(g.plan.cost[0]).toBeCloseTo(g.plan.cost[1]);
+    expect(rc.pressure).toBe(0.0); // instance 1 is idle; instance 0 alone would count as full
+  });
+
+  it("pressure is the least loaded eligible instance's backlog per slot", () => {
+    const g = new Fixture(snapOf([inst("10.0.0.1:80", 3), inst("10.0.0.2:80", 1.5)], []));
+    const rc = cost(2);
+    scoreRequest(g.plan, g.lp, g.inflight.dataStart, 0, rc, new CostParams());
+    expect(rc.pressure).toBeCloseTo(1.5);
+    g.inflight[1] = 2; // our own in-flight requests count
+    scoreRequest(g.plan, g.lp, g.inflight.dataStart, 0, rc, new CostParams());
+    expect(rc.pressure).toBeCloseTo(3);
+  });
+});
+
+describe("criticality and shedding", () => {
+  it("parses the three names only", () => {
+    expect(criticalityOf("critical")).toBe(CRIT_CRITICAL);
+    expect(criticalityOf("sheddable")).toBe(CRIT_SHEDDABLE);
+    expect(criticalityOf("Critical")).toBe(-1);
+  });
+  it("header over model over service default; an unknown header value is ignored", () => {
+    expect(resolveCriticality("critical", CRIT_SHEDDABLE, CRIT_STANDARD)).toBe(CRIT_CRITICAL);
+    expect(resolveCriticality("gold", CRIT_SHEDDABLE, CRIT_STANDARD)).toBe(CRIT_SHEDDABLE);
+    expect(resolveCriticality(null, -1, CRIT_STANDARD)).toBe(CRIT_STANDARD);
+  });
+  it("sheds sheddable first, standard next, critical never", () => {
+    expect(shouldShed(CRIT_SHEDDABLE, 0.99, 1, 2)).toBe(false);
+    expect(shouldShed(CRIT_SHEDDABLE, 1, 1, 2)).toBe(true);
+    expect(shouldShed(CRIT_STANDARD, 1.5, 1, 2)).toBe(false);
+    expect(shouldShed(CRIT_STANDARD, 2, 1, 2)).toBe(true);
+    expect(shouldShed(CRIT_CRITICAL, 1e9, 1, 2)).toBe(false);
+  });
+  it("pickForRequest: the shed flag under pressure, the cheapest instance for critical requests", () => {
+    const g = new Fixture(snapOf([inst("10.0.0.1:80", 4), inst("10.0.0.2:80", 2.5), inst("10.0.0.3:80", 6)], []));
+    const rc = cost(3);
+    const out = new RequestPick();
+    pickForRequest(g.plan, g.lp, g.inflight, 0, 0, 0.1, new Rng(3), rc, new CostParams(), CRIT_STANDARD, 1, 2, out);
+    expect(out.shed).toBe(true);
+    for (let k = 0; k < 10; k++) {
+      pickForRequest(g.plan, g.lp, g.inflight, 0, 0, 0.1, new Rng(k + 7), rc, new CostParams(), CRIT_CRITICAL, 1, 2, out);
+      expect(out.shed).toBe(false);
+      expect(out.pick.index).toBe(1);
+    }
+  });
+});
+
+describe("model-route: aliases and splits", () => {
+  it("an alias always routes as its target", () => {
+    const r = new ModelRule();
+    r.name = "gpt-4o"; r.aliasOf = "llama-3-70b";
+    expect(routeModel(r, "gpt-4o", 0)).toBe("llama-3-70b");
+    expect(routeModel(null, "x", 0)).toBe("x");
+  });
+  it("a 10 % split sends the basis points below 1000 to the new version, deterministic per request id", () => {
+    const r = new ModelRule();
+    r.name = "llama-3-8b";
+    const s = new ModelSplit();
+    s.to = "llama-3-8b-v2"; s.basisPoints = 1000;
+    r.split.push(s);
+    expect(routeModel(r, "llama-3-8b", 999)).toBe("llama-3-8b-v2");
+    expect(routeModel(r, "llama-3-8b", 1000)).toBe("llama-3-8b");
+    let v2 = 0;
+    for (let i = 0; i < 10000; i++) {
+      const id = String.UTF8.encode("req-" + i.toString());
+      const a = routeModel(r, "llama-3-8b", basisPointsOf(id));
+      expect(routeModel(r, "llama-3-8b", basisPointsOf(id))).toBe(a);
+      if (a == "llama-3-8b-v2") v2++;
+    }
+    expect(v2).toBeGreaterThan(850);
+    expect(v2).toBeLessThan(1150);
+  });
+});
+
+describe("endpoint: which paths have their body read", () => {
+  it("reads completions and chat completions, query ignored; nothing else", () => {
+    expect(apiOfPath("/v1/chat/completions")).toBe(API_CHAT);
+    expect(apiOfPath("/v1/completions?x=1")).toBe(API_COMPLETIONS);
+    expect(apiOfPath("/v1/models")).toBe(0);
+    expect(apiOfPath("/v1/completions/extra")).toBe(0);
+    expect(apiOfPath("/V1/completions")).toBe(0);
+  });
+});
+
+describe("rewrite: the model in the body", () => {
+  it("replaces only the model string's bytes, escaping the new name", () => {
+    const body = String.UTF8.encode('{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}');
+    const r = parseOpenAiRequest(body, API_CHAT, new ParseLimits());
+    expect(r.modelStart).toBe(10);
+    expect(r.modelEnd).toBe(21);
+    expect(String.UTF8.decode(withModel(body, r.modelStart, r.modelEnd, "llama-3-8b"))).toBe('{"model":"llama-3-8b","messages":[{"role":"user","content":"hi"}]}');
+    expect(jsonEscape('a"b\\c\n\u0001')).toBe('a\\"b\\\\c\\n\\u0001');
+    const again = parseOpenAiRequest(withModel(body, r.modelStart, r.modelEnd, 'we"ird'), API_CHAT, new ParseLimits());
+    expect(again.model).toBe('we"ird');
+  });
+});

@@ -1,0 +1,63 @@
+import { parseConfig } from "../assembly/lib/config";
+import { ON_INVALID_FALLBACK, ON_INVALID_REJECT } from "../assembly/lib/request/config";
+import { CRIT_STANDARD, CRIT_SHEDDABLE, CRIT_CRITICAL } from "../assembly/lib/criticality";
+
+function withRequest(req: string): string {
+  return '{"agent":{"cluster":"a"},"link":{"services":[]},"loadAware":{"services":[{"authorities":["llm.example"],"service":"llm","request":' + req + '}]}}';
+}
+
+describe("request config", () => {
+  it("defaults when only the Envoy feature is stated", () => {
+    const r = parseConfig(withRequest('{"allowOnHeadersStopIteration":true}'));
+    expect(r.error).toBe("");
+    const c = r.config!.loadAware.services[0].request!;
+    expect(c.maxBodyBytes).toBe(1048576);
+    expect(c.onInvalid).toBe(ON_INVALID_FALLBACK);
+    expect(c.holdTimeoutMs).toBe(1000);
+    expect(c.prefixBlockBytes).toBe(64);
+    expect(c.prefixMaxBlocks).toBe(256);
+    expect(c.defaultCriticality).toBe(CRIT_STANDARD);
+    expect(c.criticalityHeader).toBe("x-switchyard-criticality");
+  });
+  it("a service without a request block stays body-blind", () => {
+    const r = parseConfig('{"agent":{"cluster":"a"},"link":{"services":[]},"loadAware":{"services":[{"authorities":["a.example"],"service":"s"}]}}');
+    expect(r.config!.loadAware.services[0].request).toBeNull();
+  });
+  it("refuses the block unless the Envoy feature is stated, naming the Envoy setting", () => {
+    const r = parseConfig(withRequest('{}'));
+    expect(r.error.startsWith("loadAware.services[0].request.allowOnHeadersStopIteration: must be true")).toBe(true);
+    expect(r.error.includes("allow_on_headers_stop_iteration")).toBe(true);
+  });
+  it("reads models, splits, criticality and shedding", () => {
+    const r = parseConfig(withRequest('{"allowOnHeadersStopIteration":true,"onInvalid":"reject-400","criticality":"sheddable",' +
+      '"shedding":{"sheddableAt":0.5,"standardAt":3},"models":[{"name":"llama-3-8b","criticality":"critical","split":[{"to":"llama-3-8b-v2","percent":10}]},' +
+      '{"name":"gpt-4o","aliasOf":"llama-3-70b"}]}'));
+    expect(r.error).toBe("");
+    const c = r.config!.loadAware.services[0].request!;
+    expect(c.onInvalid).toBe(ON_INVALID_REJECT);
+    expect(c.defaultCriticality).toBe(CRIT_SHEDDABLE);
+    expect(c.shedSheddableAt).toBe(0.5);
+    expect(c.rule("llama-3-8b")!.criticality).toBe(CRIT_CRITICAL);
+    expect(c.rule("llama-3-8b")!.split[0].basisPoints).toBe(1000);
+    expect(c.rule("gpt-4o")!.aliasOf).toBe("llama-3-70b");
+  });
+  it("names the field of each problem", () => {
+    const cases = [
+      ['{"allowOnHeadersStopIteration":true,"maxBodyBytes":0}', "loadAware.services[0].request.maxBodyBytes: must be between"],
+      ['{"allowOnHeadersStopIteration":true,"onInvalid":"drop"}', "loadAware.services[0].request.onInvalid: must be one of"],
+      ['{"allowOnHeadersStopIteration":true,"prefix":{"blockBytes":60}}', "loadAware.services[0].request.prefix.blockBytes: must be a multiple of 8"],
+      ['{"allowOnHeadersStopIteration":true,"criticalityHeader":"x-request-id"}', "loadAware.services[0].request.criticalityHeader: must not be x-request-id"],
+      ['{"allowOnHeadersStopIteration":true,"shedding":{"sheddableAt":2,"standardAt":1}}', "loadAware.services[0].request.shedding.standardAt: must be at least"],
+      ['{"allowOnHeadersStopIteration":true,"models":[{"name":"a","split":[{"to":"b","percent":60},{"to":"c","percent":50}]}]}', "loadAware.services[0].request.models[0].split: percentages add up"],
+      ['{"allowOnHeadersStopIteration":true,"models":[{"name":"a"},{"name":"a"}]}', "loadAware.services[0].request.models[1].name: duplicate"],
+      ['{"allowOnHeadersStopIteration":true,"models":[{"name":"a","aliasOf":"b","split":[{"to":"c","percent":1}]}]}', "loadAware.services[0].request.models[0]: aliasOf and split"],
+      ['{"allowOnHeadersStopIteration":true,"api":"anthropic"}', "loadAware.services[0].request.api: must be one of"],
+      ['{"allowOnHeadersStopIteration":true,"extra":1}', "loadAware.services[0].request.extra: unknown field"],
+    ];
+    for (let i = 0; i < cases.length; i++) {
+      const r = parseConfig(withRequest(cases[i][0]));
+      expect(r.config).toBeNull();
+      expect(r.error.startsWith(cases[i][1])).toBe(true, r.error);
+    }
+  });
+});

@@ -1,0 +1,17 @@
+// Filter + scorer, per request: model and LoRA affinity. With LLM data in the snapshot only the
+// instances that serve the requested model are candidates: as a base model or a loaded adapter
+// (no extra cost), an adapter requests already wait for (it is being loaded: adapterLoadMs), or,
+// for a model known as an adapter, an instance with adapter capacity left (it must load it:
+// adapterLoadMs). An instance at capacity without the adapter is left out.
+import { MODEL_BASE, MODEL_LOADED, MODEL_WAITING } from "../snapshot-llm";
+import { LlmPlan } from "./plan-llm";
+
+/** Extra cost (ms, before de-weighting) of candidate i for model column `col`; +Inf: does not serve it. col < 0: no restriction. */
+@inline export function modelCostMs(lp: LlmPlan, col: i32, i: i32, adapterLoadMs: f64): f64 {
+  if (col < 0) return 0;
+  const f = lp.flagsOf(col, i);
+  if ((f & (MODEL_BASE | MODEL_LOADED)) != 0) return 0;
+  if ((f & MODEL_WAITING) != 0) return adapterLoadMs;
+  if (!unchecked(lp.isBase[col]) && unchecked(lp.loraRoom[i]) > 0) return adapterLoadMs;
+  return Infinity;
+}

@@ -1,0 +1,92 @@
+// The inference side of one service's candidates, built once per snapshot beside the Plan (same
+// candidate order): per-token prefill/decode times, KV-cache use, adapter capacity and which models
+// each instance serves (lib/snapshot-llm.ts), as flat arrays for the per-request scoring pass
+// (score-request.ts). Models are columns: flags[m * n + i] is candidate i's MODEL_* flags for model m.
+import { InstanceLlm, MODEL_BASE, MODEL_LOADED } from "../snapshot-llm";
+import { Plan } from "./plan";
+
+export class LlmPlan {
+  n: i32 = 0;
+  /** Whether any candidate has LLM data (no data: no model restriction). */
+  hasData: bool = false;
+  prefillMs: StaticArray<f64> = new StaticArray<f64>(0);
+  decodeMs: StaticArray<f64> = new StaticArray<f64>(0);
+  kv: StaticArray<f64> = new StaticArray<f64>(0);
+  /** Adapter capacity left: maxLoras − adapters loaded (−1: unknown / no LoRA). */
+  loraRoom: StaticArray<i32> = new StaticArray<i32>(0);
+  /** E[S] per candidate (the body-blind service time) and the rest of the static wait (RTT, queueing). */
+  esMs: StaticArray<f64> = new StaticArray<f64>(0);
+  restMs: StaticArray<f64> = new StaticArray<f64>(0);
+  /** 1/weight (scorer-health.ts). */
+  inv: StaticArray<f64> = new StaticArray<f64>(0);
+  modelIndex: Map<string, i32> = new Map();
+  /** Per model: served by some candidate as a base model (else only as an adapter). */
+  isBase: Array<bool> = [];
+  flags: StaticArray<u8> = new StaticArray<u8>(0);
+
+  /** Column of `model`, -1 when no candidate lists it. */
+  modelColumn(model: string): i32 {
+    return this.modelIndex.has(model) ? this.modelIndex.get(model) : -1;
+  }
+
+  @inline flagsOf(col: i32, i: i32): u8 { return unchecked(this.flags[col * this.n + i]); }
+}
+
+/**
+ * Builds the LLM side of `plan` from the snapshot's LLM records of `service`; `esMs`/`weight` are
+ * the candidates' E[S] and health weight in plan order. Records of other services or of addresses
+ * not in the plan are ignored; the model table is bounded by what the live fleet lists.
+ */
+export function buildLlmPlan(plan: Plan, service: string, llm: Array<InstanceLlm>, esMs: Array<f64>, weight: Array<f64>): LlmPlan {
+  const n = plan.n;
+  const lp = new LlmPlan();
+  lp.n = n;
+  lp.prefillMs = new StaticArray<f64>(n);
+  lp.decodeMs = new StaticArray<f64>(n);
+  lp.kv = new StaticArray<f64>(n);
+  lp.loraRoom = new StaticArray<i32>(n);
+  lp.esMs = new StaticArray<f64>(n);
+  lp.restMs = new StaticArray<f64>(n);
+  lp.inv = new StaticArray<f64>(n);
+  const byAddr = new Map<string, InstanceLlm>();
+  for (let k = 0; k < llm.length; k++) if (llm[k].service == service) byAddr.set(llm[k].addr, llm[k]);
+  const rec = new Array<InstanceLlm | null>(n);
+  for (let i = 0; i < n; i++) {
+    const w = weight[i];
+    lp.inv[i] = w > 0 ? 1.0 / w : Infinity;
+    lp.esMs[i] = esMs[i];
+    lp.restMs[i] = plan.baseWaitMs[i] - esMs[i];
+    lp.prefillMs[i] = NaN; lp.decodeMs[i] = NaN; lp.kv[i] = NaN; lp.loraRoom[i] = -1;
+    const a = plan.addr[i];
+    const r: InstanceLlm | null = byAddr.has(a) ? byAddr.get(a) : null;
+    rec[i] = r;
+    if (r == null) continue;
+    lp.hasData = true;
+    lp.prefillMs[i] = positiveOrNaN(<f64>r.prefillMsPerToken);
+    lp.decodeMs[i] = positiveOrNaN(<f64>r.decodeMsPerToken);
+    const kv = <f64>r.kvCacheUsage;
+    lp.kv[i] = kv >= 0 && kv <= 1 ? kv : NaN;
+    const m = min(r.models.length, r.modelFlags.length);
+    let loaded = 0;
+    for (let k = 0; k < m; k++) {
+      if ((r.modelFlags[k] & MODEL_LOADED) != 0) loaded++;
+      if (!lp.modelIndex.has(r.models[k])) { lp.modelIndex.set(r.models[k], lp.isBase.length); lp.isBase.push(false); }
+      if ((r.modelFlags[k] & MODEL_BASE) != 0) lp.isBase[lp.modelIndex.get(r.models[k])] = true;
+    }
+    lp.loraRoom[i] = r.maxLoras > 0 ? max(0, <i32>r.maxLoras - loaded) : -1;
+  }
+  const cols = lp.isBase.length;
+  lp.flags = new StaticArray<u8>(cols * n);
+  for (let i = 0; i < n; i++) {
+    const r = rec[i];
+    if (r == null) continue;
+    const m = min(r.models.length, r.modelFlags.length);
+    for (let k = 0; k < m; k++) {
+      const col = lp.modelIndex.get(r.models[k]);
+      lp.flags[col * n + i] |= r.modelFlags[k];
+    }
+  }
+  return lp;
+}
+
+function positiveOrNaN(x: f64): f64 { return x > 0 && x < Infinity ? x : NaN; }

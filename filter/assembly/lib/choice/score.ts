@@ -1,0 +1,41 @@
+// The full scoring pass: the stale filter and the wait scorer over every candidate, into plan.cost
+// (+Inf: left out, with the reason counted). Runs for the band picker, and for p2c when its O(1)
+// path cannot decide. This loop runs over every instance: the per-candidate stage tests
+// (staleAt, backlogAt, costAt, saturatedAt) are written inline on raw pointers (flat.ts).
+import { Plan, Scan } from "./plan";
+import { SKIP_NONE, SKIP_STALE } from "./skip";
+import { anyStale } from "./filter-stale";
+import { ptr, f64At, setF64At, i32At } from "./flat";
+
+export function scoreAll(plan: Plan, inflightP: usize, nowMs: f64): Scan {
+  const n = plan.n;
+  const checkStale = anyStale(plan, nowMs);
+  const skipP = ptr(plan.skip), slotP = ptr(plan.slot), staleP = ptr(plan.staleAtMs), qP = ptr(plan.qAdj);
+  const bwP = ptr(plan.bw), pwP = ptr(plan.pw), satP = ptr(plan.satAt), costP = ptr(plan.cost);
+  const skippedP = ptr(plan.skipped);
+  let best = Infinity;
+  let eligible = 0;
+  let saturated = 0;
+  for (let i = 0; i < n; i++) {
+    let skip = i32At(skipP, i);
+    if (checkStale && skip == SKIP_NONE && nowMs >= f64At(staleP, i)) skip = SKIP_STALE;
+    if (skip != SKIP_NONE) {
+      const at = skippedP + (<usize>skip << 3);
+      store<i64>(at, load<i64>(at) + 1);
+      setF64At(costP, i, Infinity);
+      continue;
+    }
+    let b = f64At(qP, i) + <f64>i32At(inflightP, i32At(slotP, i));
+    if (b < 0) b = 0;
+    const c = f64At(bwP, i) + b * f64At(pwP, i);
+    setF64At(costP, i, c);
+    eligible++;
+    if (c < best) best = c;
+    if (b >= f64At(satP, i)) saturated++;
+  }
+  const s = plan.scan;
+  s.eligible = eligible;
+  s.saturated = saturated;
+  s.best = best;
+  return s;
+}

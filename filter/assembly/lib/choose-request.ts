@@ -1,0 +1,41 @@
+// Request-aware instance choice (pure): the scoring pass of choice/score-request.ts, the saturation
+// filter, the shedding rule (lib/criticality.ts), then the picker — the configured one, except for
+// critical requests, which get the cheapest instance.
+import { Rng } from "./inflight";
+import { Pick, Plan } from "./choice/plan";
+import { LlmPlan } from "./choice/plan-llm";
+import { scoreRequest, RequestCost, CostParams } from "./choice/score-request";
+import { dropSaturated } from "./choice/filter-saturated";
+import { p2cScored } from "./choice/picker-p2c";
+import { bandPick } from "./choice/picker-band";
+import { CRIT_CRITICAL, shouldShed } from "./criticality";
+import { PICKER_P2C } from "./choose";
+
+export class RequestPick {
+  pick: Pick = new Pick();
+  /** The request is to be shed (429): the pool is under pressure for its criticality. */
+  shed: bool = false;
+}
+
+export function pickForRequest(plan: Plan, lp: LlmPlan, inflight: Array<i32>, nowMs: f64, picker: i32, band: f64, rng: Rng,
+  rc: RequestCost, cp: CostParams, crit: i32, sheddableAt: f64, standardAt: f64, out: RequestPick): RequestPick {
+  const p = plan.result.reset();
+  out.pick = p;
+  out.shed = false;
+  const inflightP = inflight.dataStart;
+  const scan = scoreRequest(plan, lp, inflightP, nowMs, rc, cp);
+  dropSaturated(plan, inflightP, scan);
+  p.eligible = scan.eligible;
+  if (scan.eligible == 0) return out;
+  if (shouldShed(crit, rc.pressure, sheddableAt, standardAt)) { out.shed = true; return out; }
+  if (crit == CRIT_CRITICAL) bandPick(plan, scan.best, 0, rng, p);
+  else if (picker == PICKER_P2C) {
+    p2cScored(plan, scan.eligible, rng, p);
+    // p2c plus the prefix holder: the draw keeps proxies from herding, the third contender keeps
+    // a request with a cached prefix from missing the instance that holds it
+    const a = rc.affinity;
+    if (a >= 0 && unchecked(plan.cost[a]) < unchecked(plan.cost[p.index])) { p.index = a; p.considered = 3; }
+  }
+  else bandPick(plan, scan.best, band, rng, p);
+  return out;
+}

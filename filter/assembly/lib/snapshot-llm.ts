@@ -1,0 +1,72 @@
+// Per-instance inference details from the snapshot's LLM section (agent side: agent/src/snapshot, docs/contracts.md).
+export const MODEL_BASE: u8 = 1;      // flag: a base model the instance serves
+export const MODEL_LOADED: u8 = 2;    // flag: a LoRA adapter currently loaded (running)
+export const MODEL_WAITING: u8 = 4;   // flag: a LoRA adapter requests are waiting for
+export class InstanceLlm {
+  service: string = "";
+  addr: string = "";
+  prefillMsPerToken: f32 = NaN;   // NaN: unknown
+  decodeMsPerToken: f32 = NaN;    // NaN: unknown
+  kvCacheUsage: f32 = NaN;        // 0..1, NaN: unknown
+  maxLoras: u16 = 0;              // 0: unknown / no LoRA
+  models: Array<string> = [];
+  modelFlags: Array<u8> = [];
+}
+
+// ---------------------------------------------------------------- decoder (section type 4)
+//
+// Layout (docs/contracts.md, "Section type 4, LLM"): u16 count, u16 reserved, then per instance
+//   u8 serviceLen, service, u8 addrLen, addr, f32 prefillMsPerToken, f32 decodeMsPerToken,
+//   f32 kvCacheUsage, u16 maxLoras, u8 modelCount (<= MAX_LLM_MODELS), then per model
+//   u8 flags (bits 0-2 as above, bits 3-7 ignored), u8 nameLen, name (non-empty).
+// D1: a structural defect (bad string, empty service or model name, address not ip:port, more
+// models than the bound) rejects the document; a number out of its range reads as NaN
+// ("unknown"): the instance is not dropped, its size-aware terms are just not known.
+import { Reader } from "./snapshot";
+import { judge, VALUE_OK, isEndpointAddress } from "./snapshot-rules";
+
+export const SECTION_LLM: u16 = 4;
+/** models (base models and adapters) per instance on the wire; more rejects the document */
+export const MAX_LLM_MODELS: i32 = 64;
+export const LLM_TERM_MIN_MS: f64 = 1e-6;
+export const LLM_TERM_MAX_MS: f64 = 60000;
+const MODEL_FLAG_MASK: u8 = 7;
+
+/** A per-token term as the filter uses it: the value when in [1e-6, 60000] ms, NaN ("unknown") otherwise. */
+export function llmTermOrNaN(v: f32): f32 {
+  return judge(v, LLM_TERM_MIN_MS, LLM_TERM_MAX_MS, true) == VALUE_OK ? v : NaN;
+}
+
+/** KV-cache usage: the value when in [0, 1], NaN ("unknown") otherwise. */
+export function kvUsageOrNaN(v: f32): f32 {
+  return judge(v, 0, 1, true) == VALUE_OK ? v : NaN;
+}
+
+export function decodeLlm(r: Reader, out: Array<InstanceLlm>): void {
+  const count = <i32>r.u16();
+  r.u16();
+  for (let i = 0; i < count && r.err.length == 0; i++) {
+    const x = new InstanceLlm();
+    const at = "llm " + i.toString();
+    x.service = r.str(at + " service");
+    x.addr = r.str(at + " address");
+    x.prefillMsPerToken = llmTermOrNaN(r.f32());
+    x.decodeMsPerToken = llmTermOrNaN(r.f32());
+    x.kvCacheUsage = kvUsageOrNaN(r.f32());
+    x.maxLoras = r.u16();
+    const n = <i32>r.u8();
+    if (r.err.length > 0) return;
+    if (x.service.length == 0) { r.fail(at + ": empty service"); return; }
+    if (!isEndpointAddress(x.addr)) { r.fail(at + ": address is not ip:port"); return; }
+    if (n > MAX_LLM_MODELS) { r.fail(at + ": " + n.toString() + " models, more than " + MAX_LLM_MODELS.toString()); return; }
+    for (let k = 0; k < n; k++) {
+      const flags = r.u8() & MODEL_FLAG_MASK;
+      const name = r.str(at + " model " + k.toString());
+      if (r.err.length > 0) return;
+      if (name.length == 0) { r.fail(at + ": empty model name"); return; }
+      x.models.push(name);
+      x.modelFlags.push(flags);
+    }
+    out.push(x);
+  }
+}

@@ -1,0 +1,75 @@
+// Per request-aware service (loadAware.services[].request): the body parser, the prefix index
+// (per VM: see docs/architecture-choice.md), the LLM side of the plan rebuilt with each snapshot,
+// the per-request scratch and the counters (to host metrics on tick).
+import { RequestConfig } from "../lib/request/config";
+import { RequestParser, ParseLimits } from "../lib/request/openai";
+import { PrefixIndex, PrefixMatch } from "../lib/request/prefix";
+import { LlmPlan, buildLlmPlan } from "../lib/choice/plan-llm";
+import { RequestCost, CostParams } from "../lib/choice/score-request";
+import { RequestPick } from "../lib/choose-request";
+import { Plan } from "../lib/choice/plan";
+import { InstanceLlm } from "../lib/snapshot-llm";
+import { defineMetric, incrementMetric, METRIC_COUNTER } from "../abi/host";
+
+export const RC_PARSED: i32 = 0;
+export const RC_INVALID: i32 = 1;
+export const RC_REJECTED: i32 = 2;
+export const RC_SHED_SHEDDABLE: i32 = 3;
+export const RC_SHED_STANDARD: i32 = 4;
+export const RC_HOLD_TIMEOUT: i32 = 5;
+export const RC_PREFIX_HIT: i32 = 6;
+export const RC_UNKNOWN_MODEL: i32 = 7;
+const RC_NAMES: Array<string> = ["parsed", "invalid", "rejected", "shed_sheddable", "shed_standard", "hold_timeout", "prefix_hit", "unknown_model"];
+
+export class RequestPlan {
+  parser: RequestParser;
+  index: PrefixIndex;
+  hashes: StaticArray<u64>;
+  match: PrefixMatch = new PrefixMatch();
+  lp: LlmPlan = new LlmPlan();
+  rc: RequestCost = new RequestCost();
+  cp: CostParams = new CostParams();
+  out: RequestPick = new RequestPick();
+  /** Address each in-flight slot had in the last plan: a slot reused by another address forgets its prefixes. */
+  private slotAddr: Map<i32, string> = new Map();
+  counts: StaticArray<i64> = new StaticArray<i64>(8);
+  /** request.criticalityHeader, encoded once. */
+  critHeader: ArrayBuffer;
+  private metricIds: StaticArray<u32> = new StaticArray<u32>(8);
+
+  constructor(public cfg: RequestConfig, service: string) {
+    const lim = new ParseLimits();
+    lim.maxBodyBytes = cfg.maxBodyBytes;
+    this.parser = new RequestParser(lim);
+    this.critHeader = String.UTF8.encode(cfg.criticalityHeader);
+    this.index = new PrefixIndex(cfg.prefixEntries, <u64>cfg.prefixMaxAgeMs);
+    this.hashes = new StaticArray<u64>(cfg.prefixMaxBlocks);
+    this.cp.bytesPerToken = cfg.bytesPerToken;
+    this.cp.blockBytes = cfg.prefixBlockBytes;
+    this.cp.fallbackPrefillMs = cfg.fallbackPrefillMsPerToken;
+    this.cp.adapterLoadMs = cfg.adapterLoadMs;
+    this.cp.kvFull = cfg.kvCacheFull;
+    for (let i = 0; i < 8; i++) this.metricIds[i] = defineMetric(METRIC_COUNTER, "switchyard.request." + RC_NAMES[i] + "." + service);
+  }
+
+  @inline count(what: i32): void { unchecked(this.counts[what]++); }
+
+  /** After a plan rebuild: the LLM side in plan order, and prefixes of re-assigned slots dropped. */
+  rebuild(plan: Plan, service: string, llm: Array<InstanceLlm>, esMs: Array<f64>, weight: Array<f64>): void {
+    this.lp = buildLlmPlan(plan, service, llm, esMs, weight);
+    if (this.rc.cachedBlocks.length < plan.n) this.rc.cachedBlocks = new StaticArray<i32>(plan.n);
+    for (let i = 0; i < plan.n; i++) {
+      const s = plan.slot[i];
+      const a = plan.addr[i];
+      if (this.slotAddr.has(s) && this.slotAddr.get(s) != a) this.index.forgetSlot(<u16>s);
+      this.slotAddr.set(s, a);
+    }
+  }
+
+  flush(): void {
+    for (let i = 0; i < 8; i++) {
+      const n = this.counts[i];
+      if (n != 0) { incrementMetric(this.metricIds[i], n); this.counts[i] = 0; }
+    }
+  }
+}

@@ -1,0 +1,294 @@
+// Request-aware choice end to end in the embedded host: the real filter reads OpenAI bodies
+// (headers held, body buffered: Envoy >= 1.35 allow_on_headers_stop_iteration, modelled by the
+// host's allowOnHeadersStopIteration), and with Envoy's default it must not hang. Snapshots come
+// from the agent's codec (INSTANCES only: model routing from the LLM section is covered by the
+// as-pect specs until the agent publishes it).
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { encodeSnapshot, type InstanceRecord } from '../../agent/src/snapshot/codec';
+import { ProxyWasmHost, HeaderMap, type HttpStream, type RequestResult } from '../../host/src';
+import { WASM, header } from './helpers';
+
+const AUTH = 'llm.example';
+const T0 = 1_000_000;
+const REFRESH = 10;
+
+function inst(addr: string, over: Partial<InstanceRecord> = {}): InstanceRecord {
+  return { service: 'llm', addr, peer: '', healthy: true, reason: 'ok', rho: 0.3, esMs: 10, es2Ms2: 200, lambdaPerS: 10, queueDepth: 0,
+    p50Ms: 10, p99Ms: 40, baselineP99Ms: 40, gpuUtil: 0.3, dataAgeMs: 0, slots: 1, ...over };
+}
+
+let seq = 1;
+interface Bed {
+  host: ProxyWasmHost;
+  serve(instances: InstanceRecord[]): Promise<void>;
+  chat(body: unknown, extra?: Record<string, string>): Promise<RequestResult>;
+}
+
+async function bed(request: Record<string, unknown> = {}, opts: { allow?: boolean; service?: Record<string, unknown> } = {}): Promise<Bed> {
+  let body: Buffer = Buffer.alloc(0);
+  const host = await ProxyWasmHost.create({
+    wasm: WASM, workers: 1, mainThread: false, canary: false, clock: 'manual', startTimeMs: T0,
+    allowOnHeadersStopIteration: opts.allow ?? true,
+    pluginConfig: JSON.stringify({
+      agent: { cluster: 'switchyard_agent', longPollMs: 0, pollMs: REFRESH }, refreshMs: REFRESH, leaseMs: 20 * REFRESH,
+      link: { stalenessMs: 60000, services: [] },
+      loadAware: { services: [{ authorities: [AUTH], service: 'llm', stalenessMs: 60000, debug: true, ...opts.service,
+        request: { allowOnHeadersStopIteration: true, ...request } }] },
+    }),
+    clusters: { switchyard_agent: { handler: () => ({ status: 200, body }) } },
+  });
+  return {
+    host,
+    serve: async (instances) => {
+      const now = host.clock.nowMs();
+      body = encodeSnapshot({ seq: ++seq, generatedAtMs: now, peers: [], instances });
+      for (let i = 0; i < 8; i++) await host.advance(REFRESH);
+    },
+    chat: (b, extra = {}) => host.request({ ':method': 'POST', ':path': '/v1/chat/completions', ':authority': AUTH, ':scheme': 'http',
+      'content-type': 'application/json', ...extra }, { body: typeof b === 'string' ? b : JSON.stringify(b) }),
+  };
+}
+
+const endpoint = (r: RequestResult) => header(r.upstreamHeaders, 'x-switchyard-endpoint');
+const debug = (r: RequestResult) => header(r.responseHeaders, 'x-switchyard-debug')[0] ?? '';
+const SYSTEM = 'You are a careful assistant for the Switchyard test suite. '.repeat(80); // ~4.7 KiB
+const chatBody = (system: string, user: string, extra: Record<string, unknown> = {}) =>
+  ({ model: 'llama-3-8b', messages: [{ role: 'system', content: system }, { role: 'user', content: user }], max_tokens: 64, ...extra });
+const FLEET = () => [inst('10.0.0.1:80'), inst('10.0.0.2:80'), inst('10.0.0.3:80'), inst('10.0.0.4:80')];
+
+test('prefix affinity: the same long system prompt goes back to the instance that has it; the body reaches the upstream intact', async () => {
+  const b = await bed();
+  try {
+    await b.serve(FLEET());
+    const seen: string[] = [];
+    const first = await b.host.request({ ':method': 'POST', ':path': '/v1/chat/completions', ':authority': AUTH, ':scheme': 'http' },
+      { body: JSON.stringify(chatBody(SYSTEM, 'question 0')), response: (req) => { seen.push(req.body.toString()); return { status: 200 }; } });
+    assert.equal(endpoint(first).length, 1);
+    assert.deepEqual(seen, [JSON.stringify(chatBody(SYSTEM, 'question 0'))]);
+    assert.match(debug(first), / model=llama-3-8b crit=standard prompt_tokens=\d+ cached_blocks=0 /);
+    for (let i = 1; i <= 20; i++) {
+      const r = await b.chat(chatBody(SYSTEM, `question ${i}`));
+      assert.deepEqual(endpoint(r), endpoint(first), `request ${i}: ${debug(r)}`);
+      assert.match(debug(r), /cached_blocks=[1-9]\d* /);
+    }
+    // distinct prompts are spread (p2c over equal instances), not pinned
+    const spread = new Set<string>();
+    for (let i = 0; i < 40; i++) spread.add(endpoint(await b.chat(chatBody(`prompt ${i} `.repeat(40), 'q')))[0]);
+    assert.ok(spread.size >= 3, `distinct prompts went to ${[...spread]}`);
+    // the same prompt for another model does not share the cached prefix
+    const other = await b.chat(chatBody(SYSTEM, 'question 0', { model: 'llama-3-70b' }));
+    assert.match(debug(other), /cached_blocks=0 /);
+    await b.host.advance(REFRESH);
+    assert.ok(Number(b.host.metric('switchyard.request.prefix_hit.llm')) >= 20);
+  } finally {
+    await b.host.close();
+  }
+});
+
+test('prefix affinity yields to load: the prefix holder with a long queue loses to an idle instance', async () => {
+  const b = await bed();
+  try {
+    await b.serve(FLEET());
+    const first = await b.chat(chatBody(SYSTEM, 'q'));
+    const holder = endpoint(first)[0];
+    await b.serve(FLEET().map((x) => (x.addr === holder ? { ...x, queueDepth: 30 } : x)));
+    for (let i = 0; i < 5; i++) assert.notEqual(endpoint(await b.chat(chatBody(SYSTEM, `q${i}`)))[0], holder);
+  } finally {
+    await b.host.close();
+  }
+});
+
+test('invalid bodies, shipped default (fallback): the body-blind choice, the reason in the debug header, counted', async () => {
+  const b = await bed();
+  try {
+    await b.serve(FLEET());
+    const cases: [string, RegExp][] = [
+      ['not json', /fallback="request body is not JSON/],
+      ['{"messages":[]}', /fallback="request body has no "model" string"/],
+      ['[1,2]', /fallback="request body is not a JSON object"/],
+      ['{"model":"m","max_tokens":"many"}', /fallback="request field "max_tokens" has the wrong type"/],
+    ];
+    for (const [body, why] of cases) {
+      const r = await b.chat(body);
+      assert.equal(r.localReply, undefined, body);
+      assert.equal(endpoint(r).length, 1, body);
+      assert.match(debug(r), why);
+    }
+    await b.host.advance(REFRESH);
+    assert.equal(Number(b.host.metric('switchyard.request.invalid.llm')), cases.length);
+  } finally {
+    await b.host.close();
+  }
+});
+
+test('invalid bodies with onInvalid reject-400: a 400 naming the problem, nothing upstream', async () => {
+  const b = await bed({ onInvalid: 'reject-400' });
+  try {
+    await b.serve(FLEET());
+    const r = await b.chat('{"model": 5}');
+    assert.equal(r.localReply?.status, 400);
+    assert.equal(r.upstreamHeaders, undefined);
+    assert.match(String(r.localReply?.body), /request field \\?"model\\?" has the wrong type|has no "model"/);
+    const e = await b.host.request({ ':method': 'POST', ':path': '/v1/completions', ':authority': AUTH, ':scheme': 'http' });
+    assert.equal(e.localReply?.status, 400);
+    assert.match(String(e.localReply?.body), /request body is empty/);
+    // other paths stay body-blind
+    const m = await b.host.request({ ':method': 'GET', ':path': '/v1/models', ':authority': AUTH, ':scheme': 'http' });
+    assert.equal(endpoint(m).length, 1);
+  } finally {
+    await b.host.close();
+  }
+});
+
+test('oversized body: fallback forwards it with the body-blind choice; reject answers 413', async () => {
+  const big = JSON.stringify(chatBody('x'.repeat(3000), 'q'));
+  const a = await bed({ maxBodyBytes: 2048 });
+  try {
+    await a.serve(FLEET());
+    const seen: number[] = [];
+    const r = await a.host.request({ ':method': 'POST', ':path': '/v1/chat/completions', ':authority': AUTH, ':scheme': 'http' },
+      { body: [big.slice(0, 1500), big.slice(1500)], response: (req) => { seen.push(req.body.length); return { status: 200 }; } });
+    assert.equal(endpoint(r).length, 1);
+    assert.match(debug(r), /fallback="request body larger than 2048 bytes/);
+    assert.deepEqual(seen, [big.length]);
+  } finally {
+    await a.host.close();
+  }
+  const b = await bed({ maxBodyBytes: 2048, onInvalid: 'reject-400' });
+  try {
+    await b.serve(FLEET());
+    const r = await b.chat(big);
+    assert.equal(r.localReply?.status, 413);
+    assert.match(String(r.localReply?.body), /larger than 2048 bytes \(request\.maxBodyBytes\)/);
+  } finally {
+    await b.host.close();
+  }
+});
+
+test('shedding order: sheddable gets 429 + retry-after first, standard next; critical still gets the cheapest instance', async () => {
+  const b = await bed({ models: [{ name: 'batch-model', criticality: 'sheddable' }] }, { service: { retryAfterS: 3 } });
+  try {
+    const pool = (q: number) => [inst('10.0.0.1:80', { queueDepth: q }), inst('10.0.0.2:80', { queueDepth: q + 2 }), inst('10.0.0.3:80', { queueDepth: q + 4 })];
+    // light load: nobody is shed
+    await b.serve(pool(0));
+    for (const c of ['sheddable', 'standard', 'critical']) assert.equal((await b.chat(chatBody('s', 'q'), { 'x-switchyard-criticality': c })).localReply, undefined, c);
+    // pressure 1.5 (least loaded instance: 1.5 requests per slot): sheddable shed, standard served
+    await b.serve(pool(1.5));
+    const s = await b.chat(chatBody('s', 'q'), { 'x-switchyard-criticality': 'sheddable' });
+    assert.equal(s.localReply?.status, 429);
+    assert.deepEqual(header(s.localReply?.headers, 'retry-after'), ['3']);
+    assert.match(String(s.localReply?.body), /sheddable request shed/);
+    assert.equal((await b.chat(chatBody('s', 'q', { model: 'batch-model' }))).localReply?.status, 429, 'model default sheddable');
+    assert.equal((await b.chat(chatBody('s', 'q'))).localReply, undefined, 'standard (service default) served');
+    // pressure 2.5: standard shed too; critical goes to the cheapest instance
+    await b.serve(pool(2.5));
+    assert.equal((await b.chat(chatBody('s', 'q'))).localReply?.status, 429);
+    for (let i = 0; i < 5; i++) {
+      const c = await b.chat(chatBody('s', 'q'), { 'x-switchyard-criticality': 'critical' });
+      assert.deepEqual(endpoint(c), ['10.0.0.1:80']);
+      assert.deepEqual(header(c.upstreamHeaders, 'x-switchyard-criticality'), [], 'the filter strips its header');
+    }
+    // an unknown header value counts as absent (the model / service default)
+    assert.equal((await b.chat(chatBody('s', 'q'), { 'x-switchyard-criticality': 'vip' })).localReply?.status, 429);
+    await b.host.advance(REFRESH);
+    assert.equal(Number(b.host.metric('switchyard.request.shed_sheddable.llm')), 2);
+    assert.equal(Number(b.host.metric('switchyard.request.shed_standard.llm')), 2);
+  } finally {
+    await b.host.close();
+  }
+});
+
+test('Envoy default (allow_on_headers_stop_iteration false): no body callback while held, the watchdog releases the request body-blind — no hang', async () => {
+  const b = await bed({ holdTimeoutMs: 50 }, { allow: false });
+  try {
+    await b.serve(FLEET());
+    const seen: string[] = [];
+    let done = false;
+    const pending = b.host.request({ ':method': 'POST', ':path': '/v1/chat/completions', ':authority': AUTH, ':scheme': 'http' },
+      { body: JSON.stringify(chatBody(SYSTEM, 'q')), response: (req) => { seen.push(req.body.toString()); return { status: 200 }; } })
+      .then((r) => { done = true; return r; });
+    await b.host.advance(20);
+    assert.equal(done, false, 'held while the hold timeout runs');
+    await b.host.advance(60);
+    const r = await pending;
+    assert.equal(r.status, 200);
+    assert.equal(endpoint(r).length, 1);
+    assert.match(debug(r), /fallback="no request body callback within request\.holdTimeoutMs"/);
+    assert.deepEqual(seen, [JSON.stringify(chatBody(SYSTEM, 'q'))], 'the body still goes upstream');
+    await b.host.advance(REFRESH);
+    assert.equal(Number(b.host.metric('switchyard.request.hold_timeout.llm')), 1);
+  } finally {
+    await b.host.close();
+  }
+});
+
+test('the filter refuses a request block that does not state the Envoy feature', async () => {
+  await assert.rejects(ProxyWasmHost.create({
+    wasm: WASM, workers: 1, mainThread: false, canary: false, clock: 'manual', logLevel: 'critical',
+    pluginConfig: JSON.stringify({ agent: { cluster: 'a' }, link: { services: [] },
+      loadAware: { services: [{ authorities: [AUTH], service: 'llm', request: { maxBodyBytes: 4096 } }] } }),
+  }), /loadAware\.services\[0\]\.request\.allowOnHeadersStopIteration: must be true.*allow_on_headers_stop_iteration/);
+});
+
+test('model aliases and splits: the upstream is asked for the routed model (body and content-length rewritten); a split is deterministic per x-request-id', async () => {
+  const b = await bed({ models: [{ name: 'gpt-4o-mini', aliasOf: 'llama-3-8b' }, { name: 'llama-3-8b', split: [{ to: 'llama-3-8b-v2', percent: 10 }] }] });
+  try {
+    await b.serve(FLEET());
+    const seen: { model: string; length: string | undefined; bytes: number }[] = [];
+    const send = (model: string, id: string) => {
+      const body = JSON.stringify(chatBody('sys', 'q', { model }));
+      return b.host.request(
+      { ':method': 'POST', ':path': '/v1/chat/completions', ':authority': AUTH, ':scheme': 'http', 'x-request-id': id, 'content-length': String(Buffer.byteLength(body)) },
+      { body, response: (req) => {
+        const cl = req.headers.find(([k]: [string, string]) => k === 'content-length');
+        seen.push({ model: JSON.parse(req.body.toString()).model, length: cl?.[1], bytes: req.body.length });
+        return { status: 200 };
+      } });
+    };
+    await send('gpt-4o-mini', 'a-1');
+    assert.equal(seen[0].model, 'llama-3-8b');
+    assert.equal(seen[0].length, String(seen[0].bytes));
+    const first = new Map<string, string>();
+    for (let i = 0; i < 400; i++) {
+      await send('llama-3-8b', `req-${i}`);
+      first.set(`req-${i}`, seen[seen.length - 1].model);
+      assert.equal(seen[seen.length - 1].length, String(seen[seen.length - 1].bytes));
+    }
+    const v2 = [...first.values()].filter((m) => m === 'llama-3-8b-v2').length;
+    assert.ok(v2 >= 20 && v2 <= 65, `${v2} of 400 routed to v2 (10 % expected)`);
+    for (const id of ['req-1', 'req-2', 'req-3', 'req-50', 'req-399']) {
+      await send('llama-3-8b', id);
+      assert.equal(seen[seen.length - 1].model, first.get(id), `retry of ${id} routed as before`);
+    }
+  } finally {
+    await b.host.close();
+  }
+});
+
+test('a slow upload is read, not cut short: the hold timeout counts from the last body chunk', async () => {
+  const b = await bed({ holdTimeoutMs: 50 });
+  try {
+    await b.serve(FLEET());
+    const body = Buffer.from(JSON.stringify(chatBody(SYSTEM, 'slow')));
+    const upstream: { headers: HeaderMap; body: Buffer }[] = [];
+    const { stream } = b.host.startStream(new HeaderMap('request', { ':method': 'POST', ':path': '/v1/chat/completions', ':authority': AUTH, ':scheme': 'http' }),
+      null, false, { headers() {}, data() {}, reset() {} },
+      { send: (_s: HttpStream, headers: HeaderMap, data: Buffer) => { upstream.push({ headers, body: data }); } }, undefined, () => {});
+    const parts = 4;
+    const step = Math.ceil(body.length / parts);
+    for (let k = 0; k < parts; k++) {
+      await b.host.advance(40); // each gap is within the timeout, the whole upload is not
+      assert.equal(upstream.length, 0, `still held after chunk ${k}`);
+      stream.pushRequestData(body.subarray(k * step, (k + 1) * step), k === parts - 1);
+    }
+    assert.equal(upstream.length, 1);
+    assert.equal(upstream[0].body.toString(), body.toString());
+    assert.equal(upstream[0].headers.get('x-switchyard-endpoint')?.length ? 1 : 0, 1);
+    await b.host.advance(REFRESH);
+    assert.equal(Number(b.host.metric('switchyard.request.hold_timeout.llm') ?? 0), 0);
+    assert.equal(Number(b.host.metric('switchyard.request.parsed.llm')), 1);
+  } finally {
+    await b.host.close();
+  }
+});
