@@ -38,6 +38,14 @@ describe("shortNames", () => {
     expect(shortNames("*.prod.svc.cluster.local").length).toBe(0);
     expect(shortNames("a.b.c.svc.cluster.local").length).toBe(0);
   });
+
+  it("derives nothing unless the name before .svc.cluster.local is exactly two non-empty labels", () => {
+    expect(shortNames(".prod.svc.cluster.local").length).toBe(0);
+    expect(shortNames("payment..svc.cluster.local").length).toBe(0);
+    expect(shortNames("payment.svc.cluster.local").length).toBe(0);
+    expect(shortNames("svc.cluster.local").length).toBe(0);
+    expect(shortNames("a.b.svc.cluster.local").length).toBe(3);
+  });
 });
 
 describe("checkPattern", () => {
