@@ -11,7 +11,7 @@
 // (one proxy_http_call to the agent per request) against a real agent on loopback.
 import * as path from 'node:path';
 import pino from 'pino';
-import { ProxyWasmHost } from '../host/src';
+import { ProxyWasmHost, type RequestOptions } from '../host/src';
 import { encodeSnapshot, type InstanceRecord } from '../agent/src/snapshot/codec';
 import type { RuleDecision } from '../agent/src/rules/engine';
 import { startAgent } from '../agent/src';
@@ -54,19 +54,19 @@ function snapshotBody(n: number, rules?: RuleDecision[]): Buffer {
     instances: n > 0 ? instances(n) : undefined, rules });
 }
 
-function config(loadAware: boolean, picker = 'p2c'): string {
+function config(loadAware: boolean, picker = 'p2c', inband = true): string {
   return JSON.stringify({
     agent: { cluster: 'switchyard_agent', longPollMs: 0, pollMs: 10 },
     link: { services: [{ authorities: ['payment.example'], peer: 'cloud-b' }] },
-    ...(loadAware ? { loadAware: { services: [{ authorities: ['inference.example'], service: 'llm', stalenessMs: 600000, picker }] } } : {}),
+    ...(loadAware ? { loadAware: { services: [{ authorities: ['inference.example'], service: 'llm', stalenessMs: 600000, picker, inband: { enabled: inband } }] } } : {}),
   });
 }
 
 /** picker 'band' scans every instance on every request: the cost p2c has when it must scan (a drawn candidate saturated). */
-async function switchyardHost(n: number | null, picker = 'p2c', rules?: RuleDecision[]): Promise<ProxyWasmHost> {
+async function switchyardHost(n: number | null, picker = 'p2c', rules?: RuleDecision[], inband = true): Promise<ProxyWasmHost> {
   const body = snapshotBody(n ?? 0, rules);
   const host = await ProxyWasmHost.create({
-    wasm: path.join(ROOT, 'build/switchyard.wasm'), pluginConfig: config(n !== null, picker), workers: 1, mainThread: false, canary: false,
+    wasm: path.join(ROOT, 'build/switchyard.wasm'), pluginConfig: config(n !== null, picker, inband), workers: 1, mainThread: false, canary: false,
     clock: 'manual', startTimeMs: 1_000_000, clusters: { switchyard_agent: { handler: () => ({ status: 200, body }) } },
   });
   for (let i = 0; i < 10; i++) await host.advance(20); // poll, adopt, publish
@@ -74,11 +74,13 @@ async function switchyardHost(n: number | null, picker = 'p2c', rules?: RuleDeci
   return host;
 }
 
-interface Variant { name: string; host: ProxyWasmHost; headers: Record<string, string>; check?: (h: ProxyWasmHost) => void; samples: number[] }
+interface Variant { name: string; host: ProxyWasmHost; headers: Record<string, string>; check?: (h: ProxyWasmHost) => void; samples: number[]; opts?: RequestOptions }
 
 function timeBatch(v: Variant): number {
   const t0 = process.hrtime.bigint();
-  for (let i = 0; i < BATCH; i++) v.host.requestSync(v.headers);
+  const o = v.opts;
+  if (o) for (let i = 0; i < BATCH; i++) v.host.requestSync(v.headers, o);
+  else for (let i = 0; i < BATCH; i++) v.host.requestSync(v.headers);
   return Number(process.hrtime.bigint() - t0) / 1000 / BATCH; // µs per request
 }
 
@@ -104,6 +106,11 @@ async function main(): Promise<void> {
     variants.push({ name: `switchyard load-aware, ${n} instances`, host: await switchyardHost(n), headers: rq('inference.example'), samples: [] });
   }
   variants.push({ name: 'load-aware, 256, full scan (picker band)', host: await switchyardHost(256, 'band'), headers: rq('inference.example'), samples: [] });
+  // in-band learning (docs/inband.md) is on by default in every load-aware variant above; these
+  // isolate it: the same 256 instances with it off, and with an ORCA TEXT report on every answer
+  variants.push({ name: 'load-aware, 256, in-band off', host: await switchyardHost(256, 'p2c', undefined, false), headers: rq('inference.example'), samples: [] });
+  variants.push({ name: 'load-aware, 256, in-band + ORCA answer', host: await switchyardHost(256), headers: rq('inference.example'), samples: [],
+    opts: { response: { status: 200, headers: { 'endpoint-load-metrics': 'TEXT application_utilization=0.5,rps_fractional=12.5,eps=0,named_metrics.queue=2' } } } });
   // sanity: the variants do what they claim
   const hdr = (v: Variant, name: string) => v.host.requestSync(v.headers).upstreamHeaders!.filter(([k]) => k === name).map(([, x]) => x).join();
   if (hdr(variants[1], 'x-cross-cloud-status') !== 'normal') throw new Error('link variant did not set the status');
@@ -126,6 +133,11 @@ async function main(): Promise<void> {
   const la256 = median(variants[LA + 2].samples.map((s, i) => s - base[i]));
   console.log(`targets: link status <= 1 µs added at the median: ${linkAdded.toFixed(2)} µs -> ${linkAdded <= 1 ? 'MET' : 'NOT MET'}; ` +
     `load-aware at 256 instances <= 3 µs added: ${la256.toFixed(2)} µs -> ${la256 <= 3 ? 'MET' : 'NOT MET'}`);
+  const off = variants[LA + 4].samples;
+  const inbandAdded = median(variants[LA + 2].samples.map((s, i) => s - off[i]));
+  const orcaAdded = median(variants[LA + 5].samples.map((s, i) => s - off[i]));
+  console.log(`in-band learning at 256 instances (request + response side, 3 clock reads), added vs in-band off: ${inbandAdded.toFixed(2)} µs ` +
+    `(target <= 3 µs: ${inbandAdded <= 3 ? 'MET' : 'NOT MET'}); with an ORCA TEXT report parsed and stripped: ${orcaAdded.toFixed(2)} µs`);
   // issue 8: the rule decision's cost on top of the link-status path, paired per round
   const linkSamples = variants[1].samples;
   const rulesAdded = variants[RULES_ROUTE].samples.map((s, i) => s - linkSamples[i]);

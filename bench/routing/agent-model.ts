@@ -9,7 +9,7 @@
 // of each instance is at a seeded random phase in [0, min(100, interval)) ms (the collector uses
 // Math.random()); the render -> parse path replaces HTTP.
 import { BaselineTracker, type EstimatorState, InstanceEstimator } from '../../agent/src/inference/estimator';
-import { buildInstanceRecord, imputeFrom } from '../../agent/src/inference/collector';
+import { buildInstanceRecord, imputeFrom, priorFrom } from '../../agent/src/inference/collector';
 import { parseExposition } from '../../agent/src/inference/exposition';
 import { extractSignals, hasLoadSignal, resolveMappings } from '../../agent/src/inference/mappings';
 import { encodeSnapshot, type InstanceRecord, type PeerRecord, type Snapshot } from '../../agent/src/snapshot/codec';
@@ -104,8 +104,13 @@ export class AgentModel {
     readonly epoch0: number,
     private readonly seed: number,
   ) {
-    this.inst = addrs.map(() => ({
-      est: new InstanceEstimator({ windowMs: spec.windowMs, concurrency: spec.concurrency, baselineWindowMs: spec.baselineWindowMs }),
+    // prior: the collector's (collector.ts) -- the median E[S]/E[S²] of the service's other
+    // instances with completions in their window, which older completions fade toward.
+    this.inst = addrs.map((_, i) => ({
+      est: new InstanceEstimator({
+        windowMs: spec.windowMs, concurrency: spec.concurrency, baselineWindowMs: spec.baselineWindowMs,
+        prior: () => priorFrom(this.inst.filter((_x, j) => j !== i).map((x) => x.state)),
+      }),
       goodScrapes: 0,
     }));
     this.baseline = new BaselineTracker(spec.baselineWindowMs, 0.1);

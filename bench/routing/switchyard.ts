@@ -45,6 +45,8 @@ export interface FilterTuning {
   /** agent.longPollMs (0 = plain polling every pollMs) */
   longPollMs?: number;
   pollMs?: number;
+  /** loadAware.services[].debug (the debug response header) */
+  debug?: boolean;
 }
 
 export function pluginConfig(t: FilterTuning = {}): Record<string, unknown> {
@@ -55,6 +57,7 @@ export function pluginConfig(t: FilterTuning = {}): Record<string, unknown> {
   if (t.band !== undefined) svc.band = t.band;
   if (t.maxUtilization !== undefined) svc.maxUtilization = t.maxUtilization;
   if (t.stalenessMs !== undefined) svc.stalenessMs = t.stalenessMs;
+  if (t.debug !== undefined) svc.debug = t.debug;
   return {
     agent: { cluster: 'switchyard_agent', authority: 'switchyard-agent', path: '/v1/snapshot', pollMs: t.pollMs ?? 50, longPollMs, timeoutMs: longPollMs + 1000 },
     refreshMs: t.refreshMs ?? 20,

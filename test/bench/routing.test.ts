@@ -154,7 +154,11 @@ test('in-band black hole: every request sent to it in the episode is a fast 503,
   assert.equal(sy.stats.vmFailures, 0);
   const fst = episodeStats(r, s.fleet, e, s.afterMs);
   assert.equal(fst.errorsDuring, fst.sentDuring);
-  assert.ok(fst.sentAfter > 0.5 * fst.fairAfter, 'after the episode the instance gets traffic again');
+  // in-band learning prices the black hole out while it fails (docs/inband.md); after the episode
+  // its error rate fades (errorTauMs) and probes find it answering: back to half its fair share
+  // within 10 s (issue 9's recovery criterion; measured 4.75 s on this path)
+  assert.ok(fst.errorsDuring < 0.2 * fst.fairDuring, `${fst.errorsDuring} errors, fair ${fst.fairDuring.toFixed(0)}`);
+  assert.ok(fst.recoverMs !== null && fst.recoverMs <= 10_000, `back to half its fair share after ${fst.recoverMs} ms`);
 
   // Envoy LEAST_REQUEST per proxy: the error answer ends the stream, so the proxy's count goes back down
   const local = new LocalLeastRequest(6);

@@ -67,7 +67,7 @@ test('picker band 0 chooses the lowest expected wait and overwrites a client-sen
     await b.serve([inst('10.0.0.1:80', { rho: 0.8, queueDepth: 3 }), inst('10.0.0.2:80', { rho: 0.2 }), inst('10.0.0.3:80', { rho: 0.5, queueDepth: 1 })]);
     const r = await b.request({ 'x-switchyard-endpoint': '169.254.169.254:80' });
     assert.deepEqual(endpoint(r), ['10.0.0.2:80']);
-    assert.match(header(r.responseHeaders, 'x-switchyard-debug')[0], /^instance=10\.0\.0\.2:80 w_ms=10\.0 rho=0\.2\d* eligible=3 considered=1$/);
+    assert.match(header(r.responseHeaders, 'x-switchyard-debug')[0], /^instance=10\.0\.0\.2:80 w_ms=10\.0 rho=0\.2\d* eligible=3 considered=1 inband=1\.0$/);
     // debug on: a client copy never reaches the upstream, an upstream copy is replaced by the filter's
     const d = await b.host.request({ ':method': 'POST', ':path': '/v1/completions', ':authority': AUTH, 'x-switchyard-debug': 'client' },
       { response: { status: 200, headers: { 'x-switchyard-debug': 'upstream', 'x-switchyard-endpoint': '10.0.0.2:80' } } });
@@ -230,7 +230,7 @@ test('default picker (p2c): the cheaper of two random instances, never the worst
       const r = await b.request();
       const e = endpoint(r)[0];
       seen.set(e, (seen.get(e) ?? 0) + 1);
-      assert.match(header(r.responseHeaders, 'x-switchyard-debug')[0], / eligible=3 considered=2$/);
+      assert.match(header(r.responseHeaders, 'x-switchyard-debug')[0], / eligible=3 considered=2 inband=1\.0$/);
     }
     assert.equal(seen.get('10.0.0.1:80'), undefined, 'the most loaded instance loses every pair it is in');
     assert.ok((seen.get('10.0.0.2:80') ?? 0) > 20, 'the idle one wins every pair it is in (2 of 3 pairs)');
@@ -336,7 +336,7 @@ test('state stays bounded while 10,000 addresses churn through a fleet of 100 (m
     await b.host.advance(200);
     assert.equal(b.host.sharedData()['switchyard.inflight.v1']?.value.length, 2 * 14, 'no in-flight request left');
     const r = await b.request();
-    assert.match(header(r.responseHeaders, 'x-switchyard-debug')[0], / eligible=100 considered=2$/);
+    assert.match(header(r.responseHeaders, 'x-switchyard-debug')[0], / eligible=100 considered=2 inband=1\.0$/);
   } finally {
     release.forEach((f) => f());
     await b.host.close();

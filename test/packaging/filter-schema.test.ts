@@ -179,6 +179,7 @@ test('schema property sets equal the key lists the filter parser accepts (filter
     ['loadAware', list(/r\.obj\("loadAware", (\[[^\]]*\])/, 'loadAware'), keys(la)],
     ['rules', list(/r\.obj\("rules", (\[[^\]]*\])/, 'rules'), keys(schema.properties.rules)],
     ['loadAware.services[]', list(/new ObjectReader\(sv, at, r\.problems,\s*(\["authorities", "service"[^\]]*\])\)/, 'loadAware.services[]'), keys(la.properties.services.items)],
+    ['loadAware.services[].inband', list(/sr\.obj\("inband", (\[[^\]]*\])/, 'loadAware.services[].inband'), keys(la.properties.services.items.properties.inband)],
   ];
   for (const [what, parser, sch] of pairs) assert.deepEqual(sch, [...parser].sort(), `${what}: schema and filter parser disagree`);
 });
@@ -219,6 +220,27 @@ test('loadAware ranges and defaults in the schema are the parser\'s (filter/asse
   }
   assert.deepEqual(schema.properties.loadAware.required, ['services']);
   assert.deepEqual(schema.properties.loadAware.properties.services.items.required, ['authorities', 'service']);
+});
+
+test('loadAware.services[].inband ranges and defaults in the schema are the parser\'s (parseInband)', () => {
+  const src = readText('filter/assembly/lib/config.ts');
+  const props = schema.properties.loadAware.properties.services.items.properties.inband.properties;
+  // ir.num("slowdownThreshold", ib.slowdownThreshold, 1, 100) / ir.int("tauMs", ib.tauMs, 10, 600000)
+  const calls = [...src.matchAll(/ir\.(num|int)\("(\w+)", ib\.\w+, ([\d.]+), ([\d.]+)\)/g)];
+  assert.deepEqual(calls.map((m) => m[2]).sort(), ['errorTauMs', 'errorWeight', 'probeIdleMs', 'probeShare', 'refTauMs', 'slowdownThreshold', 'tauMs']);
+  for (const [, kind, key, min, max] of calls) {
+    assert.equal(props[key].type, kind === 'int' ? 'integer' : 'number', `${key}: type`);
+    assert.equal(props[key].minimum, Number(min), `${key}: minimum`);
+    assert.equal(props[key].maximum, Number(max), `${key}: maximum`);
+  }
+  const body = /export class InbandConfig \{([\s\S]*?)\n\}/.exec(src);
+  assert.ok(body, 'class InbandConfig');
+  for (const key of Object.keys(props)) {
+    const m = new RegExp(`\\b${key}: [\\w<>]+ = ([^;]+);`).exec(body[1]);
+    assert.ok(m, `initialiser of ${key}`);
+    assert.deepEqual(props[key].default, JSON.parse(m[1].trim()), `${key}: default`);
+  }
+  assert.ok(props.probeShare.maximum <= 0.01, 'the probe share is at most 1 % (issue 9 §2)');
 });
 
 /**

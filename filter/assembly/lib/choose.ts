@@ -24,17 +24,19 @@ export const PICKER_BAND: i32 = 1;
 
 /**
  * Chooses an instance of `plan` (Pick.index, -1: none eligible); skips are counted in
- * plan.skipped as if every candidate had been scored. `inflight` is indexed by plan.slot.
+ * plan.skipped as if every candidate had been scored. `inflight` is indexed by plan.slot, and so
+ * is `inband` (InbandTable.adj: factor and queue per slot; null = no in-band correction).
  */
-export function pick(plan: Plan, inflight: Array<i32>, nowMs: f64, picker: i32, band: f64, rng: Rng): Pick {
+export function pick(plan: Plan, inflight: Array<i32>, nowMs: f64, picker: i32, band: f64, rng: Rng, inband: Array<f64> | null = null): Pick {
   const p = plan.result.reset();
   const inflightP = inflight.dataStart;
-  if (picker == PICKER_P2C && p2cFast(plan, inflightP, nowMs, rng, p)) {
+  const adjP: usize = inband == null ? 0 : inband.dataStart;
+  if (picker == PICKER_P2C && p2cFast(plan, inflightP, nowMs, rng, p, adjP)) {
     plan.countStaticSkips();
     return p;
   }
-  const scan = scoreAll(plan, inflightP, nowMs);
-  dropSaturated(plan, inflightP, scan);
+  const scan = scoreAll(plan, inflightP, nowMs, adjP);
+  dropSaturated(plan, inflightP, scan, adjP);
   p.eligible = scan.eligible;
   if (scan.eligible == 0) return p;
   if (picker == PICKER_P2C) p2cScored(plan, scan.eligible, rng, p);

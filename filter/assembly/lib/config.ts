@@ -44,6 +44,22 @@ export class LinkConfig {
 export const ALL_INELIGIBLE_FORWARD: i32 = 0;
 export const ALL_INELIGIBLE_REJECT: i32 = 1;
 
+/** Per load-aware service: in-band learning from this proxy's responses (lib/inband.ts, docs/inband.md). */
+export class InbandConfig {
+  enabled: bool = true;
+  tauMs: i32 = 2000;
+  refTauMs: i32 = 30000;
+  slowdownThreshold: f64 = 5;
+  errorTauMs: i32 = 2000;
+  errorWeight: f64 = 10;
+  probeShare: f64 = 0.01;
+  probeIdleMs: i32 = 1000;
+  orca: bool = true;
+  stripOrca: bool = true;
+  orcaQueueMetric: string = "queue";
+  orcaKvCacheMetric: string = "kv_cache_utilization";
+}
+
 export class LoadAwareService {
   authorities: Array<string> = [];
   service: string = "";
@@ -59,6 +75,7 @@ export class LoadAwareService {
   debug: bool = false;
   /** Request-aware choice (lib/request/config.ts); null: body-blind. */
   request: RequestConfig | null = null;
+  inband: InbandConfig = new InbandConfig();
 }
 
 export class LoadAwareConfig {
@@ -292,7 +309,7 @@ function parseLoadAware(r: ObjectReader, c: LoadAwareConfig): void {
     const sv = services[i];
     if (sv.kind != JKind.Obj) { r.problems.add(at, "must be object, got " + sv.kindName()); continue; }
     const sr = new ObjectReader(sv, at, r.problems,
-      ["authorities", "service", "maxUtilization", "stalenessMs", "model", "picker", "band", "allIneligible", "retryAfterS", "debug", "request"]);
+      ["authorities", "service", "maxUtilization", "stalenessMs", "model", "picker", "band", "allIneligible", "retryAfterS", "debug", "request", "inband"]);
     const svc = new LoadAwareService();
     svc.authorities = readAuthorities(sr);
     svc.service = requiredName(sr, "service");
@@ -307,8 +324,28 @@ function parseLoadAware(r: ObjectReader, c: LoadAwareConfig): void {
     svc.debug = sr.bool("debug", svc.debug);
     const rq = sr.obj("request", REQUEST_KEYS);
     if (rq != null) svc.request = parseRequestConfig(rq);
+    const ir = sr.obj("inband", ["enabled", "tauMs", "refTauMs", "slowdownThreshold", "errorTauMs", "errorWeight", "probeShare", "probeIdleMs",
+      "orca", "stripOrca", "orcaQueueMetric", "orcaKvCacheMetric"]);
+    if (ir != null) parseInband(ir, svc.inband);
     c.services.push(svc);
   }
+}
+
+function parseInband(ir: ObjectReader, ib: InbandConfig): void {
+  ib.enabled = ir.bool("enabled", ib.enabled);
+  ib.tauMs = ir.int("tauMs", ib.tauMs, 10, 600000);
+  ib.refTauMs = ir.int("refTauMs", ib.refTauMs, 100, 3600000);
+  ib.slowdownThreshold = ir.num("slowdownThreshold", ib.slowdownThreshold, 1, 100);
+  ib.errorTauMs = ir.int("errorTauMs", ib.errorTauMs, 10, 600000);
+  ib.errorWeight = ir.num("errorWeight", ib.errorWeight, 0, 1000);
+  ib.probeShare = ir.num("probeShare", ib.probeShare, 0, 0.01);
+  ib.probeIdleMs = ir.int("probeIdleMs", ib.probeIdleMs, 1, 600000);
+  ib.orca = ir.bool("orca", ib.orca);
+  ib.stripOrca = ir.bool("stripOrca", ib.stripOrca);
+  ib.orcaQueueMetric = ir.str("orcaQueueMetric", ib.orcaQueueMetric);
+  ib.orcaKvCacheMetric = ir.str("orcaKvCacheMetric", ib.orcaKvCacheMetric);
+  if (ib.orcaQueueMetric.length == 0 || ib.orcaQueueMetric.length > 200) ir.problems.add(join(ir.path, "orcaQueueMetric"), "must be 1-200 characters");
+  if (ib.orcaKvCacheMetric.length == 0 || ib.orcaKvCacheMetric.length > 200) ir.problems.add(join(ir.path, "orcaKvCacheMetric"), "must be 1-200 characters");
 }
 
 export function parseConfig(text: string): ConfigResult {

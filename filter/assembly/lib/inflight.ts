@@ -126,6 +126,12 @@ export class Inflight {
     if (slot < this.gen.length && <i64>unchecked(this.gen[slot]) == (handle >>> 32)) this.dec(slot);
   }
 
+  /** The slot of `addr`, or -1 (never allocates). */
+  slotOf(addr: string): i32 { return this.slots.has(addr) ? this.slots.get(addr) : -1; }
+
+  /** Address per slot ("" = free); read-only. */
+  addresses(): Array<string> { return this.addrs; }
+
   /** Addresses holding a slot. */
   size(): i32 { return this.live; }
 

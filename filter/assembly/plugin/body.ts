@@ -205,7 +205,7 @@ function invalid(s: SwitchyardStream, v: RequestView, h: BodyHold, status: u32, 
 
 function bodyBlind(s: SwitchyardStream, v: RequestView, sp: ServicePlan, note: string): bool {
   const la = v.loadAware;
-  const p = pick(sp.plan, la.inflight.total, v.nowMs, sp.cfg.picker, sp.cfg.band, la.rng);
+  const p = pick(sp.plan, la.inflight.total, v.nowMs, sp.cfg.picker, sp.cfg.band, la.rng, sp.inbandOn ? la.inband.adj : null);
   return s.applyPick(v, sp, p, sp.cfg.debug ? note : "");
 }
 

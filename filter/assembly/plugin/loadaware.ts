@@ -5,6 +5,8 @@ import { LoadAwareService, PluginConfig, STATUS_DEGRADED } from "../lib/config";
 import { Snapshot } from "../lib/snapshot";
 import { Candidate, candidateFrom, Plan, SKIP_REASONS, skipName } from "../lib/choose";
 import { Inflight, Rng } from "../lib/inflight";
+import { InbandTable, InbandParams, Prober, probeEvery } from "../lib/inband";
+import { InbandCounters, inbandParams } from "./inband";
 import { defineMetric, incrementMetric, METRIC_COUNTER } from "../abi/host";
 import { RequestPlan } from "./request-plan";
 import { Holds } from "./body";
@@ -25,7 +27,16 @@ export class ServicePlan {
   choiceMetric: u32 = 0xffffffff;
   /** Request-aware state when the service has a `request` block (plugin/request-plan.ts). */
   req: RequestPlan | null = null;
-  constructor(public cfg: LoadAwareService) {}
+  /** In-band learning (plugin/inband.ts): on for this service, its estimator parameters, its probe share. */
+  inbandOn: bool = false;
+  inbandParams: InbandParams = new InbandParams();
+  prober: Prober = new Prober(0, 1000);
+  constructor(public cfg: LoadAwareService) {
+    const ib = cfg.inband;
+    this.inbandOn = ib.enabled;
+    this.inbandParams = inbandParams(ib);
+    this.prober = new Prober(ib.enabled ? probeEvery(ib.probeShare) : 0, <f64>ib.probeIdleMs);
+  }
 }
 
 function sanitize(s: string): string {
@@ -41,6 +52,8 @@ function sanitize(s: string): string {
 export class LoadAware {
   plans: Array<ServicePlan> = [];
   inflight: Inflight = new Inflight();
+  inband: InbandTable = new InbandTable();
+  inbandCounters: InbandCounters | null = null;
   rng: Rng = new Rng(1);
   allIneligiblePending: i64 = 0;
   endpointHeader: ArrayBuffer = String.UTF8.encode("x-switchyard-endpoint");
@@ -70,6 +83,7 @@ export class LoadAware {
     }
     for (let r = 1; r < SKIP_REASONS; r++) this.skipMetrics[r] = defineMetric(METRIC_COUNTER, "switchyard.lb.skip." + skipName(r));
     this.allIneligibleMetric = defineMetric(METRIC_COUNTER, "switchyard.lb.all_ineligible");
+    if (this.inbandCounters == null) this.inbandCounters = new InbandCounters();
   }
 
   /** Every tick: counters to the host, then frees the in-flight slots of addresses long gone. */
@@ -80,6 +94,9 @@ export class LoadAware {
       this.inflight.sweep(nowMs, SLOT_GRACE_MS);
       this.nextSweepMs = nowMs + SWEEP_EVERY_MS;
     }
+    // freed slots start from nothing; factors decay and outstanding requests age
+    this.inband.sync(this.inflight.capacity(), this.inflight.gen);
+    this.inband.fuseAll(nowMs);
   }
 
   /** Hands the counts gathered on the request path to the host (on tick). */
@@ -98,6 +115,8 @@ export class LoadAware {
       }
     }
     if (this.allIneligiblePending != 0) { incrementMetric(this.allIneligibleMetric, this.allIneligiblePending); this.allIneligiblePending = 0; }
+    const ic = this.inbandCounters;
+    if (ic != null) ic.flush(this.inband);
   }
 
   /** Rebuilds every plan from a snapshot (null: no data, every service all-ineligible). */
@@ -121,6 +140,12 @@ export class LoadAware {
         c.slot = this.inflight.slotFor(inst.addr);
         c.inflightAtSnapshot = this.inflight.rebase(c.slot, c.scrapeAtMs);
         cands.push(c);
+      }
+      this.inband.sync(this.inflight.capacity(), this.inflight.gen);
+      for (let j = 0; j < cands.length; j++) {
+        const c = cands[j];
+        this.inband.paramsOf[c.slot] = sp.inbandParams;
+        this.inband.onScrape(c.slot, c.scrapeAtMs, c.perItemMs * c.slots, c.slots);
       }
       sp.plan = new Plan(cands, sp.cfg.maxUtilization);
       if (rq != null) {

@@ -21,6 +21,7 @@ import { LoadAware } from "./loadaware";
 import { Rng } from "../lib/inflight";
 import { SwitchyardStream } from "./stream";
 import { RequestView } from "./view";
+import { shareInband } from "./inband";
 
 const SNAPSHOT_KEY = String.UTF8.encode("switchyard.snapshot.v1");
 const WRITER_KEY = String.UTF8.encode("switchyard.writer.v1");
@@ -107,7 +108,10 @@ export class SwitchyardRoot extends RootContext {
     this.updateStaleness(now, cfg);
     this.elect(now, cfg);
     if (this.isWriter && !this.pollInFlight && now >= this.nextPollAtMs) this.poll(cfg);
-    if (cfg.loadAware.enabled) this.shareInflight(now, cfg);
+    if (cfg.loadAware.enabled) {
+      this.shareInflight(now, cfg);
+      shareInband(this.loadAware.inband, this.loadAware.inflight);
+    }
     this.metrics!.flush();
     this.loadAware.onTick(<f64>now);
   }

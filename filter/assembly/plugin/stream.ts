@@ -13,7 +13,11 @@
 //  on response headers: the debug header is replaced when this request produced one and removed
 //  otherwise, and an upstream-set copy of the other filter-owned headers (route headers included)
 //  never reaches the client (an echoing upstream would otherwise reveal instance addresses and link state).
-// No decoding of agent data and no host call for time on this path.
+//  in-band learning (plugin/inband.ts, docs/inband.md): the chosen instance's slot, generation and
+//  start time are kept; response headers and end of stream feed the per-instance estimates, and
+//  the ORCA headers are read and stripped.
+// No decoding of agent data on this path; one clock read per chosen request (in-band on), since the
+// tick's clock is refreshMs coarse.
 import {
   Context, RootContext, FilterHeadersStatusValues, FilterDataStatusValues, send_local_response, HeaderPair, GrpcStatusValues,
 } from "@solo-io/proxy-runtime/assembly";
@@ -25,8 +29,10 @@ import { pick, Pick } from "../lib/choose";
 import { ACTION_ROUTE, ACTION_SPLIT, ACTION_LINK_STATUS, ACTION_LOCAL_REPLY, requestIdPoint, randomPoint, splitIndex } from "../lib/rule-decisions";
 import { NO_HOLD } from "../lib/inflight";
 import { RequestView, NOT_LINKED } from "./view";
-import { ServicePlan } from "./loadaware";
+import { ServicePlan, LoadAware } from "./loadaware";
 import { BodyHold, beginHold, bodyChunk } from "./body";
+import { probePick } from "../lib/choice/scorer-inband";
+import { clockMs, recordHeaders, stripOrcaHeaders } from "./inband";
 
 const AUTHORITY_KEY = String.UTF8.encode(":authority");
 
@@ -38,6 +44,14 @@ export class SwitchyardStream extends Context {
   ruleDebug: string | null = null;
   /** Request-aware services: the held request while its body is read (plugin/body.ts). */
   hold: BodyHold | null = null;
+  /** In-band bookkeeping (plugin/inband.ts): the service, slot and generation, start time, answer. */
+  inbandPlan: ServicePlan | null = null;
+  inbandSlot: i32 = -1;
+  inbandGen: u32 = 0;
+  startMs: f64 = 0;
+  headersMs: f64 = 0;
+  headersSeen: bool = false;
+  status: i32 = 0;
 
   constructor(context_id: u32, root: RootContext, private view: RequestView | null) {
     super(context_id, root);
@@ -127,7 +141,7 @@ export class SwitchyardStream extends Context {
     }
     const sp = found!;
     if (sp.req != null && beginHold(this, v, sp, endOfStream)) return FilterHeadersStatusValues.StopIteration;
-    const p = pick(sp.plan, la.inflight.total, v.nowMs, sp.cfg.picker, sp.cfg.band, la.rng);
+    const p = pick(sp.plan, la.inflight.total, v.nowMs, sp.cfg.picker, sp.cfg.band, la.rng, sp.inbandOn ? la.inband.adj : null);
     return this.applyPick(v, sp, p, "") ? FilterHeadersStatusValues.Continue : FilterHeadersStatusValues.StopIteration;
   }
 
@@ -153,15 +167,29 @@ export class SwitchyardStream extends Context {
       replaceHeader(MAP_REQUEST_HEADERS, v.degradedHeader, v.trueValue);
       return true;
     }
-    const i = p.index;
+    let i = p.index;
+    let probe = false;
+    if (sp.inbandOn && sp.prober.due()) {
+      // the probe share (docs/inband.md): an idle, priced-out instance gets this request
+      const k = probePick(plan, la.inband, sp.prober, la.inflight.total.dataStart, v.nowMs, la.rng);
+      if (k >= 0) { i = k; probe = true; la.inbandCounters!.probes++; }
+    }
     const slot = unchecked(plan.slot[i]);
     if (sp.cfg.debug) {
       this.debug = "instance=" + unchecked(plan.addr[i]) + " w_ms=" + plan.waitMs(i, unchecked(la.inflight.total[slot])).toString() +
-        " rho=" + unchecked(plan.rho[i]).toString() + " eligible=" + p.eligible.toString() + " considered=" + p.considered.toString() + note;
+        " rho=" + unchecked(plan.rho[i]).toString() + " eligible=" + p.eligible.toString() + " considered=" + p.considered.toString() + note +
+        (sp.inbandOn && slot < la.inband.size() ? " inband=" + unchecked(la.inband.adj[slot * 2]).toString() + (probe ? " probe" : "") : "");
     }
     replaceHeader(MAP_REQUEST_HEADERS, v.endpointHeader, unchecked(plan.addrBytes[i]));
     this.held = la.inflight.acquire(slot);
     unchecked(plan.chosen[i]++);
+    if (sp.inbandOn && slot < la.inband.size()) {
+      this.inbandPlan = sp;
+      this.inbandSlot = slot;
+      this.inbandGen = unchecked(la.inflight.gen[slot]);
+      this.startMs = clockMs();
+      la.inband.sent(slot, this.startMs, probe ? sp.prober.idleMs : -1);
+    }
     return true;
   }
 
@@ -185,7 +213,32 @@ export class SwitchyardStream extends Context {
     removeHeader(MAP_RESPONSE_HEADERS, v.endpointHeader);
     removeHeader(MAP_RESPONSE_HEADERS, v.degradedHeader);
     removeHeader(MAP_RESPONSE_HEADERS, v.linkHeader);
+    const ip = this.inbandPlan;
+    if (ip != null && !this.headersSeen) {
+      const la = v.loadAware;
+      this.headersSeen = true;
+      if (this.inbandLive(la)) {
+        this.headersMs = clockMs();
+        this.status = recordHeaders(la.inband, la.inflight, this.inbandSlot, this.startMs, this.headersMs, ip.cfg.inband);
+      }
+      else if (ip.cfg.inband.stripOrca) stripOrcaHeaders();
+    }
     return FilterHeadersStatusValues.Continue;
+  }
+
+  /** The slot still names the address this request went to (not freed and reused since). */
+  private inbandLive(la: LoadAware): bool {
+    const s = this.inbandSlot;
+    return s >= 0 && s < la.inflight.gen.length && unchecked(la.inflight.gen[s]) == this.inbandGen && la.inband.valid(s, this.inbandGen);
+  }
+
+  /** End of stream (or reset): the time to end of stream, or a reset counted as an error. */
+  private recordDone(): void {
+    const v = this.view;
+    if (this.inbandPlan == null || v == null) return;
+    const la = v.loadAware;
+    if (this.inbandLive(la)) la.inband.done(this.inbandSlot, this.startMs, this.headersMs, clockMs(), this.headersSeen, this.status);
+    this.inbandPlan = null;
   }
 
   private release(): void {
@@ -198,7 +251,7 @@ export class SwitchyardStream extends Context {
     }
   }
 
-  onDone(): bool { this.release(); return true; }
+  onDone(): bool { this.recordDone(); this.release(); return true; }
 
-  onDelete(): void { this.release(); }
+  onDelete(): void { this.recordDone(); this.release(); }
 }

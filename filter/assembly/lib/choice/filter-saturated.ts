@@ -19,7 +19,7 @@ export function saturationThreshold(rho: f64, maxUtilization: f64, slots: f64): 
  * Applies the saturation rule to a scan (plan.cost: +Inf = out). Rare: only runs when the scan
  * found a saturated candidate.
  */
-export function dropSaturated(plan: Plan, inflightP: usize, scan: Scan): void {
+export function dropSaturated(plan: Plan, inflightP: usize, scan: Scan, adjP: usize = 0): void {
   if (scan.saturated == 0) return;
   const n = plan.n;
   const costP = ptr(plan.cost), satP = ptr(plan.satAt), slotsP = ptr(plan.slots);
@@ -28,7 +28,7 @@ export function dropSaturated(plan: Plan, inflightP: usize, scan: Scan): void {
     for (let i = 0; i < n; i++) {
       if (f64At(costP, i) == Infinity) continue;
       // not hot (satAt +Inf), and a slot free
-      if (f64At(satP, i) == Infinity && backlogAt(plan, inflightP, i) < f64At(slotsP, i)) freeNonSat++;
+      if (f64At(satP, i) == Infinity && backlogAt(plan, inflightP, i, adjP) < f64At(slotsP, i)) freeNonSat++;
     }
   }
   if (scan.saturated < scan.eligible && freeNonSat == 0) return;
@@ -36,7 +36,7 @@ export function dropSaturated(plan: Plan, inflightP: usize, scan: Scan): void {
   for (let i = 0; i < n; i++) {
     const c = f64At(costP, i);
     if (c == Infinity) continue;
-    if (backlogAt(plan, inflightP, i) >= f64At(satP, i)) setF64At(costP, i, Infinity);
+    if (backlogAt(plan, inflightP, i, adjP) >= f64At(satP, i)) setF64At(costP, i, Infinity);
     else if (c < best) best = c;
   }
   unchecked(plan.skipped[SKIP_SATURATED] += scan.saturated);

@@ -17,17 +17,17 @@ import { ptr, f64At } from "./flat";
  * and the full run decides (the saturation rule depends on every instance's free slots; rejecting
  * such pairs keeps the draw uniform over the others).
  */
-export function p2cFast(plan: Plan, inflightP: usize, nowMs: f64, rng: Rng, p: Pick): bool {
+export function p2cFast(plan: Plan, inflightP: usize, nowMs: f64, rng: Rng, p: Pick, adjP: usize = 0): bool {
   const m = plan.nElig;
   if (m < 2 || anyStale(plan, nowMs)) return false;
   const ka = drawFirst(rng, m);
   const kb = drawSecond(rng, m, ka);
   const ia = unchecked(plan.elig[ka]);
   const ib = unchecked(plan.elig[kb]);
-  const ba = backlogAt(plan, inflightP, ia);
-  const bb = backlogAt(plan, inflightP, ib);
+  const ba = backlogAt(plan, inflightP, ia, adjP);
+  const bb = backlogAt(plan, inflightP, ib, adjP);
   if (saturatedAt(plan, ia, ba) || saturatedAt(plan, ib, bb)) return false;
-  p.index = costAt(plan, ib, bb) < costAt(plan, ia, ba) ? ib : ia;
+  p.index = costAt(plan, ib, bb, adjP) < costAt(plan, ia, ba, adjP) ? ib : ia;
   p.eligible = m;
   p.considered = 2;
   return true;

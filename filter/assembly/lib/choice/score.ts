@@ -6,8 +6,9 @@ import { Plan, Scan } from "./plan";
 import { SKIP_NONE, SKIP_STALE } from "./skip";
 import { anyStale } from "./filter-stale";
 import { ptr, f64At, setF64At, i32At } from "./flat";
+import { inbandFactor, inbandQueue } from "./scorer-inband";
 
-export function scoreAll(plan: Plan, inflightP: usize, nowMs: f64): Scan {
+export function scoreAll(plan: Plan, inflightP: usize, nowMs: f64, adjP: usize = 0): Scan {
   const n = plan.n;
   const checkStale = anyStale(plan, nowMs);
   const skipP = ptr(plan.skip), slotP = ptr(plan.slot), staleP = ptr(plan.staleAtMs), qP = ptr(plan.qAdj);
@@ -25,9 +26,10 @@ export function scoreAll(plan: Plan, inflightP: usize, nowMs: f64): Scan {
       setF64At(costP, i, Infinity);
       continue;
     }
-    let b = f64At(qP, i) + <f64>i32At(inflightP, i32At(slotP, i));
+    const slot = i32At(slotP, i);
+    let b = inbandQueue(adjP, slot, f64At(qP, i)) + <f64>i32At(inflightP, slot);
     if (b < 0) b = 0;
-    const c = f64At(bwP, i) + b * f64At(pwP, i);
+    const c = (f64At(bwP, i) + b * f64At(pwP, i)) * inbandFactor(adjP, slot);
     setF64At(costP, i, c);
     eligible++;
     if (c < best) best = c;

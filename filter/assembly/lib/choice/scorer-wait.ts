@@ -5,6 +5,7 @@
 // since (our in-flight count across worker VMs). docs/architecture-choice.md explains the terms.
 import { Plan } from "./plan";
 import { ptr, f64At, i32At } from "./flat";
+import { inbandFactor, inbandQueue } from "./scorer-inband";
 
 export const MODEL_CONDITIONAL: i32 = 0;
 export const MODEL_MG1: i32 = 1;
@@ -35,13 +36,20 @@ export function baseWaitMs(model: i32, rho: f64, esMs: f64, es2Ms2: f64, linkRtt
   return w + (linkRttMs > 0 && linkRttMs < Infinity ? linkRttMs : 0);
 }
 
-/** Requests ahead of the next one at candidate i: the scraped queue plus what we added since. */
-@inline export function backlogAt(plan: Plan, inflightP: usize, i: i32): f64 {
-  const b = f64At(ptr(plan.qAdj), i) + <f64>i32At(inflightP, i32At(ptr(plan.slot), i));
+/**
+ * Requests ahead of the next one at candidate i: the scraped queue (or a newer ORCA queue, adjP:
+ * scorer-inband.ts) plus what we added since.
+ */
+@inline export function backlogAt(plan: Plan, inflightP: usize, i: i32, adjP: usize = 0): f64 {
+  const slot = i32At(ptr(plan.slot), i);
+  const b = inbandQueue(adjP, slot, f64At(ptr(plan.qAdj), i)) + <f64>i32At(inflightP, slot);
   return b > 0 ? b : 0;
 }
 
-/** De-weighted W of candidate i given its backlog: bw + backlog·pw (both divided by the weight). */
-@inline export function costAt(plan: Plan, i: i32, backlog: f64): f64 {
-  return f64At(ptr(plan.bw), i) + backlog * f64At(ptr(plan.pw), i);
+/**
+ * De-weighted W of candidate i given its backlog: bw + backlog·pw (both divided by the weight),
+ * times the in-band factor (adjP: scorer-inband.ts; 0 = none).
+ */
+@inline export function costAt(plan: Plan, i: i32, backlog: f64, adjP: usize = 0): f64 {
+  return (f64At(ptr(plan.bw), i) + backlog * f64At(ptr(plan.pw), i)) * inbandFactor(adjP, i32At(ptr(plan.slot), i));
 }

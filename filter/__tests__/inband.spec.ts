@@ -1,0 +1,240 @@
+import { candidateFrom, pick, Candidate, Plan, MODEL_CONDITIONAL, PICKER_BAND } from "../assembly/lib/choose";
+import { InstanceState } from "../assembly/lib/snapshot";
+import { Rng, Inflight } from "../assembly/lib/inflight";
+import { InbandTable, InbandParams, fuseFactor, peakStep, ewmaStep, Prober, probeEvery, ADJ_STRIDE } from "../assembly/lib/inband";
+import { probePick } from "../assembly/lib/choice/scorer-inband";
+import { OrcaReport, parseOrcaHeader } from "../assembly/lib/orca";
+import { parseConfig } from "../assembly/lib/config";
+
+function inst(addr: string, esMs: f32, queue: f32): InstanceState {
+  const s = new InstanceState();
+  s.service = "llm"; s.addr = addr; s.healthy = true;
+  s.rho = 0.3; s.esMs = esMs; s.es2Ms2 = esMs * esMs * 2; s.queueDepth = queue; s.slots = 4;
+  s.p99Ms = 100; s.baselineP99Ms = 100; s.dataAgeMs = 0;
+  return s;
+}
+
+/** Two instances a (slot 0) and b (slot 1), their table synced and scraped at t = 0. */
+class Fixture {
+  plan: Plan;
+  table: InbandTable = new InbandTable();
+  inflight: Array<i32> = [0, 0];
+  rng: Rng = new Rng(7);
+  constructor(esA: f32, qA: f32, esB: f32, qB: f32) {
+    const ca = candidateFrom(inst("a:1", esA, qA), MODEL_CONDITIONAL, 1e12, 0, false);
+    const cb = candidateFrom(inst("b:1", esB, qB), MODEL_CONDITIONAL, 1e12, 0, false);
+    ca.slot = 0; cb.slot = 1;
+    this.plan = new Plan([ca, cb]);
+    this.table.sync(2, [0, 0]);
+    this.table.onScrape(0, 0, <f64>esA, 4);
+    this.table.onScrape(1, 0, <f64>esB, 4);
+  }
+  /** How many of n band-0 picks (always the cheapest) go to a. */
+  toA(n: i32, now: f64): i32 {
+    let a = 0;
+    for (let k = 0; k < n; k++) if (pick(this.plan, this.inflight, now, PICKER_BAND, 0, this.rng, this.table.adj).index == 0) a++;
+    return a;
+  }
+  /** A request to slot s from t to t + hdr (headers) to t + eos (end of stream). */
+  answer(s: i32, t: f64, hdr: f64, eos: f64, status: i32 = 200): void {
+    this.table.sent(s, t);
+    this.table.headers(s, t, t + hdr, status);
+    if (status < 500) this.table.done(s, t, t + hdr, t + eos, true, status);
+  }
+  warm(t0: f64): f64 {
+    let t = t0;
+    for (let k = 0; k < 20; k++) { this.answer(0, t, 8, 80); this.answer(1, t, 8, 80); t += 50; }
+    return t;
+  }
+}
+
+describe("in-band estimators", () => {
+  it("the peak EWMA jumps to a higher sample and decays toward lower ones with tau", () => {
+    expect(peakStep(10, 50, 5, 1000)).toBe(50);
+    expect(peakStep(0, 7, 5, 1000)).toBe(7);
+    const d = peakStep(50, 10, 1000, 1000); // w = e^-1
+    expect(d).toBeCloseTo(50 * Math.exp(-1) + 10 * (1 - Math.exp(-1)));
+    const a = 1 - Math.exp(-0.01);
+    expect(ewmaStep(10, 50, 10, 1000)).toBeCloseTo(10 * (1 - a) + 50 * a);
+    // sparse samples move the norm by at most 1/32 of the gap
+    expect(ewmaStep(10, 50, 100000, 1000)).toBeCloseTo(10 + 40.0 / 32);
+  });
+
+  it("the factor returns to 1 (the scrape) without fresh data", () => {
+    const p = new InbandParams();
+    const now: f64 = 1000;
+    const fresh = fuseFactor(p, now, 0, 0, 0, 80, 8, now, 0, 80, 0.9, now, 0, 0);
+    expect(fresh).toBeGreaterThan(10);
+    const later = fuseFactor(p, now + 20 * p.tauMs + 20 * p.errorTauMs, 0, 0, 0, 80, 8, now, 0, 80, 0.9, now, 0, 0);
+    expect(later).toBeCloseTo(1, 2);
+  });
+});
+
+describe("in-band fusion moves the choice", () => {
+  it("equal instances share the traffic (no in-band evidence either way)", () => {
+    const f = new Fixture(80, 0, 80, 0);
+    const t = f.warm(0);
+    f.table.fuseAll(t);
+    const a = f.toA(400, t);
+    expect(a).toBeGreaterThan(120);
+    expect(a).toBeLessThan(280);
+  });
+
+  it("a slower generation (headers to end of stream) moves traffic away before the scrape sees it", () => {
+    const f = new Fixture(80, 0, 80, 1); // the scrape prefers a (b has a request queued)
+    const t = f.warm(0);
+    f.table.fuseAll(t);
+    expect(f.toA(50, t)).toBe(50);
+    f.answer(0, t, 8, 728);              // one answer 10x as long: not yet a peak
+    expect(f.toA(50, t + 728)).toBe(50);
+    f.answer(0, t + 10, 8, 738);         // two in a row are
+    expect(f.toA(50, t + 738)).toBe(0);
+  });
+
+  it("a slower time to headers alone is queueing, which the backlog prices: no factor", () => {
+    const f = new Fixture(80, 0, 80, 1);
+    const t = f.warm(0);
+    for (let k = 0; k < 3; k++) f.answer(0, t + k, 400, 472);
+    expect(f.toA(50, t + 480)).toBe(50);
+  });
+
+  it("a request answering for longer than the estimate counts before it ends", () => {
+    const f = new Fixture(80, 0, 80, 1);
+    const t = f.warm(0);
+    f.table.sent(0, t);
+    f.table.headers(0, t, t + 8, 200);
+    f.table.fuseAll(t + 50);
+    expect(f.toA(20, t + 50)).toBe(20); // answering for 42 ms, usual 72: no evidence
+    f.table.fuseAll(t + 1200);          // 1192 ms: > 5 x 2 x its norm (answering ages are length-biased)
+    expect(f.toA(20, t + 1200)).toBe(0);
+  });
+
+  it("errors make a fast-failing instance expensive (it looks idle to the scrape)", () => {
+    const f = new Fixture(80, 0, 80, 2);
+    let t = f.warm(0);
+    f.table.fuseAll(t);
+    expect(f.toA(20, t)).toBe(20);
+    for (let k = 0; k < 4; k++) { f.answer(0, t, 2, 2, 503); t += 5; }
+    expect(f.toA(20, t)).toBe(0);
+    expect(f.table.errors).toBe(4);
+    // a reset before any answer is an error too
+    f.table.sent(1, t);
+    f.table.done(1, t, 0, t + 1, false, 0);
+    expect(f.table.errors).toBe(5);
+  });
+
+  it("fresh fast answers correct a scrape that remembers a slow episode", () => {
+    const f = new Fixture(800, 0, 80, 14); // the scrape: a is 10x slower; corrected, a costs 4x its answers (LEVEL_MARGIN)
+    f.table.fuseAll(0);
+    expect(f.toA(20, 0)).toBe(0);
+    let t: f64 = 0;
+    for (let k = 0; k < 6; k++) { f.answer(0, t, 8, 80); t += 1000; } // probes answered in 80 ms
+    f.table.fuseAll(t);
+    expect(f.toA(20, t)).toBe(20);
+  });
+
+  it("an ORCA queue newer than the scrape replaces the scraped queue, until a newer scrape", () => {
+    const f = new Fixture(80, 0, 80, 1);
+    const t = f.warm(0);
+    f.table.fuseAll(t);
+    expect(f.toA(20, t)).toBe(20);
+    f.table.orca(0, parseOrcaHeader("TEXT named_metrics.queue=6", "queue", "kv", new OrcaReport()), t, 0);
+    expect(f.table.adj[0 * ADJ_STRIDE + 1]).toBe(6);
+    expect(f.toA(20, t)).toBe(0);
+    f.table.onScrape(0, t + 1, 80, 4); // a newer scrape: the scraped queue again
+    expect(f.toA(20, t + 1)).toBe(20);
+  });
+
+  it("ORCA errors per second count like observed errors", () => {
+    const f = new Fixture(80, 0, 80, 1);
+    const t = f.warm(0);
+    f.table.orca(0, parseOrcaHeader("TEXT rps_fractional=10,eps=9", "queue", "kv", new OrcaReport()), t, 0);
+    expect(f.toA(20, t)).toBe(0);
+    // a malformed report is counted and changes nothing
+    f.table.orca(1, parseOrcaHeader("TEXT eps", "queue", "kv", new OrcaReport()), t, 0);
+    expect(f.table.orcaInvalid).toBe(1);
+  });
+
+  it("a freed and reused slot starts from nothing", () => {
+    const f = new Fixture(80, 0, 80, 1);
+    const t = f.warm(0);
+    for (let k = 0; k < 4; k++) f.answer(0, t, 2, 2, 503);
+    expect(f.table.adj[0]).toBeGreaterThan(5);
+    f.table.sync(2, [1, 0]);
+    expect(f.table.adj[0]).toBe(1);
+    expect(f.table.hdrPeak[0]).toBe(0);
+  });
+});
+
+describe("probe share (no absorbing state)", () => {
+  it("sends one request in `every` to an idle eligible instance, whatever its price", () => {
+    const f = new Fixture(800, 0, 80, 0);
+    f.table.fuseAll(0);
+    const pr = new Prober(probeEvery(0.01), 1000);
+    expect(pr.every).toBe(100);
+    let due = 0;
+    for (let k = 0; k < 1000; k++) if (pr.due()) due++;
+    expect(due).toBe(10);
+    const t: f64 = 5000;
+    f.table.sent(1, t); // b is in use, a idle since ever
+    expect(probePick(f.plan, f.table, pr, f.inflight.dataStart, t, f.rng)).toBe(0);
+    f.table.sent(0, t);
+    expect(probePick(f.plan, f.table, pr, f.inflight.dataStart, t + 10, f.rng)).toBe(-1);
+    expect(probePick(f.plan, f.table, pr, f.inflight.dataStart, t + 2000, f.rng)).toBeGreaterThanOrEqual(0);
+    expect(probeEvery(0)).toBe(0);
+    expect(new Prober(0, 1000).due()).toBe(false);
+  });
+});
+
+describe("in-band state across worker VMs", () => {
+  it("adopts what another VM observed more recently, per signal, for planned addresses only", () => {
+    const i1 = new Inflight(); const i2 = new Inflight();
+    i1.slotFor("a:1"); i2.slotFor("b:1"); i2.slotFor("a:1");
+    const t1 = new InbandTable(); t1.sync(i1.capacity(), i1.gen);
+    const t2 = new InbandTable(); t2.sync(i2.capacity(), i2.gen);
+    t1.sent(0, 100); t1.headers(0, 100, 180, 200);
+    const doc = t1.merge(new ArrayBuffer(0), i1.addresses(), (a: string): i32 => a == "a:1" ? 0 : -1);
+    const back = t2.merge(doc, i2.addresses(), (a: string): i32 => a == "a:1" ? 1 : a == "b:1" ? 0 : -1);
+    expect(t2.hdrPeak[1]).toBe(80);
+    expect(t2.hdrAt[1]).toBe(180);
+    expect(t2.hdrPeak[0]).toBe(0);
+    expect(back.byteLength).toBeGreaterThan(2);
+    // a malformed document changes nothing and never traps
+    const bad = new ArrayBuffer(5);
+    store<u16>(changetype<usize>(bad), 9);
+    t2.merge(bad, i2.addresses(), (a: string): i32 => -1);
+    expect(t2.hdrPeak[1]).toBe(80);
+  });
+});
+
+describe("inband configuration", () => {
+  it("ships on, with the documented defaults", () => {
+    const r = parseConfig('{"agent":{"cluster":"a"},"link":{"services":[]},"loadAware":{"services":[{"authorities":["x.example"],"service":"s"}]}}');
+    const ib = r.config!.loadAware.services[0].inband;
+    expect(ib.enabled).toBe(true);
+    expect(ib.tauMs).toBe(2000);
+    expect(ib.refTauMs).toBe(30000);
+    expect(ib.slowdownThreshold).toBe(5.0);
+    expect(ib.errorTauMs).toBe(2000);
+    expect(ib.errorWeight).toBe(10.0);
+    expect(ib.probeShare).toBe(0.01);
+    expect(ib.probeIdleMs).toBe(1000);
+    expect(ib.orca).toBe(true);
+    expect(ib.stripOrca).toBe(true);
+    expect(ib.orcaQueueMetric).toBe("queue");
+    expect(ib.orcaKvCacheMetric).toBe("kv_cache_utilization");
+  });
+
+  it("refuses a probe share above 1 % and unknown keys, naming the field", () => {
+    const base = '{"agent":{"cluster":"a"},"link":{"services":[]},"loadAware":{"services":[{"authorities":["x.example"],"service":"s","inband":';
+    const r = parseConfig(base + '{"probeShare":0.05}}]}}');
+    expect(r.config).toBeNull();
+    expect(r.error.includes("loadAware.services[0].inband.probeShare")).toBe(true);
+    const u = parseConfig(base + '{"tau":5}}]}}');
+    expect(u.config).toBeNull();
+    expect(u.error.includes("tau")).toBe(true);
+    const ok = parseConfig(base + '{"enabled":false,"probeShare":0,"orcaQueueMetric":"waiting"}}]}}');
+    expect(ok.config!.loadAware.services[0].inband.enabled).toBe(false);
+    expect(ok.config!.loadAware.services[0].inband.orcaQueueMetric).toBe("waiting");
+  });
+});

@@ -1,0 +1,50 @@
+// Scorer, per request: the in-band correction (lib/inband.ts, docs/inband.md). The table keeps,
+// per in-flight slot, a factor that multiplies the scraped cost (slowdown, level, errors) and an
+// ORCA queue that replaces the scraped one while it is newer than the scrape; both are written on
+// the response path and on the tick, so the request reads two f64 per candidate scored.
+// adjP = 0: in-band off (factor 1, the scraped queue).
+import { Plan } from "./plan";
+import { ptr, f64At, i32At } from "./flat";
+import { ADJ_STRIDE, InbandTable, Prober } from "../inband";
+import { Rng } from "../inflight";
+import { SKIP_NONE, SKIP_SLOW } from "./skip";
+
+@inline export function inbandFactor(adjP: usize, slot: i32): f64 {
+  return adjP == 0 ? 1.0 : load<f64>(adjP + (<usize>(slot * ADJ_STRIDE) << 3));
+}
+
+/** The queue term of the backlog: the ORCA override when present, else the scraped qAdj. */
+@inline export function inbandQueue(adjP: usize, slot: i32, qAdj: f64): f64 {
+  if (adjP == 0) return qAdj;
+  const q = load<f64>(adjP + (<usize>(slot * ADJ_STRIDE + 1) << 3));
+  return q == q ? q : qAdj;
+}
+
+/**
+ * The probe (no absorbing state): a candidate that is eligible or priced out by the health
+ * scorer (skip reason slow: weight 0 is a price, and a P99 window that remembers an episode is
+ * exactly what fresh answers must correct), not stale, with a free slot by our estimate, that
+ * this VM has sent nothing to for prober.idleMs (and past its probe backoff); -1 if none.
+ * Round-robin from the prober's cursor, so repeated probes visit every idle instance;
+ * O(candidates), once per prober.every requests.
+ */
+export function probePick(plan: Plan, table: InbandTable, prober: Prober, inflightP: usize, nowMs: f64, _rng: Rng): i32 {
+  const m = plan.n;
+  if (m < 2) return -1;
+  const since = nowMs - prober.idleMs;
+  const slotP = ptr(plan.slot), staleP = ptr(plan.staleAtMs), qP = ptr(plan.qAdj), slotsP = ptr(plan.slots), skipP = ptr(plan.skip);
+  for (let k = 0; k < m; k++) {
+    const e = (prober.cursor + k) % m;
+    const i = e;
+    const skip = i32At(skipP, i);
+    if (skip != SKIP_NONE && skip != SKIP_SLOW) continue;
+    const slot = i32At(slotP, i);
+    if (slot >= table.size() || nowMs >= f64At(staleP, i)) continue;
+    if (unchecked(table.lastSentMs[slot]) > since || nowMs < unchecked(table.probeUntil[slot])) continue;
+    const b = f64At(qP, i) + <f64>i32At(inflightP, slot);
+    if (b >= f64At(slotsP, i)) continue;
+    prober.cursor = (e + 1) % m;
+    return i;
+  }
+  return -1;
+}

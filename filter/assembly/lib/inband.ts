@@ -1,0 +1,403 @@
+// In-band signals per instance (pure): what this proxy's own responses say about each instance,
+// fused with the agent's scrape into one cost factor per in-flight slot (docs/inband.md).
+//
+// Indexed like the in-flight table (lib/inflight.ts): one entry per slot, bounded by the live
+// fleet; a slot reused for another address (its generation changed) starts from nothing. The
+// request path reads only `adj` (factor, queue override per slot); everything else is written on
+// the response path and on the tick.
+//
+// Estimators (t = time of the sample, at = time of the previous one, τ = tauMs):
+//   peak   y > peak ? y : peak·w + y·(1 − w), w = e^(−(t − at)/τ)      (Finagle / tower PeakEwma)
+//          fed y = min(x, previous x): one heavy-tailed answer is not a peak, two in a row are
+//          (with lognormal σ 1.1 service one answer in eight exceeds twice the mean; two in a row
+//          one in seventy), so the factor stays near 1 on healthy instances
+//   ref    ref + a·(x − ref), a = min(1 − e^(−(t − at)/refTauMs), 1/32)  (the instance's own norm)
+//   error  e·e^(−(t − at)/errorTauMs), then += errorStep·(isError − e)  (per response)
+// for the time to response headers (TTFT when streaming) and to end of stream (2xx/3xx/4xx
+// answers; 5xx and resets only count as errors).
+import { OrcaReport } from "./orca";
+
+/** Stride of `adj`: [factor, queue override (NaN: none)] per slot. */
+export const ADJ_STRIDE: i32 = 2;
+/**
+ * The level correction needs answers this many times faster than the scraped E[S]: the service
+ * sample (headers to end, a pair minimum of a heavy-tailed time) is often half the mean on a
+ * healthy instance, and a margin of 2 lowered healthy instances' prices at random (fleet A,
+ * rho 0.95: P99 0.78x -> 1.29x LEAST_REQUEST, bench/routing/run.ts --quick).
+ */
+export const LEVEL_MARGIN: f64 = 4;
+
+/** Probe spacing doubles at most this often (idleMs · 4: a recovered instance is probed within 4 s by default). */
+export const MAX_PROBE_BACKOFF: i32 = 2;
+
+export class InbandParams {
+  tauMs: f64 = 1000;
+  refTauMs: f64 = 30000;
+  /** Slowdown (peak / own norm) below this is noise; above it, the cost is multiplied by ratio / threshold. */
+  slowdownThreshold: f64 = 5;
+  errorTauMs: f64 = 2000;
+  errorStep: f64 = 0.25;
+  errorWeight: f64 = 10;
+  /** Lowest level factor: how far fresh fast answers may price an instance below its scraped E[S]. */
+  minLevel: f64 = 0.05;
+  /**
+   * How long a level correction holds without fresh answers: a few of the agent's E[S] windows (10 s by
+   * default), the time its scrape needs to forget an episode (its fade has τ = the window). Sparse answers (probes, ~1/s) must
+   * not let the correction fade between two of them.
+   */
+  levelTauMs: f64 = 30000;
+}
+
+@inline function decay(now: f64, at: f64, tau: f64): f64 {
+  const d = now - at;
+  return d <= 0 ? 1 : Math.exp(-d / tau);
+}
+
+/** Peak-sensitive EWMA step (see the header). `peak` 0 = no data yet. */
+export function peakStep(peak: f64, x: f64, dtMs: f64, tauMs: f64): f64 {
+  if (peak <= 0 || x >= peak) return x;
+  const w = dtMs <= 0 ? 1 : Math.exp(-dtMs / tauMs);
+  return peak * w + x * (1 - w);
+}
+
+/**
+ * The norm's step: a time-based EWMA whose weight per sample is at most 1/REF_MIN_SAMPLES, so that
+ * sparse samples (an instance priced out, answering a probe every few seconds) do not make a
+ * slow episode its norm within a few answers. `ref` 0 = no data yet.
+ */
+export function ewmaStep(ref: f64, x: f64, dtMs: f64, tauMs: f64, outlierAbove: f64 = Infinity): f64 {
+  if (ref <= 0) return x;
+  let a = dtMs <= 0 ? 0 : 1 - Math.exp(-dtMs / tauMs);
+  if (a > 1.0 / REF_MIN_SAMPLES) a = 1.0 / REF_MIN_SAMPLES;
+  // A sample above outlierAbove × the norm is evidence of a slowdown, not of a new norm: it moves
+  // the norm 8× slower (a lasting change is still learnt, over minutes instead of seconds).
+  if (x > outlierAbove * ref) a *= 0.125;
+  return ref * (1 - a) + x * a;
+}
+
+/** The norm moves by at most 1/32 of the gap per sample. */
+export const REF_MIN_SAMPLES: f64 = 32;
+
+/**
+ * The fusion rule (docs/inband.md), a pure function of one instance's state at `now`:
+ *   slow  = max(eosPeak/eosRef faded to 1 with τ since its last sample, the mean time requests
+ *           have been answering (headers seen, not ended) / (2·eosRef) when above eosPeak -- current);
+ *           eos* is the service sample (headers to end of stream, see done()); the cost is
+ *           multiplied by slow/threshold above the threshold
+ *   level = min(1, LEVEL_MARGIN·eosPeak / E[S]scraped) faded to 1 with levelTauMs, >= minLevel: fresh
+ *           fast answers (at least LEVEL_MARGIN times as fast as the scrape says)
+ *           correct a scrape that still remembers a slow episode
+ *   error = 1 + errorWeight · e / (1 − e), e = max(own error rate, ORCA eps/rps), faded with errorTauMs
+ *   factor = slow · level · error  (multiplies the scraped cost)
+ */
+export function fuseFactor(p: InbandParams, now: f64,
+  hdrPeak: f64, hdrRef: f64, hdrAt: f64, eosPeak: f64, eosRef: f64, eosAt: f64,
+  openAgeMs: f64, esScrapeMs: f64, err: f64, errAt: f64, orcaErr: f64, orcaAt: f64): f64 {
+  // Time to headers carries the queue ahead of the request, which the backlog term already prices:
+  // in the slowdown it made loaded instances look slow (4 proxies at rho 0.95: 1.46x / 1.71x
+  // LEAST_REQUEST instead of 1.0x / 1.26x, docs/inband.md). It is kept (hdr*), not priced.
+  let up: f64 = 1;
+  if (eosRef > 0 && eosPeak > 0) {
+    const r = eosPeak / eosRef;
+    if (r > 1) up = Math.max(up, 1 + (r - 1) * decay(now, eosAt, p.tauMs));
+    // requests caught answering are length-biased: their mean age is E[S²]/(2·E[S]), ~1.7·E[S]
+    // for the lognormal σ 1.1 of the benchmark -- so the age counts against twice the norm
+    if (openAgeMs > eosPeak) up = Math.max(up, openAgeMs / (2 * eosRef));
+  }
+  const slow = up > p.slowdownThreshold ? up / p.slowdownThreshold : 1;
+  let level: f64 = 1;
+  if (esScrapeMs > 0 && eosPeak > 0 && LEVEL_MARGIN * eosPeak < esScrapeMs) {
+    level = 1 + (LEVEL_MARGIN * eosPeak / esScrapeMs - 1) * decay(now, eosAt, p.levelTauMs);
+    if (level < p.minLevel) level = p.minLevel;
+  }
+  let e = err > 0 ? err * decay(now, errAt, p.errorTauMs) : 0;
+  if (orcaErr > 0) e = Math.max(e, orcaErr * decay(now, orcaAt, p.errorTauMs));
+  if (e > 0.99) e = 0.99;
+  const error = 1 + p.errorWeight * e / (1 - e);
+  return slow * level * error;
+}
+
+export class InbandTable {
+  /** Default parameters; each slot uses its service's (paramsOf, set on rebuild). */
+  params: InbandParams = new InbandParams();
+  paramsOf: Array<InbandParams> = [];
+  /** Per slot [factor, queue override]: what the request path reads (ADJ_STRIDE). */
+  adj: Array<f64> = [];
+  gen: Array<u32> = [];
+  hdrPeak: Array<f64> = [];
+  hdrRef: Array<f64> = [];
+  hdrAt: Array<f64> = [];
+  hdrPrev: Array<f64> = [];
+  eosPrev: Array<f64> = [];
+  eosPeak: Array<f64> = [];
+  eosRef: Array<f64> = [];
+  eosAt: Array<f64> = [];
+  err: Array<f64> = [];
+  errAt: Array<f64> = [];
+  /** Requests sent and still waiting for response headers: count and sum of their start times. */
+  /** Requests answering (headers seen, not ended): count and sum of their header times. */
+  openN: Array<i32> = [];
+  openSum: Array<f64> = [];
+  lastSentMs: Array<f64> = [];
+  /** Probes: no probe to slot s before probeUntil[s]; consecutive probes without regular traffic. */
+  probeUntil: Array<f64> = [];
+  probeStreak: Array<i32> = [];
+  /** From the scrape in force (rebuild): E[S], slots, scrape time. */
+  esScrape: Array<f64> = [];
+  slots: Array<f64> = [];
+  scrapeAt: Array<f64> = [];
+  /** Latest ORCA report per slot (this VM's; not shared). */
+  orcaAt: Array<f64> = [];
+  orcaErr: Array<f64> = [];
+  orcaUtil: Array<f64> = [];
+  orcaKv: Array<f64> = [];
+  /** Reports refused (malformed), answers and errors seen: counters flushed on the tick. */
+  orcaInvalid: i64 = 0;
+  orcaValid: i64 = 0;
+  errors: i64 = 0;
+
+  size(): i32 { return this.gen.length; }
+
+  /** Makes room for `n` slots and clears any slot whose generation changed (freed and reused). */
+  sync(n: i32, gens: Array<u32>): void {
+    while (this.gen.length < n) {
+      const s = this.gen.length;
+      this.gen.push(s < gens.length ? gens[s] : 0);
+      this.paramsOf.push(this.params);
+      this.adj.push(1); this.adj.push(NaN);
+      this.hdrPeak.push(0); this.hdrRef.push(0); this.hdrAt.push(0); this.hdrPrev.push(0); this.eosPrev.push(0);
+      this.eosPeak.push(0); this.eosRef.push(0); this.eosAt.push(0);
+      this.err.push(0); this.errAt.push(0);
+      this.lastSentMs.push(-Infinity);
+      this.openN.push(0); this.openSum.push(0);
+      this.probeUntil.push(-Infinity); this.probeStreak.push(0);
+      this.esScrape.push(0); this.slots.push(1); this.scrapeAt.push(-1);
+      this.orcaAt.push(-Infinity); this.orcaErr.push(0); this.orcaUtil.push(NaN); this.orcaKv.push(NaN);
+    }
+    for (let s = 0; s < n && s < gens.length; s++) if (this.gen[s] != gens[s]) { this.clear(s); this.gen[s] = gens[s]; }
+  }
+
+  private clear(s: i32): void {
+    this.adj[s * ADJ_STRIDE] = 1; this.adj[s * ADJ_STRIDE + 1] = NaN;
+    this.hdrPeak[s] = 0; this.hdrRef[s] = 0; this.hdrAt[s] = 0; this.hdrPrev[s] = 0; this.eosPrev[s] = 0;
+    this.eosPeak[s] = 0; this.eosRef[s] = 0; this.eosAt[s] = 0;
+    this.err[s] = 0; this.errAt[s] = 0;
+    this.lastSentMs[s] = -Infinity;
+    this.openN[s] = 0; this.openSum[s] = 0;
+    this.probeUntil[s] = -Infinity; this.probeStreak[s] = 0;
+    this.esScrape[s] = 0; this.slots[s] = 1; this.scrapeAt[s] = -1;
+    this.orcaAt[s] = -Infinity; this.orcaErr[s] = 0; this.orcaUtil[s] = NaN; this.orcaKv[s] = NaN;
+  }
+
+  /** Whether a stream's (slot, generation) still names the slot's current address. */
+  @inline valid(slot: i32, gen: u32): bool { return slot >= 0 && slot < this.gen.length && unchecked(this.gen[slot]) == gen; }
+
+  /** The scrape in force for a slot (plan rebuild): an ORCA queue older than the scrape gives way to it. */
+  onScrape(s: i32, scrapeAtMs: f64, esMs: f64, slots: f64): void {
+    this.esScrape[s] = esMs;
+    this.slots[s] = slots >= 1 ? slots : 1;
+    this.scrapeAt[s] = scrapeAtMs;
+    if (this.orcaAt[s] <= scrapeAtMs) this.adj[s * ADJ_STRIDE + 1] = NaN;
+  }
+
+  /**
+   * A request sent to slot s at `t` (request path: a few stores). A probe waits idleMs · 2^k
+   * (k: probes in a row without regular traffic, at most MAX_PROBE_BACKOFF doublings) before the
+   * next probe to the same instance; a regular choice resets k.
+   */
+  @inline sent(s: i32, t: f64, probeIdleMs: f64 = -1): void {
+    if (probeIdleMs < 0) unchecked(this.probeStreak[s] = 0);
+    else {
+      const k = unchecked(this.probeStreak[s]);
+      unchecked(this.probeUntil[s] = t + probeIdleMs * <f64>(1 << (k < MAX_PROBE_BACKOFF ? k : MAX_PROBE_BACKOFF)));
+      unchecked(this.probeStreak[s] = k + 1);
+    }
+    unchecked(this.lastSentMs[s] = t);
+  }
+
+
+  /** Response headers of a request started at `start`, at `t`, with HTTP status `status` (the TTFT sample). */
+  headers(s: i32, start: f64, t: f64, status: i32): void {
+    if (status >= 500) { this.error(s, t, true); this.fuse(s, t); return; }
+    this.openN[s]++;
+    this.openSum[s] += t;
+    this.error(s, t, false);
+    const x = t - start;
+    if (!(x >= 0)) return;
+    const dt = t - this.hdrAt[s];
+    const p = this.paramsOf[s];
+    const prev = this.hdrPrev[s];
+    this.hdrPrev[s] = x;
+    this.hdrPeak[s] = peakStep(this.hdrPeak[s], prev > 0 && prev < x ? prev : x, dt, p.tauMs);
+    this.hdrRef[s] = ewmaStep(this.hdrRef[s], x, dt, p.refTauMs, p.slowdownThreshold);
+    this.hdrAt[s] = t;
+    this.fuse(s, t);
+  }
+
+  /**
+   * End of stream at `t` of a request started at `start` whose headers came at `hdrT`;
+   * `headersSeen` false = reset before any answer (an error). The service sample is the time from
+   * headers to end of stream (generation: no queueing in it), or the whole time when the answer
+   * came in one piece (headers at the end).
+   */
+  done(s: i32, start: f64, hdrT: f64, t: f64, headersSeen: bool, status: i32): void {
+    if (!headersSeen) {
+      this.error(s, t, true);
+      this.fuse(s, t);
+      return;
+    }
+    if (status >= 500) return; // counted at the headers
+    if (this.openN[s] > 0) {
+      this.openN[s]--;
+      this.openSum[s] -= hdrT;
+      if (this.openN[s] == 0) this.openSum[s] = 0;
+    }
+    const x = t - hdrT > 1 ? t - hdrT : t - start;
+    if (!(x >= 0)) return;
+    const dt = t - this.eosAt[s];
+    const p = this.paramsOf[s];
+    const prev = this.eosPrev[s];
+    this.eosPrev[s] = x;
+    this.eosPeak[s] = peakStep(this.eosPeak[s], prev > 0 && prev < x ? prev : x, dt, p.tauMs);
+    this.eosRef[s] = ewmaStep(this.eosRef[s], x, dt, p.refTauMs, p.slowdownThreshold);
+    this.eosAt[s] = t;
+    this.fuse(s, t);
+  }
+
+  private error(s: i32, t: f64, isError: bool): void {
+    const p = this.paramsOf[s];
+    let e = this.err[s] * decay(t, this.errAt[s], p.errorTauMs);
+    e += p.errorStep * ((isError ? 1.0 : 0.0) - e);
+    this.err[s] = e;
+    this.errAt[s] = t;
+    if (isError) this.errors++;
+  }
+
+  /**
+   * An ORCA report on an answer from slot s at `t`; `inflightNow` is our in-flight count then.
+   * Its queue (+ running = utilisation × slots) replaces the scraped queue until a newer scrape.
+   */
+  orca(s: i32, r: OrcaReport, t: f64, inflightNow: i32): void {
+    if (!r.ok) { this.orcaInvalid++; return; }
+    this.orcaValid++;
+    this.orcaAt[s] = t;
+    const u = r.utilization();
+    this.orcaUtil[s] = u;
+    this.orcaKv[s] = r.kvCache;
+    this.orcaErr[s] = r.eps > 0 && r.rps > 0 ? Math.min(1, r.eps / r.rps) : 0;
+    if (!isNaN(r.queue)) {
+      const running = u >= 0 && u < Infinity ? Math.min(u, 1) * this.slots[s] : 0;
+      this.adj[s * ADJ_STRIDE + 1] = r.queue + running - <f64>inflightNow;
+    }
+    this.fuse(s, t);
+  }
+
+  /** Recomputes slot s's factor at `now` (response path, and every tick for the decay and ages). */
+  fuse(s: i32, now: f64): void {
+    const m = this.openN[s];
+    const openAge = m > 0 ? now - this.openSum[s] / <f64>m : 0;
+    this.adj[s * ADJ_STRIDE] = fuseFactor(this.paramsOf[s], now,
+      this.hdrPeak[s], this.hdrRef[s], this.hdrAt[s], this.eosPeak[s], this.eosRef[s], this.eosAt[s],
+      openAge, this.esScrape[s], this.err[s], this.errAt[s], this.orcaErr[s], this.orcaAt[s]);
+  }
+
+  /** Tick: every slot's factor at `now`. */
+  fuseAll(now: f64): void {
+    for (let s = 0; s < this.gen.length; s++) this.fuse(s, now);
+  }
+
+  // ---------------------------------------------------------------- sharing across worker VMs
+  // Document: u16 count, count × (u8 addrLen, addr, 12 × f64: hdrPeak, hdrRef, hdrAt, eosPeak,
+  // eosRef, eosAt, err, errAt, lastSentMs, probeUntil, hdrPrev, eosPrev). Every VM reads it, adopts per signal what
+  // is newer than its own (by the sample time; the last send and the probe pacing: the later),
+  // and writes back its merged table of the addresses it plans: bounded by the live fleet.
+
+  /**
+   * Merges the shared document into this table (slots by address via `slotOf`, -1: not planned
+   * here) and returns the document to write back. `addrs[s]` is slot s's address ("" = free).
+   * Malformed input is ignored from the first bad entry on.
+   */
+  merge(doc: ArrayBuffer, addrs: Array<string>, slotOf: (a: string) => i32): ArrayBuffer {
+    const p = changetype<usize>(doc);
+    const n = doc.byteLength;
+    if (n >= 2) {
+      const count = <i32>load<u16>(p);
+      let off = 2;
+      for (let e = 0; e < count; e++) {
+        if (off + 1 > n) break;
+        const len = <i32>load<u8>(p + <usize>off);
+        if (off + 1 + len + ENTRY > n) break;
+        const addr = String.UTF8.decodeUnsafe(p + <usize>off + 1, <usize>len);
+        const q = p + <usize>(off + 1 + len);
+        off += 1 + len + ENTRY;
+        const s = slotOf(addr);
+        if (s < 0 || s >= this.gen.length) continue;
+        const hAt = load<f64>(q + 16), eAt = load<f64>(q + 40), rAt = load<f64>(q + 56);
+        if (hAt > this.hdrAt[s]) { this.hdrPeak[s] = load<f64>(q); this.hdrRef[s] = load<f64>(q + 8); this.hdrAt[s] = hAt; this.hdrPrev[s] = load<f64>(q + 80); }
+        if (eAt > this.eosAt[s]) { this.eosPeak[s] = load<f64>(q + 24); this.eosRef[s] = load<f64>(q + 32); this.eosAt[s] = eAt; this.eosPrev[s] = load<f64>(q + 88); }
+        if (rAt > this.errAt[s]) { this.err[s] = load<f64>(q + 48); this.errAt[s] = rAt; }
+        const ls = load<f64>(q + 64), pu = load<f64>(q + 72);
+        if (ls > this.lastSentMs[s]) this.lastSentMs[s] = ls;
+        if (pu > this.probeUntil[s]) this.probeUntil[s] = pu;
+      }
+    }
+    let count = 0;
+    let size = 2;
+    const limit = addrs.length < this.gen.length ? addrs.length : this.gen.length;
+    for (let s = 0; s < limit; s++) {
+      if (addrs[s].length == 0 || (this.hdrAt[s] == 0 && this.eosAt[s] == 0 && this.errAt[s] == 0)) continue;
+      size += 1 + String.UTF8.byteLength(addrs[s]) + ENTRY;
+      count++;
+      if (count == 0xffff) break;
+    }
+    const out = new ArrayBuffer(size);
+    const o = changetype<usize>(out);
+    store<u16>(o, <u16>count);
+    let off: usize = 2;
+    let written = 0;
+    for (let s = 0; s < limit && written < count; s++) {
+      if (addrs[s].length == 0 || (this.hdrAt[s] == 0 && this.eosAt[s] == 0 && this.errAt[s] == 0)) continue;
+      const a = addrs[s];
+      const len = <usize>String.UTF8.encodeUnsafe(changetype<usize>(a), a.length, o + off + 1);
+      store<u8>(o + off, <u8>len);
+      const q = o + off + 1 + len;
+      store<f64>(q, this.hdrPeak[s]); store<f64>(q + 8, this.hdrRef[s]); store<f64>(q + 16, this.hdrAt[s]);
+      store<f64>(q + 24, this.eosPeak[s]); store<f64>(q + 32, this.eosRef[s]); store<f64>(q + 40, this.eosAt[s]);
+      store<f64>(q + 48, this.err[s]); store<f64>(q + 56, this.errAt[s]);
+      store<f64>(q + 64, this.lastSentMs[s]); store<f64>(q + 72, this.probeUntil[s]);
+      store<f64>(q + 80, this.hdrPrev[s]); store<f64>(q + 88, this.eosPrev[s]);
+      off += 1 + len + ENTRY;
+      written++;
+    }
+    return out;
+  }
+}
+
+/** Bytes per entry after the address in the shared document. */
+const ENTRY: i32 = 96;
+
+/**
+ * Probe share (no absorbing state): every `every`-th request of a service may go to an eligible
+ * instance that has had no request from this VM for `idleMs`, whatever its price, so that fresh
+ * answers can correct an estimate nothing else would correct. Round-robin over the candidates.
+ */
+export class Prober {
+  countdown: i32 = 0;
+  cursor: i32 = 0;
+  constructor(public every: i32, public idleMs: f64) { this.countdown = every; }
+
+  /** True once every `every` calls (never when every <= 0). */
+  @inline due(): bool {
+    if (this.every <= 0) return false;
+    if (--this.countdown > 0) return false;
+    this.countdown = this.every;
+    return true;
+  }
+}
+
+/** Requests between probes for a probe share (0: never; share 0.01 → every 100th request). */
+export function probeEvery(share: f64): i32 {
+  if (!(share > 0)) return 0;
+  const e = Math.round(1 / share);
+  return e < 1 ? 1 : <i32>e;
+}

@@ -1,0 +1,53 @@
+// Issue 9 §2 in virtual time, with the compiled filter and its SHIPPED defaults (the bench's
+// plugin config sets no inband block): an instance 10x slower for 30 s, then normal, is priced
+// out while slow and gets at least half its fair share again after recovery (not stuck at 0 as
+// before in-band learning); a fast-failing instance (503 in 2 ms) receives far fewer requests
+// than its fair share. bench/routing/inband.ts scenarios,
+// one sample path each (~5-10 s wall each).
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import * as path from 'node:path';
+import { DEFAULT_AGENT } from '../../bench/routing/agent-model';
+import { runPolicy } from '../../bench/routing/des';
+import { SwitchyardPolicy } from '../../bench/routing/switchyard';
+import { episodeStats } from '../../bench/routing/episodes';
+import { BLACKHOLE_SCENARIO, SLOW_SCENARIO, scenarioPath } from '../../bench/routing/inband';
+
+const WASM = path.resolve(__dirname, '../../build/switchyard.wasm');
+const AGENT = { ...DEFAULT_AGENT, scrapeIntervalMs: 1000 };
+
+test('no absorbing state: 10x slower for 30 s, then back to half its fair share after recovery', { timeout: 120_000 }, async () => {
+  const s = SLOW_SCENARIO;
+  const sp = scenarioPath(s, 20261129);
+  const sy = new SwitchyardPolicy({ wasmPath: WASM, agent: AGENT, seed: 20261129, measuredRange: [sp.firstMeasured, sp.firstMeasured + sp.measured] });
+  let probes = 0;
+  const finish = sy.finish.bind(sy);
+  sy.finish = (): void => { probes = sy.host.metric('switchyard.inband.probes') ?? 0; finish(); };
+  const r = await runPolicy(s.fleet, sp, sy, { episodes: [s.episode], ttftFraction: 0.1 });
+  assert.equal(sy.stats.vmFailures, 0);
+  const st = episodeStats(r, s.fleet, s.episode, s.afterMs);
+  // priced out while slow (round-robin would send it its fair share)...
+  assert.ok(st.sentDuring < 0.2 * st.fairDuring, `sent ${st.sentDuring} during the episode, fair ${st.fairDuring.toFixed(0)}`);
+  assert.ok(st.reactMs !== null && st.reactMs <= s.episode.fromMs + 3000, `reacted at ${st.reactMs}`);
+  // ...and not for good. Issue 9's target is 10 s, NOT met: on this path the filter as built needs
+  // 18.3 s (docs/benchmarks.md: the agent's P99 window keeps the instance skipped as slow for its
+  // length after the last slow completion, and the level correction needs answers 4x faster than
+  // the scrape). Without in-band learning and the agent's fade: never (0 requests in the 30 s after).
+  assert.ok(st.recoverMs !== null && st.recoverMs <= 25_000, `back to half its fair share after ${st.recoverMs} ms`);
+  // it gets traffic again in the 30 s after (measured with the shipped defaults: see the bench)
+  assert.ok(st.sentAfter > 0.15 * st.fairAfter, `sent ${st.sentAfter} in the 30 s after, fair ${st.fairAfter.toFixed(0)}`);
+  // the probe share is bounded: at most 1 % of the requests
+  const routed = r.choice.reduce((n, c) => n + (c >= 0 ? 1 : 0), 0);
+  assert.ok(probes > 0 && probes <= 0.01 * routed + 1, `${probes} probes of ${routed} requests`);
+});
+
+test('a black hole (503 in 2 ms) is priced out by its errors: far below its fair share', { timeout: 120_000 }, async () => {
+  const s = BLACKHOLE_SCENARIO;
+  const sp = scenarioPath(s, 20261129);
+  const sy = new SwitchyardPolicy({ wasmPath: WASM, agent: AGENT, seed: 20261129, measuredRange: [sp.firstMeasured, sp.firstMeasured + sp.measured] });
+  const r = await runPolicy(s.fleet, sp, sy, { episodes: [s.episode], ttftFraction: 0.1 });
+  const st = episodeStats(r, s.fleet, s.episode, s.afterMs);
+  // LEAST_REQUEST sends it ~1.8x its fair share (bench/routing/inband.ts); the filter before in-band ~1.9x
+  assert.ok(st.errorsDuring < 0.1 * st.fairDuring, `${st.errorsDuring} errors, fair share ${st.fairDuring.toFixed(0)}`);
+  assert.ok(st.sentAfter > 0.5 * st.fairAfter, 'after the episode it gets traffic again');
+});
