@@ -16,10 +16,11 @@ export interface MutantResult extends Mutant { outcome: Outcome; by?: string; ms
  *  until one fails). */
 export const PLUGIN_TESTS: Record<string, string[]> = {
   'loadaware.ts': ['test/integration/loadaware.test.ts'],
+  'inband.ts': ['test/integration/loadaware.test.ts'],
   'body.ts': ['test/integration/request-aware.test.ts'],
   'request-plan.ts': ['test/integration/request-aware.test.ts'],
   'stream.ts': ['test/integration/loadaware.test.ts', 'test/integration/link.test.ts', 'test/integration/request-aware.test.ts'],
-  'view.ts': ['test/integration/loadaware.test.ts', 'test/integration/link.test.ts'],
+  'view.ts': ['test/integration/loadaware.test.ts', 'test/integration/link.test.ts', 'test/integration/rules.test.ts'],
   'root.ts': ['test/integration/snapshot-feed.test.ts', 'test/integration/loadaware.test.ts', 'test/integration/link.test.ts'],
   'metrics.ts': ['test/integration/snapshot-feed.test.ts', 'test/integration/loadaware.test.ts', 'test/integration/link.test.ts'],
 };
