@@ -67,7 +67,7 @@ function cost(n: i32): RequestCost {
 
 function adapterFleet(): Fixture {
   const snap = snapOf([inst("10.0.0.1:80"), inst("10.0.0.2:80"), inst("10.0.0.3:80"), inst("10.0.0.4:80")], [
-    llm("10.0.0.1:80", ["llama-3-8b", "sql-lora"], [MODEL_BASE, MODEL_LOADED], NaN, NaN, NaN, 2),
+    llm("10.0.0.1:80", ["llama-3-8b", "sql-lora", "chat-lora"], [MODEL_BASE, MODEL_LOADED, 0], NaN, NaN, NaN, 2),
     llm("10.0.0.2:80", ["llama-3-8b", "chat-lora"], [MODEL_BASE, MODEL_LOADED | MODEL_WAITING], NaN, NaN, NaN, 1),
     llm("10.0.0.3:80", ["llama-3-8b", "sql-lora"], [MODEL_BASE, MODEL_WAITING], NaN, NaN, NaN, 4),
     llm("10.0.0.4:80", ["mistral-7b"], [MODEL_BASE]),
@@ -104,7 +104,10 @@ describe("filter-model: model and LoRA affinity", () => {
     expect(modelCostMs(f.lp, sql, 1, 200)).toBe(Infinity);  // 1 of 1 adapter slots used
     expect(modelCostMs(f.lp, sql, 3, 200)).toBe(Infinity);  // no LoRA capacity known
     const chat = f.lp.modelColumn("chat-lora");
-    expect(modelCostMs(f.lp, chat, 0, 200)).toBe(200.0);    // 1 of 2 used: room to load
+    expect(modelCostMs(f.lp, chat, 0, 200)).toBe(200.0);    // listed, 1 of 2 used: room to load
+    const math = f.lp.modelColumn("math-lora");
+    expect(math).toBe(-1);                                   // no instance lists it
+    expect(modelCostMs(f.lp, sql, 1, 200)).toBe(Infinity);  // does not list sql-lora
   });
 
   it("the request pass sends an adapter request to the instance that has it loaded", () => {

@@ -1,10 +1,10 @@
 // Filter + scorer, per request: model and LoRA affinity. With LLM data in the snapshot only the
 // instances that serve the requested model are candidates: as a base model or a loaded adapter
 // (no extra cost), an adapter requests already wait for (it is being loaded: adapterLoadMs), or,
-// for a model known as an adapter, an instance with adapter capacity left (it must load it:
+// for an adapter the instance lists but has not loaded, adapter capacity left (it must load it:
 // adapterLoadMs). An instance at capacity without the adapter is left out.
 import { MODEL_BASE, MODEL_LOADED, MODEL_WAITING } from "../snapshot-llm";
-import { LlmPlan } from "./plan-llm";
+import { LlmPlan, MODEL_LISTED } from "./plan-llm";
 
 /** Extra cost (ms, before de-weighting) of candidate i for model column `col`; +Inf: does not serve it. col < 0: no restriction. */
 @inline export function modelCostMs(lp: LlmPlan, col: i32, i: i32, adapterLoadMs: f64): f64 {
@@ -12,6 +12,8 @@ import { LlmPlan } from "./plan-llm";
   const f = lp.flagsOf(col, i);
   if ((f & (MODEL_BASE | MODEL_LOADED)) != 0) return 0;
   if ((f & MODEL_WAITING) != 0) return adapterLoadMs;
-  if (!unchecked(lp.isBase[col]) && unchecked(lp.loraRoom[i]) > 0) return adapterLoadMs;
+  // room to load it only where the instance lists the adapter (/v1/models): another base model's
+  // instance with free LoRA slots cannot serve it
+  if ((f & MODEL_LISTED) != 0 && !unchecked(lp.isBase[col]) && unchecked(lp.loraRoom[i]) > 0) return adapterLoadMs;
   return Infinity;
 }

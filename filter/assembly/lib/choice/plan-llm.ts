@@ -2,7 +2,10 @@
 // candidate order): per-token prefill/decode times, KV-cache use, adapter capacity and which models
 // each instance serves (lib/snapshot-llm.ts), as flat arrays for the per-request scoring pass
 // (score-request.ts). Models are columns: flags[m * n + i] is candidate i's MODEL_* flags for model m.
-import { InstanceLlm, MODEL_BASE, MODEL_LOADED } from "../snapshot-llm";
+import { InstanceLlm, MODEL_BASE, MODEL_LOADED, MODEL_WAITING } from "../snapshot-llm";
+
+/** Plan-internal flag (bits 3-7 are zero on the wire): the instance lists this model at all. */
+export const MODEL_LISTED: u8 = 0x80;
 import { Plan } from "./plan";
 
 export class LlmPlan {
@@ -83,7 +86,8 @@ export function buildLlmPlan(plan: Plan, service: string, llm: Array<InstanceLlm
     const m = min(r.models.length, r.modelFlags.length);
     for (let k = 0; k < m; k++) {
       const col = lp.modelIndex.get(r.models[k]);
-      lp.flags[col * n + i] |= r.modelFlags[k];
+      // LISTED marks every model the instance names, flags 0 included (an adapter it can load)
+      lp.flags[col * n + i] |= (r.modelFlags[k] & (MODEL_BASE | MODEL_LOADED | MODEL_WAITING)) | MODEL_LISTED;
     }
   }
   return lp;
