@@ -38,6 +38,14 @@ describe("shortNames", () => {
     expect(shortNames("*.prod.svc.cluster.local").length).toBe(0);
     expect(shortNames("a.b.c.svc.cluster.local").length).toBe(0);
   });
+
+  it("derives nothing unless the name before .svc.cluster.local is exactly two non-empty labels", () => {
+    expect(shortNames(".prod.svc.cluster.local").length).toBe(0);
+    expect(shortNames("payment..svc.cluster.local").length).toBe(0);
+    expect(shortNames("payment.svc.cluster.local").length).toBe(0);
+    expect(shortNames("svc.cluster.local").length).toBe(0);
+    expect(shortNames("a.b.svc.cluster.local").length).toBe(3);
+  });
 });
 
 describe("checkPattern", () => {
@@ -48,6 +56,14 @@ describe("checkPattern", () => {
     expect(checkPattern("*.")).toBe("wildcard needs a suffix");
     expect(checkPattern("a.*.example")).toBe("invalid character '*' (use lowercase host names, '*.' only as a prefix, no port)");
     expect(checkPattern("a..example")).toBe("empty label");
+  });
+
+  it("accepts exactly a-z, 0-9, '-', '.', '_' (each range's first and last character)", () => {
+    expect(checkPattern("az.09-_.example")).toBe("");
+    const outside = ["`", "{", "/", ":", "A", "Z", ","];
+    for (let i = 0; i < outside.length; i++) {
+      expect(checkPattern("a" + outside[i] + ".example")).toBe("invalid character '" + outside[i] + "' (use lowercase host names, '*.' only as a prefix, no port)");
+    }
   });
 });
 
@@ -85,6 +101,20 @@ describe("AuthorityMatcher", () => {
     for (let i = 0; i < 5000; i++) m.matchRaw(String.UTF8.encode("h" + i.toString() + ".example"));
     expect(m.cacheBytesUsed()).toBeLessThanOrEqual(CACHE_BUDGET_BYTES);
     expect(m.matchRaw(String.UTF8.encode("a.example"))).toBe(3);
+  });
+
+  it("keeps two authorities with the same cache hash apart, and charges their slot once", () => {
+    // an FNV-1a (32-bit) collision found by search: same hash, same length, different bytes
+    const a = "nl64wsrt.example", b = "ucdg92lf.example";
+    const m = new AuthorityMatcher();
+    m.add(a, 0);
+    m.add(b, 1);
+    expect(m.matchRaw(String.UTF8.encode(a))).toBe(0);
+    const one = m.cacheBytesUsed();
+    expect(m.matchRaw(String.UTF8.encode(b))).toBe(1);
+    expect(m.matchRaw(String.UTF8.encode(a))).toBe(0);
+    expect(m.cacheSize()).toBe(1);
+    expect(m.cacheBytesUsed()).toBe(one);
   });
 
   it("matches nothing for an authority with bytes outside ASCII (Envoy answers 400 to those)", () => {

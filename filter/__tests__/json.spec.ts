@@ -15,6 +15,13 @@ describe("parseJson", () => {
     expect(v.get("d")!.kind).toBe(JKind.Null);
   });
 
+  it("skips exactly the JSON whitespace: space, tab, line feed, carriage return", () => {
+    const r = parseJson(' \t\r\n{ \t\r\n"a" \t\r\n: \t\r\n[ 1 \t\r\n, 2 ] \t\r\n} \t\r\n');
+    expect(r.error).toBe("");
+    expect(r.value!.get("a")!.items.length).toBe(2);
+    expect(parseJson('{"a":\f1}').error).toBe("unexpected character '\f' at offset 5");
+  });
+
   it("reports errors with an offset instead of aborting", () => {
     expect(parseJson('{"a": }').error).toBe("unexpected character '}' at offset 6");
     expect(parseJson('{"a": 1,}').error).toBe("expected a string key at offset 8");
@@ -27,6 +34,9 @@ describe("parseJson", () => {
     expect(parseJson('{"a": "\\x"}').error).toBe("bad escape at offset 8");
     expect(parseJson('').error).toBe("unexpected end of input at offset 0");
     expect(parseJson('nul').error).toBe("unexpected character 'n' at offset 0");
+    // a \u escape whose four digits end the input is read whole: the string is then unterminated
+    expect(parseJson('"\\u0041').error).toBe("unterminated string at offset 7");
+    expect(parseJson('"\\u004').error).toBe("bad \\u escape at offset 3");
   });
 
   it("bounds nesting depth", () => {

@@ -24,4 +24,15 @@ describe("claimLease", () => {
     expect(late.mine).toBe(true);
     expect(late.write).toBe(true);
   });
+
+  it("is not ours at its expiry instant, and is renewed only once strictly past half-life", () => {
+    const own = encodeLease(7, 2000);
+    const atExpiry = claimLease(true, own, 7, 2000, 1000);
+    expect(atExpiry.mine).toBe(false);
+    expect(atExpiry.write).toBe(true);
+    expect(claimLease(true, own, 7, 1999, 1000).mine).toBe(true);
+    // half-life: 2000 - 1000/2 = 1500
+    expect(claimLease(true, own, 7, 1500, 1000).write).toBe(false);
+    expect(claimLease(true, own, 7, 1501, 1000).write).toBe(true);
+  });
 });

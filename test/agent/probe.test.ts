@@ -255,6 +255,22 @@ test('LatenessMonitor: records timer lateness as stalls, sums them over a window
   m2.stop();
 });
 
+test('LatenessMonitor: forgets a stall once it ended more than horizonMs before the latest one', () => {
+  const sch = virtualScheduler();
+  const m = new LatenessMonitor({ intervalMs: 10, minStallMs: 2, horizonMs: 1000, scheduler: sch });
+  m.start();
+  sch.advance(100);
+  sch.advance(50, 40); // stall [110, 150)
+  sch.advance(950); // on time up to 1100
+  sch.advance(50, 40); // stall [1110, 1150): the first one ended exactly horizonMs earlier and is kept
+  assert.equal(m.stalledMs(0, 1150), 80);
+  sch.advance(90); // on time up to 1240
+  sch.advance(50, 40); // stall [1250, 1290): the first one is now older than the horizon
+  assert.equal(m.stalledMs(0, 1290), 80, 'the stall that ended at 150 is forgotten, [1110, 1150) is kept');
+  assert.equal(m.totalStalledMs, 120, 'the running total still counts every stall');
+  m.stop();
+});
+
 /** A prober whose answers take `rttMs` of real time; returns its results in order. */
 function fakeProber(rttMs: () => number): Prober {
   return {

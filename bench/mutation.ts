@@ -1,0 +1,192 @@
+// Mutation testing benchmark (NOT part of `npm test` or CI): how many single-point defects in the
+// decision code do the tests catch? Prints the score per module and every surviving mutant.
+//
+//   npx tsx bench/mutation.ts                       # both sides, small seeded sample (~20 min)
+//   npx tsx bench/mutation.ts --side as --per-module 6 --seed 7 --budget-min 10
+//   npx tsx bench/mutation.ts --side ts --ts-lines 4 --only link
+//   npx tsx bench/mutation.ts --report [--markdown]  # print the last results again (docs/mutation.md)
+//
+// AssemblyScript (filter/assembly/lib/**, filter/assembly/plugin/**): mutants generated from source
+// patterns (scripts/mutation/as-mutants.ts), run one at a time on a temp copy of the tree
+// (scripts/mutation/as-runner.ts). TypeScript (agent/src/link, inference, snapshot): Stryker with
+// the command runner, one run per unit of scripts/mutation/groups.mjs over a seeded sample of lines.
+// Results: reports/mutation/as.json and reports/mutation/ts-<unit>.json.
+import { spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { generateMutants, sampleByOperator, shuffle, codeMask } from '../scripts/mutation/as-mutants';
+import { baseline, killActive, prepareCopy, runMutant, testsFor, type MutantResult } from '../scripts/mutation/as-runner';
+
+type Units = Record<string, { group: string; mutate: string[]; tests: string[] }>;
+
+const ROOT = path.resolve(__dirname, '..');
+const REPORTS = path.join(ROOT, 'reports/mutation');
+
+function flag(name: string, def: string): string {
+  const i = process.argv.indexOf(`--${name}`);
+  return i >= 0 && i + 1 < process.argv.length ? process.argv[i + 1] : def;
+}
+const has = (name: string) => process.argv.includes(`--${name}`);
+
+const side = flag('side', 'all');
+const seed = Number(flag('seed', '1'));
+const perModule = has('full') ? Infinity : Number(flag('per-module', '6'));
+const tsLines = has('full') ? Infinity : Number(flag('ts-lines', '4'));
+const budgetMs = Number(flag('budget-min', '10')) * 60_000;
+/** --only a,b: modules (or TS units) whose path (or name) contains any of the substrings */
+const only = flag('only', '').split(',');
+const selected = (name: string): boolean => only.some((o) => name.includes(o));
+for (const [k, v] of [['seed', seed], ['per-module', perModule], ['ts-lines', tsLines], ['budget-min', budgetMs]] as const) {
+  if (!(v > 0) && !(k === 'seed' && v === 0)) throw new Error(`--${k}: expected a positive number`);
+}
+if (!['all', 'as', 'ts'].includes(side)) throw new Error(`--side: expected all, as or ts (got '${side}')`);
+
+function listTs(dir: string): string[] {
+  return fs.readdirSync(path.join(ROOT, dir), { recursive: true, withFileTypes: true })
+    .filter((e) => e.isFile() && e.name.endsWith('.ts'))
+    .map((e) => path.relative(ROOT, path.join(e.parentPath, e.name)))
+    .sort();
+}
+
+// ---------------------------------------------------------------- AssemblyScript
+async function runAs(): Promise<void> {
+  const modules = [...listTs('filter/assembly/lib'), ...listTs('filter/assembly/plugin')].filter(selected);
+  const chosen = modules.flatMap((f) => sampleByOperator(generateMutants(f, fs.readFileSync(path.join(ROOT, f), 'utf8')), perModule, seed));
+  const dir = prepareCopy(ROOT);
+  const interrupted = (): void => { killActive(); fs.rmSync(dir, { recursive: true, force: true }); process.exit(130); };
+  process.once('SIGINT', interrupted).once('SIGTERM', interrupted);
+  const started = Date.now();
+  const results: MutantResult[] = [];
+  try {
+    const plans = chosen.map((m) => ({ m, tests: testsFor(dir, m) }));
+    const specs = new Set(plans.flatMap((p) => p.tests.specs));
+    const nodeTests = new Set(plans.flatMap((p) => p.tests.nodeTests));
+    console.log(`AS: ${chosen.length} mutants over ${modules.length} modules (seed ${seed}); baseline of ${specs.size} specs, ${nodeTests.size} node tests in ${dir}`);
+    const bad = await baseline(dir, specs, nodeTests);
+    if (bad.length) throw new Error(`baseline fails without any mutant:\n${bad.join('\n')}`);
+    for (const p of plans) {
+      if (Date.now() - started > budgetMs) { console.log(`AS: budget reached, ${plans.length - results.length} mutants not run`); break; }
+      if (!p.tests.specs.length && !p.tests.nodeTests.length) { console.log(`AS: no test mapped to ${p.m.file}`); continue; }
+      const r = await runMutant(dir, p.m, p.tests);
+      results.push(r);
+      console.log(`  ${r.outcome.padEnd(13)} ${r.file}:${r.line} ${r.operator} (${(r.ms / 1000).toFixed(1)} s${r.by ? `, ${r.by}` : ''})`);
+    }
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+  // Results of modules not in this run (e.g. `--only plugin/` after a lib run) are kept.
+  fs.mkdirSync(REPORTS, { recursive: true });
+  const file = path.join(REPORTS, 'as.json');
+  const ran = new Set(modules);
+  const kept = fs.existsSync(file) ? (JSON.parse(fs.readFileSync(file, 'utf8')).results as MutantResult[]).filter((r) => !ran.has(r.file)) : [];
+  fs.writeFileSync(file, JSON.stringify({ seed, perModule, at: new Date().toISOString(), results: [...kept, ...results] }, null, 1));
+}
+
+// ---------------------------------------------------------------- TypeScript (Stryker)
+/** Lines that can carry a mutant: code, not comments, imports or blank lines. */
+function codeLines(file: string): number[] {
+  const lines = fs.readFileSync(path.join(ROOT, file), 'utf8').split('\n');
+  const mask = codeMask(lines);
+  const out: number[] = [];
+  mask.forEach((c, i) => {
+    const t = c.trim();
+    if (t && !/^(import|export \{|export type|type |interface |\}|\{|\)|\]|readonly |\w+\??: [\w'|<>[\] ]+;$)/.test(t)) out.push(i + 1);
+  });
+  return out;
+}
+
+async function runTs(): Promise<void> {
+  // shared with stryker.conf.mjs, hence plain ESM; loaded by URL so TypeScript need not type it
+  const groups = pathToFileURL(path.join(ROOT, 'scripts/mutation/groups.mjs')).href;
+  const { MUTATION_UNITS } = (await import(groups)) as { MUTATION_UNITS: Units };
+  const started = Date.now();
+  for (const [unit, def] of Object.entries(MUTATION_UNITS)) {
+    if (!selected(`${unit} ${def.mutate.join(' ')}`)) continue;
+    if (Date.now() - started > budgetMs) { console.log(`TS: budget reached, unit ${unit} not run`); continue; }
+    const ranges = def.mutate.flatMap((f) => {
+      const lines = codeLines(f);
+      return shuffle(lines, seed).slice(0, Math.min(lines.length, tsLines)).sort((a, b) => a - b).map((l) => `${f}:${l}-${l}`);
+    });
+    fs.rmSync(path.join(REPORTS, `ts-${unit}.json`), { force: true });
+    console.log(`TS: ${unit}: ${ranges.length} sampled lines (seed ${seed}), tests ${def.tests.join(' ')}`);
+    const r = spawnSync('npx', ['stryker', 'run', 'stryker.conf.mjs', '--mutate', ranges.join(',')], {
+      cwd: ROOT, stdio: ['ignore', 'inherit', 'inherit'], env: { ...process.env, STRYKER_UNIT: unit },
+    });
+    if (r.status !== 0) console.log(`TS: stryker exited ${r.status} for ${unit}`);
+  }
+}
+
+// ---------------------------------------------------------------- report
+interface Row { module: string; killed: number; survived: number; timeout: number; compileError: number; survivors: string[] }
+
+function rowsFromAs(): Row[] {
+  const f = path.join(REPORTS, 'as.json');
+  if (!fs.existsSync(f)) return [];
+  const { results } = JSON.parse(fs.readFileSync(f, 'utf8')) as { results: MutantResult[] };
+  const rows = new Map<string, Row>();
+  for (const r of results) {
+    const row = rows.get(r.file) ?? { module: r.file, killed: 0, survived: 0, timeout: 0, compileError: 0, survivors: [] };
+    if (r.outcome === 'killed') row.killed++;
+    else if (r.outcome === 'timeout') row.timeout++;
+    else if (r.outcome === 'compile-error') row.compileError++;
+    else { row.survived++; row.survivors.push(`${r.file}:${r.line} ${r.operator}: ${r.before.trim()}  =>  ${r.after.trim() || '(deleted)'}`); }
+    rows.set(r.file, row);
+  }
+  return [...rows.values()];
+}
+
+interface StrykerReport { files: Record<string, { source: string; mutants: { mutatorName: string; replacement?: string; status: string; location: { start: { line: number; column: number }; end: { line: number; column: number } } }[] }> }
+
+function rowsFromStryker(): Row[] {
+  if (!fs.existsSync(REPORTS)) return [];
+  const rows: Row[] = [];
+  for (const name of fs.readdirSync(REPORTS).filter((n) => /^ts-.*\.json$/.test(n)).sort()) {
+    const rep = JSON.parse(fs.readFileSync(path.join(REPORTS, name), 'utf8')) as StrykerReport;
+    for (const [file, v] of Object.entries(rep.files)) {
+      const row: Row = { module: file, killed: 0, survived: 0, timeout: 0, compileError: 0, survivors: [] };
+      const lines = v.source.split('\n');
+      for (const m of v.mutants) {
+        if (m.status === 'Killed') row.killed++;
+        else if (m.status === 'Timeout') row.timeout++;
+        else if (m.status === 'CompileError' || m.status === 'RuntimeError') row.compileError++;
+        else if (m.status === 'Survived' || m.status === 'NoCoverage') {
+          row.survived++;
+          const { start, end } = m.location;
+          const orig = start.line === end.line ? lines[start.line - 1].slice(start.column - 1, end.column - 1) : lines[start.line - 1].slice(start.column - 1) + ' …';
+          row.survivors.push(`${file}:${start.line} ${m.mutatorName}: ${orig.trim()}  =>  ${(m.replacement ?? '').replace(/\s+/g, ' ')}`);
+        }
+      }
+      if (row.killed + row.survived + row.timeout + row.compileError > 0) rows.push(row);
+    }
+  }
+  return rows;
+}
+
+function report(): void {
+  const rows = [...rowsFromAs(), ...rowsFromStryker()];
+  const pct = (r: Row) => { const n = r.killed + r.timeout + r.survived; return n ? `${((100 * (r.killed + r.timeout)) / n).toFixed(0)} %` : '-'; };
+  if (has('markdown')) {
+    console.log('| module | score | killed | timeout | survived | compile error |\n|---|---:|---:|---:|---:|---:|');
+    for (const r of rows) console.log(`| ${r.module} | ${pct(r)} | ${r.killed} | ${r.timeout} | ${r.survived} | ${r.compileError} |`);
+    const all = rows.reduce((a, r) => ({ ...a, killed: a.killed + r.killed + r.timeout, survived: a.survived + r.survived }), { killed: 0, survived: 0 });
+    console.log(`\ntotal: ${all.killed} of ${all.killed + all.survived} killed\n`);
+    for (const x of rows.flatMap((r) => r.survivors)) console.log(`- \`${x.replace(/`/g, "'")}\``);
+    return;
+  }
+  console.log('\nmodule                                         score  killed  timeout  survived  compile-error');
+  for (const r of rows) console.log(`${r.module.padEnd(46)} ${pct(r).padStart(5)}  ${String(r.killed).padStart(6)}  ${String(r.timeout).padStart(7)}  ${String(r.survived).padStart(8)}  ${String(r.compileError).padStart(13)}`);
+  const survivors = rows.flatMap((r) => r.survivors);
+  console.log(`\nsurvivors (${survivors.length}):`);
+  for (const s of survivors) console.log(`  ${s}`);
+}
+
+async function main(): Promise<void> {
+  if (!has('report')) {
+    if (side === 'all' || side === 'as') await runAs();
+    if (side === 'all' || side === 'ts') await runTs();
+  }
+  report();
+}
+
+main().catch((e) => { console.error(e instanceof Error ? e.message : e); process.exit(1); });
