@@ -15,6 +15,7 @@ import {
   type InstanceRecord, type PeerRecord,
 } from '../agent/src/snapshot/codec';
 import { checkPluginConfig } from '../test/packaging/helpers';
+import { mulberry32 } from '../sim/inference/prng';
 
 const ROOT = path.resolve(__dirname, '..');
 let wasmCache: Buffer | undefined;
@@ -22,17 +23,8 @@ const wasm = (): Buffer => (wasmCache ??= readFileSync(path.join(ROOT, 'build/sw
 
 // ------------------------------------------------------------------ seeded randomness
 
-/** mulberry32: small, seeded, good enough to pick mutations reproducibly. */
-export function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** mulberry32 (sim/inference/prng.ts): seeded, reproducible. */
+export const rng = mulberry32;
 const int = (r: () => number, n: number): number => Math.floor(r() * n);
 const pick = <T>(r: () => number, xs: readonly T[]): T => xs[int(r, xs.length)];
 

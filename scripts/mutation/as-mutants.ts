@@ -12,6 +12,7 @@
 //   guard        delete a guard `if (...) return|continue|break ...;` (one line, or `if (...) {`
 //                + one such statement + `}`)
 
+import { mulberry32 } from '../../sim/inference/prng';
 export interface Mutant {
   /** stable id: file:line:col:operator:variant */
   id: string;
@@ -118,17 +119,8 @@ export function applyMutant(source: string, m: Mutant): string {
   return lines.join('\n');
 }
 
-/** mulberry32: a small seeded PRNG, so a sample is reproducible from its seed. */
-export function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** mulberry32 (sim/inference/prng.ts): a small seeded PRNG, so a sample is reproducible from its seed. */
+export const prng = mulberry32;
 
 /** A seeded sample of at most `cap` mutants (Fisher-Yates on a copy), in source order. */
 export function sample<T extends { line: number }>(items: readonly T[], cap: number, seed: number): T[] {
