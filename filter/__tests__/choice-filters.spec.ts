@@ -1,7 +1,7 @@
 import { InstanceState } from "../assembly/lib/snapshot";
 import { priceable, staticSkip, MIN_SERVICE_MS } from "../assembly/lib/choice/filter-static";
 import { saturationThreshold } from "../assembly/lib/choice/filter-saturated";
-import { SKIP_NONE, SKIP_UNHEALTHY, SKIP_LINK, SKIP_SLOW, SKIP_STALE, SKIP_SATURATED } from "../assembly/lib/choice/skip";
+import { SKIP_NONE, SKIP_UNHEALTHY, SKIP_LINK, SKIP_SLOW, SKIP_STALE, SKIP_SATURATED, SKIP_REASONS, skipName } from "../assembly/lib/choice/skip";
 import { candidateFrom, Plan, pick, MODEL_CONDITIONAL, MODEL_MG1, PICKER_P2C, PICKER_BAND } from "../assembly/lib/choose";
 import { Rng } from "../assembly/lib/inflight";
 
@@ -80,6 +80,21 @@ describe("filter-static: numbers that cannot be priced", () => {
     const es2 = good(); es2.es2Ms2 = Infinity; es2.queueDepth = 0; es2.rho = 0.5;
     const c = candidateFrom(es2, MODEL_MG1, 5000, 0, false);
     expect(c.baseWaitMs).toBeCloseTo(15); // M/D/1 at rho 0.5, E[S] 10
+  });
+});
+
+describe("skip reasons", () => {
+  it("are distinct codes below SKIP_REASONS with distinct counter names", () => {
+    const codes = [SKIP_UNHEALTHY, SKIP_SATURATED, SKIP_SLOW, SKIP_STALE, SKIP_LINK];
+    const names = new Set<string>();
+    for (let i = 0; i < codes.length; i++) {
+      expect(codes[i]).toBeGreaterThan(SKIP_NONE);
+      expect(codes[i]).toBeLessThan(SKIP_REASONS);
+      for (let j = i + 1; j < codes.length; j++) expect(codes[i]).not.toBe(codes[j]);
+      names.add(skipName(codes[i]));
+    }
+    expect(names.size).toBe(codes.length);
+    expect(names.has("none")).toBe(false);
   });
 });
 

@@ -81,6 +81,13 @@ describe("parseConfig", () => {
     expect(err('{"agent":{"cluster":"a"},"refreshMs":100,"leaseMs":100,"link":{"services":[]}}')).toBe("leaseMs: must be greater than refreshMs (100)");
   });
 
+  it("takes leaseMs up to 600000 and names it above", () => {
+    const ok = parseConfig('{"agent":{"cluster":"a"},"leaseMs":600000,"link":{"services":[]}}');
+    expect(ok.error).toBe("");
+    expect(ok.config!.leaseMs).toBe(600000);
+    expect(err('{"agent":{"cluster":"a"},"leaseMs":600001,"link":{"services":[]}}')).toBe("leaseMs: must be between 100 and 600000");
+  });
+
   it("reads a configuration larger than 4 KiB", () => {
     let auths = "";
     for (let i = 0; i < 300; i++) auths += (i > 0 ? "," : "") + "\"svc-" + i.toString() + ".example\"";

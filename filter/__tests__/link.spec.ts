@@ -22,6 +22,19 @@ function snap(): Snapshot {
   return s;
 }
 
+describe("resolveLink before the first snapshot", () => {
+  it("gives every service the fail mode, for the reason 'missing', distinct from a snapshot decision", () => {
+    expect(REASON_MISSING).not.toBe(REASON_SNAPSHOT);
+    const c = parseConfig(cfg("degraded")).config!;
+    const v = resolveLink(c.link, null, true);
+    for (let i = 0; i < 3; i++) {
+      expect(v.status[i]).toBe(STATUS_DEGRADED);
+      expect(v.reason[i]).toBe(REASON_MISSING);
+      expect(v.isFailMode(i)).toBe(true);
+    }
+  });
+});
+
 describe("resolveLink", () => {
   it("maps each service to its peer's state", () => {
     const c = parseConfig(cfg("degraded")).config!;
