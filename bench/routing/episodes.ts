@@ -2,6 +2,7 @@
 // instance got while it was sick and after, how fast the policy moved traffic away, and how fast
 // it gave the instance its share back after recovery. Pure functions of a RunResult.
 import type { Episode, FleetSpec, RunResult } from './des';
+import { COLORS } from './report';
 
 export interface EpisodeStats {
   /** requests routed to the sick instance that arrived in [fromMs, toMs) */
@@ -93,7 +94,6 @@ export function shareSeries(r: RunResult, inst: number, fromMs: number, toMs: nu
   return out;
 }
 
-const COLORS = ['#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd', '#8c564b', '#e377c2', '#7f7f7f', '#bcbd22', '#17becf'];
 
 /** The sick instance's traffic share over time per policy, with the episode shaded. Hand-written SVG. */
 export function shareSvg(series: Array<{ name: string; pts: Array<[number, number]> }>, e: Episode, fair: number, title: string): string {

@@ -206,7 +206,8 @@ export function burstTable(stats: BurstStats[], fleet: FleetSpec): string {
 
 // ---------------------------------------------------------------- SVG
 
-const COLORS = ['#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd', '#8c564b', '#e377c2', '#7f7f7f', '#bcbd22', '#17becf'];
+/** Plot palette shared by the routing SVGs. */
+export const COLORS = ['#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd', '#8c564b', '#e377c2', '#7f7f7f', '#bcbd22', '#17becf'];
 
 /** P99 vs rho per policy, log-y. Hand-written SVG, no dependencies. */
 export function svgPlot(rows: Row[], policies: Array<{ name: string; dashed?: boolean; label?: string }>, rhos: number[], title: string): string {
