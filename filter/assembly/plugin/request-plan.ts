@@ -1,15 +1,18 @@
 // Per request-aware service (loadAware.services[].request): the body parser, the prefix index
-// (per VM: see docs/architecture-choice.md), the LLM side of the plan rebuilt with each snapshot,
-// the per-request scratch and the counters (to host metrics on tick).
+// (per VM, exchanged with the other worker VMs on the tick: lib/request/prefix-share.ts), the
+// LLM side of the plan rebuilt with each snapshot, the per-request scratch and the counters (to
+// host metrics on tick).
 import { RequestConfig } from "../lib/request/config";
 import { RequestParser, ParseLimits } from "../lib/request/openai";
 import { PrefixIndex, PrefixMatch } from "../lib/request/prefix";
+import { PrefixShare } from "../lib/request/prefix-share";
+import { Inflight } from "../lib/inflight";
 import { LlmPlan, buildLlmPlan } from "../lib/choice/plan-llm";
 import { RequestCost, CostParams } from "../lib/choice/score-request";
 import { RequestPick } from "../lib/choose-request";
 import { Plan } from "../lib/choice/plan";
 import { InstanceLlm } from "../lib/snapshot-llm";
-import { defineMetric, incrementMetric, METRIC_COUNTER } from "../abi/host";
+import { defineMetric, incrementMetric, METRIC_COUNTER, getSharedData, setSharedData, OK, CAS_MISMATCH } from "../abi/host";
 
 export const RC_PARSED: i32 = 0;
 export const RC_INVALID: i32 = 1;
@@ -19,7 +22,12 @@ export const RC_SHED_STANDARD: i32 = 4;
 export const RC_HOLD_TIMEOUT: i32 = 5;
 export const RC_PREFIX_HIT: i32 = 6;
 export const RC_UNKNOWN_MODEL: i32 = 7;
-const RC_NAMES: Array<string> = ["parsed", "invalid", "rejected", "shed_sheddable", "shed_standard", "hold_timeout", "prefix_hit", "unknown_model"];
+/** blocks learnt from other worker VMs' records, and records lost on the way (ring overrun, a late tick) */
+export const RC_PREFIX_LEARNED: i32 = 8;
+export const RC_PREFIX_SHARE_LOST: i32 = 9;
+const RC_COUNT = 10;
+const RC_NAMES: Array<string> = ["parsed", "invalid", "rejected", "shed_sheddable", "shed_standard", "hold_timeout", "prefix_hit", "unknown_model",
+  "prefix_learned", "prefix_share_lost"];
 
 export class RequestPlan {
   parser: RequestParser;
@@ -32,10 +40,15 @@ export class RequestPlan {
   out: RequestPick = new RequestPick();
   /** Address each in-flight slot had in the last plan: a slot reused by another address forgets its prefixes. */
   private slotAddr: Map<i32, string> = new Map();
-  counts: StaticArray<i64> = new StaticArray<i64>(8);
+  counts: StaticArray<i64> = new StaticArray<i64>(RC_COUNT);
+  /** The index's exchange with the other worker VMs, under shareKey. */
+  share: PrefixShare;
+  shareKey: ArrayBuffer;
+  private learnedSeen: u64 = 0;
+  private lostSeen: u64 = 0;
   /** request.criticalityHeader, encoded once. */
   critHeader: ArrayBuffer;
-  private metricIds: StaticArray<u32> = new StaticArray<u32>(8);
+  private metricIds: StaticArray<u32> = new StaticArray<u32>(RC_COUNT);
 
   constructor(public cfg: RequestConfig, service: string) {
     const lim = new ParseLimits();
@@ -44,12 +57,15 @@ export class RequestPlan {
     this.critHeader = String.UTF8.encode(cfg.criticalityHeader);
     this.index = new PrefixIndex(cfg.prefixEntries, <u64>cfg.prefixMaxAgeMs);
     this.hashes = new StaticArray<u64>(cfg.prefixMaxBlocks);
+    this.share = new PrefixShare(cfg.prefixEntries);
+    this.shareKey = String.UTF8.encode("switchyard.prefix.v1." + service);
+    this.index.ring = this.share.ring;
     this.cp.bytesPerToken = cfg.bytesPerToken;
     this.cp.blockBytes = cfg.prefixBlockBytes;
     this.cp.fallbackPrefillMs = cfg.fallbackPrefillMsPerToken;
     this.cp.adapterLoadMs = cfg.adapterLoadMs;
     this.cp.kvFull = cfg.kvCacheFull;
-    for (let i = 0; i < 8; i++) this.metricIds[i] = defineMetric(METRIC_COUNTER, "switchyard.request." + RC_NAMES[i] + "." + service);
+    for (let i = 0; i < RC_COUNT; i++) this.metricIds[i] = defineMetric(METRIC_COUNTER, "switchyard.request." + RC_NAMES[i] + "." + service);
   }
 
   @inline count(what: i32): void { unchecked(this.counts[what]++); }
@@ -66,8 +82,28 @@ export class RequestPlan {
     }
   }
 
+  /**
+   * On the tick: this VM's new prefix records out, the other VMs' in (one shared-data read and
+   * CAS write per service; retried on a concurrent write).
+   */
+  sharePrefixes(token: u32, nowMs: u64, maxAgeMs: u64, inflight: Inflight): void {
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const cur = getSharedData(this.shareKey);
+      const doc = this.share.merge(cur.found ? cur.value : new ArrayBuffer(0), token, nowMs, maxAgeMs, this.index, inflight);
+      const r = setSharedData(this.shareKey, doc, cur.found ? cur.cas : 0);
+      if (r == OK) { this.share.ring.published(); break; }
+      if (r != CAS_MISMATCH) break;
+    }
+    const sh = this.share;
+    const lost = sh.missed + sh.ring.dropped;
+    unchecked(this.counts[RC_PREFIX_LEARNED] += <i64>(sh.learned - this.learnedSeen));
+    unchecked(this.counts[RC_PREFIX_SHARE_LOST] += <i64>(lost - this.lostSeen));
+    this.learnedSeen = sh.learned;
+    this.lostSeen = lost;
+  }
+
   flush(): void {
-    for (let i = 0; i < 8; i++) {
+    for (let i = 0; i < RC_COUNT; i++) {
       const n = this.counts[i];
       if (n != 0) { incrementMetric(this.metricIds[i], n); this.counts[i] = 0; }
     }

@@ -111,6 +111,7 @@ export class SwitchyardRoot extends RootContext {
     if (cfg.loadAware.enabled) {
       this.shareInflight(now, cfg);
       shareInband(this.loadAware.inband, this.loadAware.inflight);
+      this.sharePrefixes(now, cfg);
     }
     this.metrics!.flush();
     this.loadAware.onTick(<f64>now);
@@ -124,6 +125,16 @@ export class SwitchyardRoot extends RootContext {
       const doc = this.loadAware.inflight.merge(cur.found ? cur.value : new ArrayBuffer(0), this.vmToken, now, maxAge);
       const r = setSharedData(INFLIGHT_KEY, doc, cur.found ? cur.cas : 0);
       if (r != CAS_MISMATCH) return;
+    }
+  }
+
+  /** Exchanges the prefix index records of every request-aware service with the other VMs (lib/request/prefix-share.ts). */
+  private sharePrefixes(now: u64, cfg: PluginConfig): void {
+    const maxAge = <u64>(cfg.leaseMs > 10 * cfg.refreshMs ? cfg.leaseMs : 10 * cfg.refreshMs);
+    const plans = this.loadAware.plans;
+    for (let i = 0; i < plans.length; i++) {
+      const rq = plans[i].req;
+      if (rq != null) rq.sharePrefixes(this.vmToken, now, maxAge, this.loadAware.inflight);
     }
   }
 

@@ -14,7 +14,15 @@
 //   buckets: u32[buckets], entry index + 1 of the chain head, 0 = empty
 //   entries (40 B each): hash u64 @0, atMs u64 @8 (last record), chainNext u32 @16 (index+1),
 //     lruPrev u32 @20, lruNext u32 @24 (index+1, 0 = none), slots u16[4] @28 (most recent first,
-//     0xffff = none), spare u32 @36
+//     0xffff = none), sharedAt u32 @36 (low 32 bits of the ms clock when the entry's front slot
+//     was last exchanged with the other worker VMs)
+//
+// Sharing across worker VMs (lib/request/prefix-share.ts): record() appends to a bounded ring
+// each block whose front slot changed (or whose last exchange is older than maxAgeMs / 2, so
+// the other VMs' copies do not age out while this VM keeps using it); the tick exchanges the
+// rings through one shared-data key and learn() applies the other VMs' records.
+
+import { ShareRing } from "./prefix-share";
 
 export const DEFAULT_BLOCK_BYTES: i32 = 64;
 export const DEFAULT_MAX_BLOCKS: i32 = 256;
@@ -157,6 +165,13 @@ export class PrefixIndex {
   private entriesP: usize;
   evictions: u64 = 0;
   expirations: u64 = 0;
+  /** Where record() puts the blocks to tell the other worker VMs (null: not shared). */
+  ring: ShareRing | null = null;
+  /** Entries lookup() found for the leading blocks of `hitArr` (record() reuses them: no second find). */
+  private hit: StaticArray<u32> = new StaticArray<u32>(0);
+  private hitN: i32 = 0;
+  private hitArr: usize = 0;
+  private hitH0: u64 = 0;
 
   /** capacity from a byte budget (whole index, header included); at least 1 entry */
   static withBudget(maxEntries: i32, maxBytes: i32, maxAgeMs: u64): PrefixIndex {
@@ -233,6 +248,7 @@ export class PrefixIndex {
 
   /** Remove entry x (unlink from its bucket chain and the LRU, return it to the free list). */
   private remove(x: u32): void {
+    this.hitN = 0;
     const ep = this.e(x - 1);
     const bp = this.bucketsP + (<usize>(<u32>load<u64>(ep) & this.mask) << 2);
     let cur = load<u32>(bp);
@@ -257,42 +273,96 @@ export class PrefixIndex {
     return maxAge > 0 && nowMs > load<u64>(this.e(x - 1), 8) + maxAge;
   }
 
-  /** Remember that the first `n` block hashes were sent to `slot` at `nowMs`. */
+  /** A free entry for `h` (the least recently recorded one evicted when full), linked in, slots empty. */
+  private insert(h: u64): u32 {
+    let x = load<u32>(this.p, 28);
+    if (x == 0) {
+      this.remove(load<u32>(this.p, 24));
+      this.evictions++;
+      x = load<u32>(this.p, 28);
+    }
+    const ep = this.e(x - 1);
+    store<u32>(this.p, load<u32>(ep, 16), 28); // pop free list
+    store<u64>(ep, h);
+    const bp = this.bucketsP + (<usize>(<u32>h & this.mask) << 2);
+    store<u32>(ep, load<u32>(bp), 16);
+    store<u32>(bp, x);
+    store<u64>(ep, 0xffffffffffffffff, 28); // 4 empty slots
+    store<u32>(this.p, load<u32>(this.p, 16) + 1, 16);
+    this.lruPushFront(x);
+    return x;
+  }
+
+  /** Entry x as the most recently recorded. */
+  @inline private touch(x: u32): void {
+    if (load<u32>(this.p, 20) == x) return;
+    this.lruUnlink(x);
+    this.lruPushFront(x);
+  }
+
+  /** `slot` to the front of entry ep's list (dropping the oldest when full); false if it already was. */
+  @inline private toFront(ep: usize, slot: u16): bool {
+    if (load<u16>(ep, 28) == slot) return false;
+    let k = 1;
+    while (k < SLOTS_PER_ENTRY - 1 && load<u16>(ep + 28 + (<usize>k << 1)) != slot) k++;
+    for (; k > 0; k--) store<u16>(ep + 28 + (<usize>k << 1), load<u16>(ep + 28 + (<usize>(k - 1) << 1)));
+    store<u16>(ep, slot, 28);
+    return true;
+  }
+
+  /**
+   * Remember that the first `n` block hashes were sent to `slot` at `nowMs`. Right after a
+   * lookup() of the same array the entries it found are reused; a block already recorded to this
+   * slot first is only refreshed (and not offered to the other VMs again before maxAgeMs / 2).
+   */
   record(hashes: StaticArray<u64>, n: i32, slot: u16, nowMs: u64): void {
-    if (slot == NO_SLOT) return;
+    if (slot == NO_SLOT || n <= 0) return;
+    const hits = this.hitArr == changetype<usize>(hashes) && this.hitH0 == unchecked(hashes[0]) ? this.hitN : 0;
+    this.hitN = 0;
+    const ring = this.ring;
+    const maxAge = load<u64>(this.p, 32);
+    const now32 = <u32>nowMs;
+    // re-offer an unchanged entry once half its age has passed (never when entries do not age)
+    const reshare: u32 = maxAge == 0 ? u32.MAX_VALUE : <u32>min<u64>(maxAge >> 1, 0x7fffffff);
     for (let i = 0; i < n; i++) {
       const h = unchecked(hashes[i]);
-      let x = this.find(h);
+      let x = i < hits ? unchecked(this.hit[i]) : this.find(h);
+      let ep: usize;
+      let share: bool;
       if (x == 0) {
-        x = load<u32>(this.p, 28);
-        if (x == 0) {
-          // full: evict the least recently recorded entry
-          this.remove(load<u32>(this.p, 24));
-          this.evictions++;
-          x = load<u32>(this.p, 28);
-        }
-        const ep = this.e(x - 1);
-        store<u32>(this.p, load<u32>(ep, 16), 28); // pop free list
-        store<u64>(ep, h);
-        const bp = this.bucketsP + (<usize>(<u32>h & this.mask) << 2);
-        store<u32>(ep, load<u32>(bp), 16);
-        store<u32>(bp, x);
-        store<u64>(ep, 0xffffffffffffffff, 28); // 4 empty slots
-        store<u32>(this.p, load<u32>(this.p, 16) + 1, 16);
-        this.lruPushFront(x);
+        x = this.insert(h);
+        ep = this.e(x - 1);
+        store<u16>(ep, slot, 28);
+        share = true;
       } else {
-        if (this.expired(x, nowMs)) store<u64>(this.e(x - 1), 0xffffffffffffffff, 28);
-        this.lruUnlink(x);
-        this.lruPushFront(x);
+        ep = this.e(x - 1);
+        if (i >= hits && maxAge > 0 && nowMs > load<u64>(ep, 8) + maxAge) store<u64>(ep, 0xffffffffffffffff, 28);
+        this.touch(x);
+        share = this.toFront(ep, slot) || now32 - load<u32>(ep, 36) > reshare;
       }
-      const ep = this.e(x - 1);
       store<u64>(ep, nowMs, 8);
-      // slot to the front of the entry's list, dropping the oldest when full
-      let k = 0;
-      while (k < SLOTS_PER_ENTRY - 1 && load<u16>(ep + 28 + (<usize>k << 1)) != slot) k++;
-      for (; k > 0; k--) store<u16>(ep + 28 + (<usize>k << 1), load<u16>(ep + 28 + (<usize>(k - 1) << 1)));
-      store<u16>(ep + 28, slot);
+      if (share && ring != null) {
+        store<u32>(ep, now32, 36);
+        ring.push(h, slot);
+      }
     }
+  }
+
+  /** Another worker VM sent block `h` to (our) `slot`: as record(), without offering it back. */
+  learn(h: u64, slot: u16, nowMs: u64): void {
+    if (slot == NO_SLOT) return;
+    this.hitN = 0;
+    let x = this.find(h);
+    if (x == 0) x = this.insert(h);
+    else {
+      const maxAge = load<u64>(this.p, 32);
+      if (maxAge > 0 && nowMs > load<u64>(this.e(x - 1), 8) + maxAge) store<u64>(this.e(x - 1), 0xffffffffffffffff, 28);
+      this.touch(x);
+    }
+    const ep = this.e(x - 1);
+    this.toFront(ep, slot);
+    store<u64>(ep, nowMs, 8);
+    store<u32>(ep, <u32>nowMs, 36);
   }
 
   /**
@@ -302,18 +372,24 @@ export class PrefixIndex {
   lookup(hashes: StaticArray<u64>, n: i32, nowMs: u64, out: PrefixMatch): void {
     out.slots.length = 0;
     out.blocks.length = 0;
+    this.hitN = 0;
     if (n <= 0) return;
     // only the (at most 4) slots of block 0 can hold a prefix: track them in locals
     let x = this.find(unchecked(hashes[0]));
     if (x == 0) return;
     if (this.expired(x, nowMs)) { this.remove(x); this.expirations++; return; }
+    if (this.hit.length < n) this.hit = new StaticArray<u32>(max(n, hashes.length));
+    const hit = this.hit;
+    unchecked(hit[0] = x);
+    let found = 1;
     const first = load<u64>(this.e(x - 1), 28);
     let c0: i32 = 1, c1: i32 = 1, c2: i32 = 1, c3: i32 = 1;
     const s0 = <u16>first, s1 = <u16>(first >> 16), s2 = <u16>(first >> 32), s3 = <u16>(first >> 48);
     for (let i = 1; i < n; i++) {
       x = this.find(unchecked(hashes[i]));
       if (x == 0) break;
-      if (this.expired(x, nowMs)) { this.remove(x); this.expirations++; break; }
+      if (this.expired(x, nowMs)) { this.remove(x); this.expirations++; found = 0; break; }
+      unchecked(hit[found++] = x);
       const w = load<u64>(this.e(x - 1), 28);
       let ext = false;
       if (c0 == i && holds(w, s0)) { c0++; ext = true; }
@@ -322,6 +398,10 @@ export class PrefixIndex {
       if (c3 == i && holds(w, s3)) { c3++; ext = true; }
       if (!ext) break;
     }
+    // what a record() of the same hashes may reuse (remove() above cleared it: found = 0 then)
+    this.hitN = found;
+    this.hitArr = changetype<usize>(hashes);
+    this.hitH0 = unchecked(hashes[0]);
     if (s0 != NO_SLOT) { out.slots.push(<i32>s0); out.blocks.push(c0); }
     if (s1 != NO_SLOT) { out.slots.push(<i32>s1); out.blocks.push(c1); }
     if (s2 != NO_SLOT) { out.slots.push(<i32>s2); out.blocks.push(c2); }
