@@ -6,7 +6,14 @@
 // HTTP/1.1 server on loopback that parses it and answers an endpoint); and wasm memory under a
 // stream of distinct prompts (bounded by the prefix index's configured entries).
 //
-//   tsx bench/request-aware-cost.ts [--quick]     quick: 10 rounds × 200, 10^5 distinct prompts (full: 30 × 1000, 10^6)
+// Time per request is measured twice per batch: wall clock, and the process's CPU time
+// (process.cpuUsage). On a shared, overloaded machine the wall clock of a batch includes other
+// processes' time slices; the CPU time does not, so the paired median of CPU-time differences is
+// the figure the target is judged on (the wall-clock min − min is printed beside it).
+//
+//   tsx bench/request-aware-cost.ts [--quick] [--distinct N] [--memory-only]
+//   quick: 10 rounds × 200, 10^5 distinct prompts (full: 30 × 1000, 10^6); --distinct sets the
+//   memory run's prompt count; --memory-only skips the timing.
 import * as path from 'node:path';
 import * as http from 'node:http';
 import { ProxyWasmHost } from '../host/src';
@@ -16,7 +23,10 @@ const ROOT = path.resolve(__dirname, '..');
 const QUICK = process.argv.includes('--quick');
 const ROUNDS = QUICK ? 10 : 30;
 const BATCH = QUICK ? 200 : 1000;
-const DISTINCT = QUICK ? 100_000 : 1_000_000;
+const argAt = process.argv.indexOf('--distinct');
+const DISTINCT = argAt > 0 ? Number(process.argv[argAt + 1]) : QUICK ? 100_000 : 1_000_000;
+const MEMORY_ONLY = process.argv.includes('--memory-only');
+if (!(DISTINCT >= 1)) throw new Error('--distinct: a positive count');
 const N_INSTANCES = 16;
 const AUTH = 'inference.example';
 
@@ -26,12 +36,12 @@ function instances(n: number): InstanceRecord[] {
     baselineP99Ms: 250, gpuUtil: 0.5, dataAgeMs: 100, slots: 4 }));
 }
 
-async function hostFor(requestAware: boolean): Promise<ProxyWasmHost> {
+async function hostFor(requestAware: boolean, workers = 1): Promise<ProxyWasmHost> {
   const body = encodeSnapshot({ seq: 1, generatedAtMs: 1_000_000, peers: [], instances: instances(N_INSTANCES) });
   const svc: Record<string, unknown> = { authorities: [AUTH], service: 'llm', stalenessMs: 600000 };
   if (requestAware) svc.request = { allowOnHeadersStopIteration: true };
   const host = await ProxyWasmHost.create({
-    wasm: path.join(ROOT, 'build/switchyard.wasm'), workers: 1, mainThread: false, canary: false, clock: 'manual', startTimeMs: 1_000_000,
+    wasm: path.join(ROOT, 'build/switchyard.wasm'), workers, mainThread: false, canary: false, clock: 'manual', startTimeMs: 1_000_000,
     allowOnHeadersStopIteration: true,
     pluginConfig: JSON.stringify({ agent: { cluster: 'switchyard_agent', longPollMs: 0, pollMs: 10 }, link: { services: [] }, loadAware: { services: [svc] } }),
     clusters: { switchyard_agent: { handler: () => ({ status: 200, body }) } },
@@ -53,10 +63,14 @@ function prompt(bytes: number, seed: string): string {
 const median = (xs: number[]): number => { const s = [...xs].sort((a, b) => a - b); return s[Math.floor(s.length / 2)]; };
 const q = (xs: number[], p: number): number => { const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor(p * s.length))]; };
 
-function timeBatch(host: ProxyWasmHost, bodies: string[]): number {
+/** µs per request of one batch: [wall clock, CPU time]. */
+function timeBatch(host: ProxyWasmHost, bodies: string[]): [number, number] {
+  const c0 = process.cpuUsage();
   const t0 = process.hrtime.bigint();
   for (let i = 0; i < BATCH; i++) host.requestSync(HEADERS, { body: bodies[i % bodies.length] });
-  return Number(process.hrtime.bigint() - t0) / 1000 / BATCH;
+  const wall = Number(process.hrtime.bigint() - t0) / 1000 / BATCH;
+  const c = process.cpuUsage(c0);
+  return [wall, (c.user + c.system) / BATCH];
 }
 
 /** ext_proc-style: the body to an out-of-process picker over loopback HTTP/1.1 (keep-alive), which parses it and answers an endpoint. */
@@ -96,6 +110,7 @@ async function extProcRoundTrip(bodies: string[]): Promise<number[]> {
 }
 
 async function main(): Promise<void> {
+  if (MEMORY_ONLY) { await memory(); return; }
   const blind = await hostFor(false);
   const aware = await hostFor(true);
   const probe = aware.requestSync(HEADERS, { body: chat(prompt(4096, 'probe'), 'q') });
@@ -105,30 +120,38 @@ async function main(): Promise<void> {
   if ((aware.metric('switchyard.request.parsed.llm') ?? 0) < 2) throw new Error('request-aware host did not parse');
 
   console.log(`\nRequest-aware choice: added cost per request in the embedded host (${N_INSTANCES} instances, p2c; ${ROUNDS} interleaved rounds × ${BATCH} requests)`);
-  // On a shared machine load spikes hit single rounds: the fastest round of each side is the
-  // least disturbed estimate (added = min − min); the median of the paired differences is shown beside it.
-  console.log('prompt'.padEnd(34) + 'body-blind µs'.padStart(14) + 'request-aware µs'.padStart(18) + '   added µs: min−min   paired median (p10..p90)   MB/s');
+  console.log('prompt'.padEnd(34) + 'CPU µs: body-blind  request-aware   added (paired median, p10..p90)' + '   wall µs: added min−min   MB/s');
   const results: Record<string, number> = {};
+  type Case = { name: string; kb: number; bodies: string[]; a: [number, number][]; b: [number, number][] };
+  const cases: Case[] = [];
   for (const kb of [4, 64]) {
     for (const kind of ['same prompt (prefix hit)', 'distinct prompts']) {
       const bodies = kind.startsWith('same') ? [chat(prompt(kb * 1024, 'shared'), 'q')]
         : Array.from({ length: 64 }, (_, i) => chat(prompt(kb * 1024, `d${kb}-${i}-${Math.random()}`), 'q'));
-      timeBatch(blind, bodies); timeBatch(aware, bodies);
-      const a: number[] = [], b: number[] = [];
-      for (let r = 0; r < ROUNDS; r++) { b.push(timeBatch(blind, bodies)); a.push(timeBatch(aware, bodies)); }
-      const d = a.map((x, i) => x - b[i]);
-      const added = Math.min(...a) - Math.min(...b);
-      results[`${kb}:${kind}`] = added;
-      const mbs = Buffer.byteLength(bodies[0]) / Math.max(added, 0.001);
-      console.log(`${kb} KiB, ${kind}`.padEnd(34) + Math.min(...b).toFixed(2).padStart(14) + Math.min(...a).toFixed(2).padStart(18) +
-        `   ${added.toFixed(2).padStart(7)}   ${median(d).toFixed(2).padStart(7)} (${q(d, 0.1).toFixed(2)}..${q(d, 0.9).toFixed(2)})`.padEnd(44) + mbs.toFixed(0).padStart(6));
+      cases.push({ name: `${kb}:${kind}`, kb, bodies, a: [], b: [] });
     }
   }
-  const w4 = Math.max(results['4:same prompt (prefix hit)'], results['4:distinct prompts']);
-  const w64 = Math.max(results['64:same prompt (prefix hit)'], results['64:distinct prompts']);
-  console.log(`targets (worse of the two cases): <= 10 µs at 4 KiB: ${w4.toFixed(2)} -> ${w4 <= 10 ? 'MET' : 'NOT MET'}; ` +
-    `<= 130 µs at 64 KiB: ${w64.toFixed(2)} -> ${w64 <= 130 ? 'MET' : 'NOT MET'}`);
-
+  // Warm every case on both hosts (the JIT tiers the filter up), then interleave: each round runs
+  // every case once on each host, the host order alternating between rounds, so a load spike or
+  // a tier-up hits both sides of a case alike.
+  for (let w = 0; w < 3; w++) for (const c of cases) { timeBatch(blind, c.bodies); timeBatch(aware, c.bodies); }
+  for (let r = 0; r < ROUNDS; r++) {
+    for (const c of cases) {
+      if (r % 2 === 0) { c.b.push(timeBatch(blind, c.bodies)); c.a.push(timeBatch(aware, c.bodies)); }
+      else { c.a.push(timeBatch(aware, c.bodies)); c.b.push(timeBatch(blind, c.bodies)); }
+    }
+  }
+  for (const c of cases) {
+    const { kb, bodies } = c;
+    const cpuA = c.a.map((x) => x[1]), cpuB = c.b.map((x) => x[1]);
+    const d = cpuA.map((x, i) => x - cpuB[i]);
+    const added = median(d);
+    const wallAdded = Math.min(...c.a.map((x) => x[0])) - Math.min(...c.b.map((x) => x[0]));
+    results[c.name] = added;
+    const mbs = Buffer.byteLength(bodies[0]) / Math.max(added, 0.001);
+    console.log(`${kb} KiB, ${c.name.slice(c.name.indexOf(':') + 1)}`.padEnd(34) + median(cpuB).toFixed(2).padStart(17) + median(cpuA).toFixed(2).padStart(15) +
+      `${added.toFixed(2).padStart(9)} (${q(d, 0.1).toFixed(2)}..${q(d, 0.9).toFixed(2)})`.padEnd(34) + wallAdded.toFixed(2).padStart(24) + mbs.toFixed(0).padStart(7));
+  }
   console.log('\next_proc-style round trip to an out-of-process picker (HTTP/1.1 keep-alive on loopback, body POSTed, JSON.parse, answer)');
   for (const kb of [4, 64]) {
     const bodies = Array.from({ length: 16 }, (_, i) => chat(prompt(kb * 1024, `x${i}`), 'q'));
@@ -137,19 +160,31 @@ async function main(): Promise<void> {
       `${(Math.min(...s) / Math.max(0.01, results[`${kb}:distinct prompts`])).toFixed(0)}x the in-filter added cost (fastest vs fastest)`);
   }
 
-  console.log(`\nWasm memory under ${DISTINCT.toLocaleString('en')} distinct 4 KiB prompts (prefix index: 32768 entries by default)`);
-  const mem = await hostFor(true);
+  for (const h of [blind, aware]) await h.close();
+  await memory();
+}
+
+/** Wasm memory of both worker VMs under distinct 4 KiB prompts, alternating VMs, ticking (so the shared index exchanges) every 1000 requests. */
+async function memory(): Promise<void> {
+  console.log(`\nWasm memory under ${DISTINCT.toLocaleString('en')} distinct 4 KiB prompts, 2 worker VMs sharing the prefix index (32768 entries by default)`);
+  const mem = await hostFor(true, 2);
   const base = prompt(4096, '');
-  const marks = new Set([0, 1000, 10_000, Math.floor(DISTINCT / 4), Math.floor(DISTINCT / 2), DISTINCT]);
+  const marks = new Set([0, 1000, 10_000, Math.floor(DISTINCT / 10), Math.floor(DISTINCT / 4), Math.floor(DISTINCT / 2), DISTINCT]);
   const line: string[] = [];
+  const t0 = Date.now();
   for (let i = 0; i <= DISTINCT; i++) {
-    if (marks.has(i)) line.push(`${i.toLocaleString('en')}: ${(mem.vms[0].memoryBytes() / 1048576).toFixed(2)} MiB`);
+    if (marks.has(i)) line.push(`${i.toLocaleString('en')}: ${mem.vms.filter((v) => v.name.startsWith('worker')).map((v) => (v.memoryBytes() / 1048576).toFixed(2)).join(' / ')} MiB`);
     if (i === DISTINCT) break;
     mem.requestSync(HEADERS, { body: chat(`${i.toString(36)}:${base}`, 'q') });
-    if (i % 5000 === 4999) await mem.advance(20);
+    if (i % 1000 === 999) await mem.advance(20);
   }
   console.log('  ' + line.join(', '));
-  for (const h of [blind, aware, mem]) await h.close();
+  const learned = mem.metric('switchyard.request.prefix_learned.llm') ?? 0;
+  const lost = mem.metric('switchyard.request.prefix_share_lost.llm') ?? 0;
+  const doc = mem.sharedData()['switchyard.prefix.v1.llm'];
+  console.log(`  blocks learnt from the other VM ${learned.toLocaleString('en')}, lost ${lost.toLocaleString('en')} (ring overruns: 1000 requests between ticks here), ` +
+    `shared document ${doc ? doc.value.length : 0} bytes; ${((Date.now() - t0) / 1000).toFixed(0)} s`);
+  await mem.close();
 }
 
 main().catch((e) => { console.error(e); process.exit(1); });

@@ -94,8 +94,9 @@ export class RequestPlan {
       if (r == OK) { this.share.ring.published(); break; }
       if (r != CAS_MISMATCH) break;
     }
+    // lost = records of the other VMs this VM never got (each overrun counted once per reader)
     const sh = this.share;
-    const lost = sh.missed + sh.ring.dropped;
+    const lost = sh.missed;
     unchecked(this.counts[RC_PREFIX_LEARNED] += <i64>(sh.learned - this.learnedSeen));
     unchecked(this.counts[RC_PREFIX_SHARE_LOST] += <i64>(lost - this.lostSeen));
     this.learnedSeen = sh.learned;
