@@ -3,14 +3,16 @@
 // slows the leased line from ~10 ms to 200 ms and back, and shows live what the agent measures,
 // what the filter decides and where requests go. Ctrl-C ends it cleanly.
 //
-//   tsx rig/main.ts [--once] [--proxy auto|embedded|envoy] [--ephemeral]
+//   tsx rig/main.ts [--once] [--proxy auto|embedded|envoy] [--ephemeral] [--no-llm]
 //   --once: one scenario cycle, then a verdict (exit 0 if routing behaved, 1 if not)
+//   --no-llm: without the inference demo (rig/llm.ts: shared-prefix traffic, hit rate and TTFT per policy)
 // Keys (on a terminal): m toggles maintenance_mode_on, c toggles canary_release_active (the
 // payment rules of envoy/agent.yaml), q stops; from another shell: npm run flag -- <flag> on|off.
 import { startRig, type Rig } from './rig';
 import { setFlag } from './flag';
 import { Traffic, quantile, type WindowStats } from './traffic';
-import { judgeOnce, type Verdict } from './verdict';
+import { judgeOnce, judgeLlm, type Verdict } from './verdict';
+import { startLlmDemo, llmLine, hitRate, type LlmDemo } from './llm';
 
 interface Phase { name: string; rttMs: number; seconds: number }
 const PHASES: Phase[] = [
@@ -19,11 +21,11 @@ const PHASES: Phase[] = [
   { name: 'restored', rttMs: 10, seconds: 8 },
 ];
 
-function args(): { once: boolean; proxy: 'auto' | 'embedded' | 'envoy'; ephemeral: boolean } {
+function args(): { once: boolean; proxy: 'auto' | 'embedded' | 'envoy'; ephemeral: boolean; llm: boolean } {
   const a = process.argv.slice(2);
   const proxy = a.includes('--proxy') ? a[a.indexOf('--proxy') + 1] : 'auto';
   if (!['auto', 'embedded', 'envoy'].includes(proxy)) { process.stderr.write(`--proxy: auto|embedded|envoy, got ${proxy}\n`); process.exit(2); }
-  return { once: a.includes('--once'), proxy: proxy as 'auto', ephemeral: a.includes('--ephemeral') };
+  return { once: a.includes('--once'), proxy: proxy as 'auto', ephemeral: a.includes('--ephemeral'), llm: !a.includes('--no-llm') };
 }
 
 async function agentView(rig: Rig): Promise<{ state: string; rtt: number; instances: number }> {
@@ -99,10 +101,19 @@ async function main(): Promise<void> {
   process.stdout.write(`proxy: ${rig.proxyKind === 'envoy' ? 'Envoy' : 'embedded Proxy-Wasm host (no envoy on PATH)'} at ${rig.proxyUrl}` +
     `${rig.adminUrl ? `, admin ${rig.adminUrl}` : ''}; agent at ${rig.agentUrl}\n`);
   const traffic = new Traffic(rig.proxyUrl);
+  // The inference demo (rig/llm.ts): shared-prefix chat traffic, three policies, in process.
+  let llm: LlmDemo | undefined;
+  if (o.llm) {
+    llm = await startLlmDemo();
+    process.stdout.write('llm demo: 3 × 4 simulated vLLM servers (small KV caches), 9 shared system prompts, the same requests to each fleet: ' +
+      'request-aware (the filter reads the body), body-blind (the filter without it), least-request (Envoy LEAST_REQUEST); ' +
+      'hit = prompt tokens served from the prefix cache, ttft = server time to first token\n');
+  }
   let stopping = false;
   const stop = async (code: number): Promise<never> => {
     if (stopping) process.exit(code);
     stopping = true;
+    await llm?.stop();
     await traffic.stop();
     await rig.stop();
     process.stdout.write('stopped.\n');
@@ -134,6 +145,10 @@ async function main(): Promise<void> {
         const rv = await rulesView(rig, Date.now());
         flags = rv.flags;
         process.stdout.write(`       ${rv.line}\n`);
+        if (llm) {
+          // every 2 s: the window since the last line and the totals since start
+          if (i % 4 === 3) process.stdout.write(`       ${llmLine(llm.take(), quantile)}\n       since start: ${llmLine(llm.totals(), quantile)}\n`);
+        }
         // Judge each phase after its first second (the reaction time).
         if (i >= 2) {
           v.cloudB += w.payment.byCloud['cloud-b'] ?? 0;
@@ -147,7 +162,14 @@ async function main(): Promise<void> {
   if (o.once) {
     const { ok, problems } = judgeOnce(verdict as Verdict);
     process.stdout.write(`verdict: ${JSON.stringify(verdict)} -> ${ok ? 'OK: traffic crossed the steady line and stayed local while it was slow' : `UNEXPECTED ROUTING: ${problems.join('; ')}`}\n`);
-    await stop(ok ? 0 : 1);
+    let llmOk = true;
+    if (llm) {
+      const t = llm.totals();
+      const j = judgeLlm(Object.fromEntries(Object.entries(t).map(([p, s]) => [p, { sent: s.sent, ok: s.ok, errors: s.errors, hitRate: hitRate(s) }])) as any);
+      llmOk = j.ok;
+      process.stdout.write(`llm verdict: ${llmLine(t, quantile)} -> ${j.ok ? 'OK: request-aware choice kept prompt families where their prefix is cached' : `UNEXPECTED: ${j.problems.join('; ')}`}\n`);
+    }
+    await stop(ok && llmOk ? 0 : 1);
   }
 }
 

@@ -39,3 +39,32 @@ export function judgeOnce(v: Verdict): { ok: boolean; problems: string[] } {
   }
   return { ok: problems.length === 0, problems };
 }
+
+/** The inference demo's totals per policy (rig/llm.ts). */
+export interface LlmPolicyCounts {
+  sent: number;
+  ok: number;
+  errors: number;
+  /** prompt tokens served from the prefix cache / prompt tokens (NaN: none answered) */
+  hitRate: number;
+}
+
+/** Errors above this share of a policy's requests fail the demo. */
+export const MAX_LLM_ERROR_SHARE = 0.05;
+export const MIN_LLM_ANSWERED = 20;
+
+/**
+ * The inference demo's verdict: every policy answered (≥ MIN_LLM_ANSWERED, errors ≤ 5 %), and the
+ * request-aware choice served more of the prompt tokens from the prefix cache than Envoy's
+ * LEAST_REQUEST on the same requests. PURE.
+ */
+export function judgeLlm(v: Record<'request-aware' | 'body-blind' | 'least-request', LlmPolicyCounts>): { ok: boolean; problems: string[] } {
+  const problems: string[] = [];
+  for (const [name, p] of Object.entries(v)) {
+    if (p.ok < MIN_LLM_ANSWERED) problems.push(`${name}: only ${p.ok} requests answered`);
+    if (p.errors > MAX_LLM_ERROR_SHARE * Math.max(1, p.sent)) problems.push(`${name}: ${p.errors} of ${p.sent} requests failed`);
+  }
+  const a = v['request-aware'].hitRate, lr = v['least-request'].hitRate;
+  if (!(a > lr)) problems.push(`request-aware prefix hit rate ${(100 * a).toFixed(0)}% is not above least-request's ${(100 * lr).toFixed(0)}%`);
+  return { ok: problems.length === 0, problems };
+}

@@ -1,0 +1,207 @@
+// The rig's inference demo (issue 10 §5): the same shared-prefix chat traffic sent to three
+// fleets of simulated vLLM servers (sim/inference/llm, in process), each routed by one policy:
+//   request-aware  the real filter, service with a `request` block (body read, prefix index
+//                  shared by the 2 worker VMs, size and KV-cache terms)
+//   body-blind     the real filter, same load-aware choice without the body
+//   least-request  Envoy's LEAST_REQUEST (power of two choices on active requests), in JS
+// The filter runs in the embedded Proxy-Wasm host (library mode: the rig forwards each request
+// to the endpoint the filter chose, as Envoy's original-destination cluster would), fed by an
+// in-process agent that scrapes the first two fleets. Nothing here needs Envoy. Each server
+// reports, per request, its time to first token and the prompt tokens its prefix cache served.
+//
+// The KV caches are small on purpose (each holds about a third of the prompt families' shared
+// prefixes): a policy that spreads every family over every instance thrashes them; one that
+// keeps a family on the instance that has it hits.
+import pino from 'pino';
+import * as path from 'node:path';
+import { startAgent, type AgentHandle } from '../agent/src';
+import { ProxyWasmHost, type UpstreamReply, type UpstreamRequest } from '../host/src';
+import { startLlmServer, type LlmServerHandle } from '../sim/inference/llm/server';
+import { mulberry32 } from '../sim/inference/prng';
+import { randomText } from '../sim/inference/llm/workloads';
+
+export const POLICIES = ['request-aware', 'body-blind', 'least-request'] as const;
+export type Policy = (typeof POLICIES)[number];
+
+const MODEL = 'llama-3-8b';
+const AUTH: Record<'request-aware' | 'body-blind', string> = { 'request-aware': 'llm-aware.rig', 'body-blind': 'llm-blind.rig' };
+
+export interface LlmDemoOptions {
+  /** requests per second (each is sent to every policy's fleet) */
+  rps?: number;
+  instances?: number;
+  /** prompt families (shared system prompts) */
+  families?: number;
+  /** tokens of each family's system prompt */
+  prefixTokens?: number;
+  /** KV-cache blocks (16 tokens) per instance */
+  kvBlocks?: number;
+  seed?: number;
+  wasm?: string;
+}
+
+export interface PolicyStats {
+  sent: number;
+  ok: number;
+  errors: number;
+  promptTokens: number;
+  cachedTokens: number;
+  /** requests the filter placed nothing for (no snapshot yet): sent to a random instance */
+  unplaced: number;
+  ttftMs: number[];
+}
+
+const emptyStats = (): PolicyStats => ({ sent: 0, ok: 0, errors: 0, promptTokens: 0, cachedTokens: 0, unplaced: 0, ttftMs: [] });
+
+export interface LlmDemo {
+  /** per policy, since the previous take() */
+  take(): Record<Policy, PolicyStats>;
+  /** per policy, since start (TTFT: the last 2000) */
+  totals(): Record<Policy, PolicyStats>;
+  fleets: Record<Policy, LlmServerHandle[]>;
+  host: ProxyWasmHost;
+  stop(): Promise<void>;
+}
+
+/** Envoy's LEAST_REQUEST with its default choice_count 2: the fewer active requests of two random instances. */
+class LeastRequest {
+  active: number[];
+  constructor(n: number, private readonly rng: () => number) { this.active = new Array(n).fill(0); }
+  pick(): number {
+    const n = this.active.length;
+    const a = Math.floor(this.rng() * n);
+    let b = Math.floor(this.rng() * (n - 1));
+    if (b >= a) b++;
+    return this.active[b] < this.active[a] ? b : a;
+  }
+}
+
+export async function startLlmDemo(o: LlmDemoOptions = {}): Promise<LlmDemo> {
+  const n = o.instances ?? 4;
+  const families = o.families ?? 9;
+  const prefixTokens = o.prefixTokens ?? 1200;
+  const kvBlocks = o.kvBlocks ?? Math.ceil((3 * prefixTokens) / 16) + 40;
+  const rps = o.rps ?? 6;
+  const rng = mulberry32(o.seed ?? 20261130);
+  const cleanups: (() => Promise<unknown> | void)[] = [];
+  const stopAll = async () => { for (const c of cleanups.reverse()) { try { await c(); } catch { /* keep stopping */ } } cleanups.length = 0; };
+  try {
+    const fleets = {} as Record<Policy, LlmServerHandle[]>;
+    for (const p of POLICIES) {
+      fleets[p] = await Promise.all(Array.from({ length: n }, (_, i) => startLlmServer({ port: 0, name: `${p}-${i + 1}`,
+        engine: { models: [MODEL], numBlocks: kvBlocks } })));
+      for (const s of fleets[p]) cleanups.push(() => s.stop());
+    }
+    const agent: AgentHandle = await startAgent({
+      listen: { host: '127.0.0.1', port: 0 },
+      publishIntervalMs: 100,
+      link: { peers: [] },
+      inference: { scrapeIntervalMs: 100, services: [
+        { name: 'llm-aware', kind: 'vllm', instances: { static: fleets['request-aware'].map((s) => s.addr) } },
+        { name: 'llm-blind', kind: 'vllm', instances: { static: fleets['body-blind'].map((s) => s.addr) } },
+      ] },
+    } as any, { logger: pino({ level: 'silent' }), defaultMetrics: false });
+    cleanups.push(() => agent.stop());
+    const host = await ProxyWasmHost.create({
+      wasm: o.wasm ?? path.join(__dirname, '..', 'build/switchyard.wasm'), workers: 2, mainThread: false, canary: false, logLevel: 'warn',
+      allowOnHeadersStopIteration: true,
+      clusters: { switchyard_agent: { address: '127.0.0.1', port: agent.port } },
+      pluginConfig: JSON.stringify({
+        agent: { cluster: 'switchyard_agent', pollMs: 50, longPollMs: 500, timeoutMs: 1500 }, refreshMs: 20, leaseMs: 500,
+        link: { stalenessMs: 2000, services: [] },
+        loadAware: { services: [
+          { authorities: [AUTH['request-aware']], service: 'llm-aware', debug: true, request: { allowOnHeadersStopIteration: true } },
+          { authorities: [AUTH['body-blind']], service: 'llm-blind', debug: true },
+        ] },
+      }),
+    });
+    cleanups.push(() => host.close());
+
+    const systems = Array.from({ length: families }, (_, f) => `Family ${f}. ` + randomText(rng, prefixTokens));
+    const lr = new LeastRequest(n, rng);
+    let window = Object.fromEntries(POLICIES.map((p) => [p, emptyStats()])) as Record<Policy, PolicyStats>;
+    const total = Object.fromEntries(POLICIES.map((p) => [p, emptyStats()])) as Record<Policy, PolicyStats>;
+    let stopped = false;
+    let inflight = 0;
+
+    const account = (p: Policy, f: (s: PolicyStats) => void) => { f(window[p]); f(total[p]); if (total[p].ttftMs.length > 4000) total[p].ttftMs.splice(0, 2000); };
+    const post = async (addr: string, body: string): Promise<UpstreamReply & { json?: any }> => {
+      const res = await fetch(`http://${addr}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body, signal: AbortSignal.timeout(20000) });
+      const text = await res.text();
+      return { status: res.status, body: text, json: res.status === 200 ? JSON.parse(text) : undefined };
+    };
+    const record = (p: Policy, r: { status?: number; json?: any }) => account(p, (s) => {
+      if (r.status !== 200 || !r.json) { s.errors++; return; }
+      s.ok++;
+      s.promptTokens += r.json.usage?.prompt_tokens ?? 0;
+      s.cachedTokens += r.json.usage?.prompt_tokens_details?.cached_tokens ?? 0;
+      if (Number.isFinite(r.json.sim?.ttftMs)) s.ttftMs.push(r.json.sim.ttftMs);
+    });
+
+    const viaFilter = async (p: 'request-aware' | 'body-blind', body: string): Promise<void> => {
+      let reply: { status?: number; json?: any } = {};
+      const forward = async (req: UpstreamRequest): Promise<UpstreamReply> => {
+        let addr = req.headers.find(([k]) => k === 'x-switchyard-endpoint')?.[1];
+        if (!addr) { account(p, (s) => s.unplaced++); addr = fleets[p][Math.floor(rng() * n)].addr; }
+        reply = await post(addr, req.body.toString());
+        return { status: reply.status, body: '' };
+      };
+      const r = await host.request({ ':method': 'POST', ':path': '/v1/chat/completions', ':authority': AUTH[p], ':scheme': 'http',
+        'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) }, { body, response: forward });
+      record(p, r.localReply ? { status: r.localReply.status } : reply);
+    };
+    const viaLeastRequest = async (body: string): Promise<void> => {
+      const i = lr.pick();
+      lr.active[i]++;
+      try { record('least-request', await post(fleets['least-request'][i].addr, body)); } finally { lr.active[i]--; }
+    };
+
+    const send = () => {
+      const f = Math.floor(rng() * families);
+      const body = JSON.stringify({ model: MODEL, max_tokens: 8, messages: [
+        { role: 'system', content: systems[f] }, { role: 'user', content: randomText(rng, 40) }] });
+      for (const p of POLICIES) {
+        account(p, (s) => s.sent++);
+        inflight++;
+        const run = p === 'least-request' ? viaLeastRequest(body) : viaFilter(p, body);
+        run.catch(() => account(p, (s) => s.errors++)).finally(() => { inflight--; });
+      }
+    };
+    let timer: NodeJS.Timeout | undefined;
+    const loop = () => {
+      if (stopped) return;
+      send();
+      timer = setTimeout(loop, (-Math.log(1 - rng()) * 1000) / rps);
+    };
+    loop();
+
+    return {
+      fleets, host,
+      take: () => { const w = window; window = Object.fromEntries(POLICIES.map((p) => [p, emptyStats()])) as Record<Policy, PolicyStats>; return w; },
+      totals: () => total,
+      stop: async () => {
+        stopped = true;
+        if (timer) clearTimeout(timer);
+        const deadline = Date.now() + 5000;
+        while (inflight > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+        await stopAll();
+      },
+    };
+  } catch (e) {
+    await stopAll();
+    throw e;
+  }
+}
+
+export const hitRate = (s: PolicyStats): number => (s.promptTokens > 0 ? s.cachedTokens / s.promptTokens : NaN);
+
+/** One display line: per policy, prefix hit rate (prompt tokens served from cache) and TTFT P50/P99. */
+export function llmLine(w: Record<Policy, PolicyStats>, quantile: (xs: number[], q: number) => number): string {
+  return 'llm ' + POLICIES.map((p) => {
+    const s = w[p];
+    const h = hitRate(s);
+    const fmt = (x: number) => (Number.isFinite(x) ? x.toFixed(0) : '-').padStart(4);
+    return `${p} ${String(s.ok).padStart(3)} rq hit ${Number.isFinite(h) ? `${Math.round(100 * h)}%`.padStart(4) : '   -'} ttft p50 ${fmt(quantile(s.ttftMs, 0.5))} p99 ${fmt(quantile(s.ttftMs, 0.99))} ms` +
+      (s.errors ? ` err ${s.errors}` : '');
+  }).join(' | ');
+}

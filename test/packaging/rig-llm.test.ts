@@ -1,0 +1,24 @@
+// The rig's inference demo verdict (rig/verdict.ts judgeLlm, used by `npm start -- --once`).
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { judgeLlm, MIN_LLM_ANSWERED } from '../../rig/verdict';
+
+const p = (hitRate: number, over: Partial<{ sent: number; ok: number; errors: number }> = {}) => ({ sent: 60, ok: 60, errors: 0, hitRate, ...over });
+
+test('llm verdict: passes when every policy answered and request-aware hits more than least-request', () => {
+  assert.deepEqual(judgeLlm({ 'request-aware': p(0.55), 'body-blind': p(0.3), 'least-request': p(0.28) }), { ok: true, problems: [] });
+});
+
+test('llm verdict: fails when request-aware does not beat least-request, or is unknown', () => {
+  const eq = judgeLlm({ 'request-aware': p(0.3), 'body-blind': p(0.3), 'least-request': p(0.3) });
+  assert.equal(eq.ok, false);
+  assert.match(eq.problems.join(), /request-aware prefix hit rate 30% is not above least-request's 30%/);
+  assert.equal(judgeLlm({ 'request-aware': p(NaN), 'body-blind': p(0.3), 'least-request': p(0.1) }).ok, false);
+});
+
+test('llm verdict: fails when a policy answered too few requests or too many failed', () => {
+  const few = judgeLlm({ 'request-aware': p(0.6), 'body-blind': p(0.3, { ok: MIN_LLM_ANSWERED - 1 }), 'least-request': p(0.2) });
+  assert.deepEqual(few.problems, [`body-blind: only ${MIN_LLM_ANSWERED - 1} requests answered`]);
+  const errs = judgeLlm({ 'request-aware': p(0.6, { errors: 4 }), 'body-blind': p(0.3, { errors: 3 }), 'least-request': p(0.2) });
+  assert.deepEqual(errs.problems, ['request-aware: 4 of 60 requests failed']);
+});
