@@ -81,7 +81,7 @@ export async function startLlmDemo(o: LlmDemoOptions = {}): Promise<LlmDemo> {
   const families = o.families ?? 9;
   const prefixTokens = o.prefixTokens ?? 1200;
   const kvBlocks = o.kvBlocks ?? Math.ceil((3 * prefixTokens) / 16) + 40;
-  const rps = o.rps ?? 6;
+  const rps = o.rps ?? 4;
   const rng = mulberry32(o.seed ?? 20261130);
   const cleanups: (() => Promise<unknown> | void)[] = [];
   const stopAll = async () => { for (const c of cleanups.reverse()) { try { await c(); } catch { /* keep stopping */ } } cleanups.length = 0; };
@@ -195,13 +195,86 @@ export async function startLlmDemo(o: LlmDemoOptions = {}): Promise<LlmDemo> {
 
 export const hitRate = (s: PolicyStats): number => (s.promptTokens > 0 ? s.cachedTokens / s.promptTokens : NaN);
 
+/** What the display and the verdict need of a policy's stats. */
+export interface PolicySummary { sent: number; ok: number; errors: number; hitRate: number; ttftP50: number; ttftP99: number }
+export type LlmSummary = Record<Policy, PolicySummary>;
+
+function quantile(xs: number[], q: number): number {
+  if (xs.length === 0) return NaN;
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor(q * s.length))];
+}
+
+export function summarize(w: Record<Policy, PolicyStats>): LlmSummary {
+  return Object.fromEntries(POLICIES.map((p) => {
+    const s = w[p];
+    return [p, { sent: s.sent, ok: s.ok, errors: s.errors, hitRate: hitRate(s), ttftP50: quantile(s.ttftMs, 0.5), ttftP99: quantile(s.ttftMs, 0.99) }];
+  })) as LlmSummary;
+}
+
 /** One display line: per policy, prefix hit rate (prompt tokens served from cache) and TTFT P50/P99. */
-export function llmLine(w: Record<Policy, PolicyStats>, quantile: (xs: number[], q: number) => number): string {
+export function llmLine(w: LlmSummary): string {
+  const fmt = (x: number) => (Number.isFinite(x) ? x.toFixed(0) : '-').padStart(4);
   return 'llm ' + POLICIES.map((p) => {
     const s = w[p];
-    const h = hitRate(s);
-    const fmt = (x: number) => (Number.isFinite(x) ? x.toFixed(0) : '-').padStart(4);
-    return `${p} ${String(s.ok).padStart(3)} rq hit ${Number.isFinite(h) ? `${Math.round(100 * h)}%`.padStart(4) : '   -'} ttft p50 ${fmt(quantile(s.ttftMs, 0.5))} p99 ${fmt(quantile(s.ttftMs, 0.99))} ms` +
+    const h = s.hitRate;
+    return `${p} ${String(s.ok).padStart(3)} rq hit ${Number.isFinite(h) ? `${Math.round(100 * h)}%`.padStart(4) : '   -'} ttft p50 ${fmt(s.ttftP50)} p99 ${fmt(s.ttftP99)} ms` +
       (s.errors ? ` err ${s.errors}` : '');
   }).join(' | ');
+}
+
+export interface LlmDemoProcess {
+  /** the last report: the window since the one before, and the totals since start */
+  latest(): { seq: number; window: LlmSummary; totals: LlmSummary } | undefined;
+  stop(): Promise<void>;
+}
+
+/**
+ * Runs the demo in its own process: its simulated servers, filter and agent would otherwise share
+ * the rig's event loop with the leased-line injector and delay the agent's probes. Reports every
+ * `reportMs` as one JSON line on stdout.
+ */
+export function spawnLlmDemo(reportMs = 2000, startTimeoutMs = 30000): Promise<LlmDemoProcess> {
+  // eslint-disable-next-line @typescript-eslint/no-var-requires
+  const { spawn } = require('node:child_process') as typeof import('node:child_process');
+  const child = spawn(process.execPath, ['--import', 'tsx', path.join(__dirname, 'llm.ts'), '--report-ms', String(reportMs)], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const exited = new Promise<void>((r) => child.once('exit', () => r()));
+  let last: { seq: number; window: LlmSummary; totals: LlmSummary } | undefined;
+  let seq = 0;
+  let err = '';
+  child.stderr!.on('data', (b: Buffer) => { err = (err + b.toString()).slice(-2000); });
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => { child.kill('SIGKILL'); reject(new Error(`llm demo did not start within ${startTimeoutMs} ms: ${err}`)); }, startTimeoutMs);
+    let buf = '';
+    child.stdout!.on('data', (b: Buffer) => {
+      buf += b.toString();
+      let i: number;
+      while ((i = buf.indexOf('\n')) >= 0) {
+        const line = buf.slice(0, i);
+        buf = buf.slice(i + 1);
+        let m: any;
+        try { m = JSON.parse(line); } catch { continue; }
+        if (m.type === 'ready') {
+          clearTimeout(timer);
+          resolve({
+            latest: () => last,
+            stop: async () => { if (child.exitCode === null) { child.kill('SIGTERM'); await Promise.race([exited, new Promise((r) => setTimeout(r, 8000))]); } },
+          });
+        } else if (m.type === 'report') last = { seq: ++seq, window: m.window, totals: m.totals };
+      }
+    });
+    child.once('exit', (code) => { clearTimeout(timer); reject(new Error(`llm demo exited (${code}): ${err}`)); });
+  });
+}
+
+if (require.main === module) {
+  const a = process.argv.slice(2);
+  const reportMs = a.includes('--report-ms') ? Number(a[a.indexOf('--report-ms') + 1]) : 2000;
+  startLlmDemo().then((d) => {
+    process.stdout.write(JSON.stringify({ type: 'ready' }) + '\n');
+    const t = setInterval(() => process.stdout.write(JSON.stringify({ type: 'report', window: summarize(d.take()), totals: summarize(d.totals()) }) + '\n'), reportMs);
+    const bye = () => { clearInterval(t); void d.stop().then(() => process.exit(0)); };
+    process.on('SIGTERM', bye);
+    process.on('SIGINT', bye);
+  }, (e) => { process.stderr.write(`llm demo: ${(e as Error).stack ?? e}\n`); process.exit(1); });
 }

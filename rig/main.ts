@@ -12,7 +12,7 @@ import { startRig, type Rig } from './rig';
 import { setFlag } from './flag';
 import { Traffic, quantile, type WindowStats } from './traffic';
 import { judgeOnce, judgeLlm, type Verdict } from './verdict';
-import { startLlmDemo, llmLine, hitRate, type LlmDemo } from './llm';
+import { spawnLlmDemo, llmLine, type LlmDemoProcess } from './llm';
 
 interface Phase { name: string; rttMs: number; seconds: number }
 const PHASES: Phase[] = [
@@ -101,10 +101,13 @@ async function main(): Promise<void> {
   process.stdout.write(`proxy: ${rig.proxyKind === 'envoy' ? 'Envoy' : 'embedded Proxy-Wasm host (no envoy on PATH)'} at ${rig.proxyUrl}` +
     `${rig.adminUrl ? `, admin ${rig.adminUrl}` : ''}; agent at ${rig.agentUrl}\n`);
   const traffic = new Traffic(rig.proxyUrl);
-  // The inference demo (rig/llm.ts): shared-prefix chat traffic, three policies, in process.
-  let llm: LlmDemo | undefined;
+  // The inference demo (rig/llm.ts, its own process): shared-prefix chat traffic, three policies.
+  let llm: LlmDemoProcess | undefined;
+  let llmFailed: string | undefined;
   if (o.llm) {
-    llm = await startLlmDemo();
+    try { llm = await spawnLlmDemo(); } catch (e) { llmFailed = (e as Error).message; process.stdout.write(`llm demo did not start: ${llmFailed}\n`); }
+  }
+  if (llm) {
     process.stdout.write('llm demo: 3 × 4 simulated vLLM servers (small KV caches), 9 shared system prompts, the same requests to each fleet: ' +
       'request-aware (the filter reads the body), body-blind (the filter without it), least-request (Envoy LEAST_REQUEST); ' +
       'hit = prompt tokens served from the prefix cache, ttft = server time to first token\n');
@@ -132,6 +135,7 @@ async function main(): Promise<void> {
   traffic.take();
   const verdict: Record<string, { cloudB: number; total: number; degraded: number }> = {};
   const t0 = performance.now();
+  let llmShown = 0;
   for (let cycle = 0; !stopping; cycle++) {
     for (const phase of PHASES) {
       rig.setLineRtt(phase.rttMs);
@@ -145,9 +149,11 @@ async function main(): Promise<void> {
         const rv = await rulesView(rig, Date.now());
         flags = rv.flags;
         process.stdout.write(`       ${rv.line}\n`);
-        if (llm) {
-          // every 2 s: the window since the last line and the totals since start
-          if (i % 4 === 3) process.stdout.write(`       ${llmLine(llm.take(), quantile)}\n       since start: ${llmLine(llm.totals(), quantile)}\n`);
+        const rep = llm?.latest();
+        if (rep && rep.seq !== llmShown) {
+          // every 2 s: the window since the last report and the totals since start
+          llmShown = rep.seq;
+          process.stdout.write(`       ${llmLine(rep.window)}\n       since start: ${llmLine(rep.totals)}\n`);
         }
         // Judge each phase after its first second (the reaction time).
         if (i >= 2) {
@@ -163,11 +169,12 @@ async function main(): Promise<void> {
     const { ok, problems } = judgeOnce(verdict as Verdict);
     process.stdout.write(`verdict: ${JSON.stringify(verdict)} -> ${ok ? 'OK: traffic crossed the steady line and stayed local while it was slow' : `UNEXPECTED ROUTING: ${problems.join('; ')}`}\n`);
     let llmOk = true;
+    if (llmFailed) { llmOk = false; process.stdout.write(`llm verdict: UNEXPECTED: the demo did not start (${llmFailed})\n`); }
     if (llm) {
-      const t = llm.totals();
-      const j = judgeLlm(Object.fromEntries(Object.entries(t).map(([p, s]) => [p, { sent: s.sent, ok: s.ok, errors: s.errors, hitRate: hitRate(s) }])) as any);
+      const t = llm.latest()?.totals;
+      const j = t ? judgeLlm(t) : { ok: false, problems: ['no report from the llm demo'] };
       llmOk = j.ok;
-      process.stdout.write(`llm verdict: ${llmLine(t, quantile)} -> ${j.ok ? 'OK: request-aware choice kept prompt families where their prefix is cached' : `UNEXPECTED: ${j.problems.join('; ')}`}\n`);
+      process.stdout.write(`llm verdict: ${t ? llmLine(t) : '-'} -> ${j.ok ? 'OK: request-aware choice kept prompt families where their prefix is cached' : `UNEXPECTED: ${j.problems.join('; ')}`}\n`);
     }
     await stop(ok && llmOk ? 0 : 1);
   }
