@@ -139,6 +139,22 @@ describe("PrefixIndex", () => {
     expect(idx.count()).toBe(8);
   });
 
+  it("eviction spares what is recorded again: a prompt in use survives a stream of distinct ones", () => {
+    const idx = new PrefixIndex(64, 0);
+    const hot = hashes(text(64 * 6, 30));
+    const m = new PrefixMatch();
+    for (let i = 0; i < 300; i++) {
+      idx.lookup(hot, hot.length, <u64>i, m);
+      idx.record(hot, hot.length, 2, <u64>i);
+      const d = hashes(text(64 * 8, 1000 + i));
+      idx.record(d, d.length, <u16>(i & 3), <u64>i);
+    }
+    expect(idx.count()).toBe(64);
+    idx.lookup(hot, hot.length, 300, m);
+    expect(m.blocksOf(2)).toBe(6);
+    expect(idx.evictions).toBe(<u64>(300 * 8 + 6 - 64));
+  });
+
   it("ages: an entry not recorded for maxAgeMs is absent and dropped", () => {
     const idx = new PrefixIndex(64, 1000);
     const a = hashes(text(64 * 2, 8));

@@ -9,11 +9,11 @@
 // indices, no pointers), so the same bytes can later be kept in Proxy-Wasm shared data and read
 // by every worker VM. Layout (little-endian):
 //   header (64 B): magic u32 "SWPX", version u32, capacity u32 (entries), buckets u32 (power of
-//     2), count u32, lruHead u32 (most recent), lruTail u32 (least recent), freeHead u32,
+//     2), count u32, clock hand u32 (next entry index the eviction looks at), reserved u32, freeHead u32,
 //     maxAgeMs u64, reserved
 //   buckets: u32[buckets], entry index + 1 of the chain head, 0 = empty
 //   entries (40 B each): hash u64 @0, atMs u64 @8 (last record), chainNext u32 @16 (index+1),
-//     lruPrev u32 @20, lruNext u32 @24 (index+1, 0 = none), slots u16[4] @28 (most recent first,
+//     referenced u32 @20 (recorded again since the hand last passed), reserved u32 @24, slots u16[4] @28 (most recent first,
 //     0xffff = none), sharedAt u32 @36 (low 32 bits of the ms clock when the entry's front slot
 //     was last exchanged with the other worker VMs)
 //
@@ -153,7 +153,7 @@ export class PrefixMatch {
 }
 
 /**
- * Block hash → instance slots, bounded by `capacity` entries (LRU eviction) and aged: an entry
+ * Block hash → instance slots, bounded by `capacity` entries and aged: an entry
  * not recorded for `maxAgeMs` counts as absent and is dropped when met.
  */
 export class PrefixIndex {
@@ -205,8 +205,8 @@ export class PrefixIndex {
     store<u32>(p, cap, 8);
     store<u32>(p, buckets, 12);
     store<u32>(p, 0, 16); // count
-    store<u32>(p, 0, 20); // lru head
-    store<u32>(p, 0, 24); // lru tail
+    store<u32>(p, 0, 20); // clock hand
+    store<u32>(p, 0, 24);
     // free list through chainNext: 1 -> 2 -> ... -> cap
     store<u32>(p, 1, 28);
     for (let i: u32 = 0; i < cap; i++) store<u32>(this.e(i), i + 1 < cap ? i + 2 : 0, 16);
@@ -229,24 +229,7 @@ export class PrefixIndex {
     return 0;
   }
 
-  @inline private lruUnlink(x: u32): void {
-    const ep = this.e(x - 1);
-    const prev = load<u32>(ep, 20);
-    const next = load<u32>(ep, 24);
-    if (prev != 0) store<u32>(this.e(prev - 1), next, 24); else store<u32>(this.p, next, 20);
-    if (next != 0) store<u32>(this.e(next - 1), prev, 20); else store<u32>(this.p, prev, 24);
-  }
-
-  @inline private lruPushFront(x: u32): void {
-    const ep = this.e(x - 1);
-    const head = load<u32>(this.p, 20);
-    store<u32>(ep, 0, 20);
-    store<u32>(ep, head, 24);
-    if (head != 0) store<u32>(this.e(head - 1), x, 20); else store<u32>(this.p, x, 24);
-    store<u32>(this.p, x, 20);
-  }
-
-  /** Remove entry x (unlink from its bucket chain and the LRU, return it to the free list). */
+  /** Remove entry x (unlink from its bucket chain, return it to the free list). */
   private remove(x: u32): void {
     this.hitN = 0;
     const ep = this.e(x - 1);
@@ -261,7 +244,6 @@ export class PrefixIndex {
         cur = nx;
       }
     }
-    this.lruUnlink(x);
     store<u64>(ep, 0);
     store<u32>(ep, load<u32>(this.p, 28), 16);
     store<u32>(this.p, x, 28);
@@ -273,12 +255,32 @@ export class PrefixIndex {
     return maxAge > 0 && nowMs > load<u64>(this.e(x - 1), 8) + maxAge;
   }
 
-  /** A free entry for `h` (the least recently recorded one evicted when full), linked in, slots empty. */
+  /**
+   * Eviction when full (CLOCK, second chance): the hand walks the entries in index order; one
+   * recorded again since the hand last passed is spared once (its mark cleared), the first
+   * unmarked one goes. A prompt recorded once goes before one in use, as with LRU, but a hit
+   * costs one store instead of relinking a list, and the walk is sequential in memory.
+   */
+  private evict(): void {
+    const p = this.p;
+    let hand = load<u32>(p, 20);
+    while (true) {
+      const ep = this.e(hand);
+      const x = hand + 1;
+      hand = hand + 1 == this.cap ? 0 : hand + 1;
+      if (load<u32>(ep, 20) != 0) { store<u32>(ep, 0, 20); continue; }
+      store<u32>(p, hand, 20);
+      this.remove(x);
+      this.evictions++;
+      return;
+    }
+  }
+
+  /** A free entry for `h` (one evicted when full), linked in, unmarked, slots empty. */
   private insert(h: u64): u32 {
     let x = load<u32>(this.p, 28);
     if (x == 0) {
-      this.remove(load<u32>(this.p, 24));
-      this.evictions++;
+      this.evict();
       x = load<u32>(this.p, 28);
     }
     const ep = this.e(x - 1);
@@ -288,16 +290,14 @@ export class PrefixIndex {
     store<u32>(ep, load<u32>(bp), 16);
     store<u32>(bp, x);
     store<u64>(ep, 0xffffffffffffffff, 28); // 4 empty slots
+    store<u32>(ep, 0, 20);
     store<u32>(this.p, load<u32>(this.p, 16) + 1, 16);
-    this.lruPushFront(x);
     return x;
   }
 
-  /** Entry x as the most recently recorded. */
+  /** Entry x recorded again: spared by the next pass of the clock hand. */
   @inline private touch(x: u32): void {
-    if (load<u32>(this.p, 20) == x) return;
-    this.lruUnlink(x);
-    this.lruPushFront(x);
+    store<u32>(this.e(x - 1), 1, 20);
   }
 
   /** `slot` to the front of entry ep's list (dropping the oldest when full); false if it already was. */
@@ -350,7 +350,7 @@ export class PrefixIndex {
 
   /** Another worker VM sent block `h` to (our) `slot`: as record(), without offering it back. */
   learn(h: u64, slot: u16, nowMs: u64): void {
-    if (slot == NO_SLOT) return;
+    if (slot == NO_SLOT || h == 0) return; // 0 is never a block hash (input from another VM's document)
     this.hitN = 0;
     let x = this.find(h);
     if (x == 0) x = this.insert(h);
