@@ -1,7 +1,8 @@
 // Per-request cost of request-aware choice (issue 10 §5): the real filter in the embedded host
 // reading an OpenAI chat body (headers held, body buffered, parsed, prompt hashed in 64-byte
 // blocks, prefix index looked up and recorded, request-aware scoring) against the body-blind
-// choice on the same requests with the same body, at 4 KiB and 64 KiB prompts; beside it, the
+// choice on the same requests with the same body, at 4 KiB and 64 KiB prompts (one repeated
+// prompt, and 64 prompts in turn: a working set of 4096 index entries); beside it, the
 // round trip an out-of-process picker costs (ext_proc style: the body POSTed to an in-process
 // HTTP/1.1 server on loopback that parses it and answers an endpoint); and wasm memory under a
 // stream of distinct prompts (bounded by the prefix index's configured entries).
