@@ -1,5 +1,5 @@
 import { hashPromptBlocks, modelSeed, PrefixIndex, PrefixMatch } from "../assembly/lib/request/prefix";
-import { PrefixShare, ShareRing, MAX_RING, SECTION_HEADER_BYTES, RECORD_BYTES } from "../assembly/lib/request/prefix-share";
+import { PrefixShare, ShareRing, MAX_RING, SECTION_HEADER_BYTES, RECORD_BYTES, MAX_DOC_RECORDS, MIN_SECTION_RECORDS } from "../assembly/lib/request/prefix-share";
 import { Inflight } from "../assembly/lib/inflight";
 
 function text(n: i32, salt: i32 = 0): string {
@@ -138,6 +138,38 @@ describe("PrefixShare: the prefix index across worker VMs", () => {
     expect(v.share.ring.dropped).toBe(136);
   });
 
+  it("bounds the whole document: with many VMs each section keeps an equal share of the newest records", () => {
+    let doc = new ArrayBuffer(0);
+    const vms = new Array<Vm>();
+    for (let t = 0; t < 8; t++) vms.push(new Vm(<u32>(t + 1), [A1]));
+    for (let t = 0; t < 8; t++) {
+      const v = vms[t];
+      for (let i = 0; i < 1024; i++) {
+        const h = hashes(text(64 * 4, t * 10000 + i));
+        v.index.record(h, h.length, 0, 0);
+      }
+      expect(v.share.ring.end).toBe(4096);
+      doc = v.tick(doc, 10);
+    }
+    // each VM's share follows the sections it saw; once every VM has ticked with all 8 present
+    // (its section still carries its last batch), each holds MAX_DOC_RECORDS / 8
+    for (let t = 0; t < 8; t++) doc = vms[t].tick(doc, 11);
+    const last = vms[7];
+    expect(MAX_DOC_RECORDS / 8 >= MIN_SECTION_RECORDS).toBe(true);
+    // a VM that reads every section learns at most the document's bound
+    const reader = new Vm(99, [A1], 32768);
+    reader.tick(doc, 12);
+    expect(<i32>reader.share.learned).toBe(MAX_DOC_RECORDS);
+    expect(reader.share.learned >= <u64>(MAX_DOC_RECORDS / 8)).toBe(true);
+    expect(doc.byteLength).toBe(8 * (SECTION_HEADER_BYTES + 1 + A1.length) + MAX_DOC_RECORDS * RECORD_BYTES);
+    // the newest records are the ones kept: the last prompt the 8th VM recorded is learnt
+    const newest = hashes(text(64 * 4, 7 * 10000 + 1023));
+    const m = new PrefixMatch();
+    reader.index.lookup(newest, newest.length, 13, m);
+    expect(m.blocksOf(<i32>reader.slot(A1))).toBe(4);
+    expect(last.share.ring.end).toBe(4096);
+  });
+
   it("drops sections of VMs that stopped publishing, keeps live ones, replaces its own", () => {
     const v1 = new Vm(1, [A1]);
     const v2 = new Vm(2, [A1]);
@@ -164,6 +196,8 @@ describe("PrefixShare: the prefix index across worker VMs", () => {
     v2.tick(v1.tick(new ArrayBuffer(0), 1), 2);
     expect(v2.share.learned).toBe(0);
     expect(v2.inflight.size()).toBe(1);
+    expect(v2.index.count()).toBe(0);
+    v2.index.learn(0, 0, 3); // 0 is never a block hash: a document carrying it adds nothing
     expect(v2.index.count()).toBe(0);
   });
 

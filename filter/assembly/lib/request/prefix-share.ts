@@ -21,6 +21,13 @@ export const SECTION_HEADER_BYTES: i32 = 26;
 export const RECORD_BYTES: i32 = 10;
 /** Ring capacity cap: blocks a VM can offer per two ticks (also bounded by prefix.entries). */
 export const MAX_RING: i32 = 4096;
+/**
+ * Records in the whole document: with many workers each section gets an equal share (at least
+ * MIN_SECTION_RECORDS, the newest kept), so what every VM copies per tick stays ≈ 160 KiB
+ * whatever Envoy's --concurrency.
+ */
+export const MAX_DOC_RECORDS: i32 = 16384;
+export const MIN_SECTION_RECORDS: i32 = 256;
 const NO_ADDR: u16 = 0xffff;
 
 /** Bounded ring of (block hash, local slot) records with a running sequence number. */
@@ -152,7 +159,7 @@ export class PrefixShare {
     // VMs gone from the document are forgotten: this state is bounded by the live VMs
     this.seenTokens = tokens;
     this.seenNext = nexts;
-    keep.push(this.encodeOwn(token, nowMs, inflight));
+    keep.push(this.encodeOwn(token, nowMs, inflight, max(MIN_SECTION_RECORDS, MAX_DOC_RECORDS / (keep.length + 1))));
     let size = 0;
     for (let i = 0; i < keep.length; i++) size += keep[i].byteLength;
     const out = new ArrayBuffer(size);
@@ -164,10 +171,11 @@ export class PrefixShare {
     return out;
   }
 
-  /** Our section: the ring's records since the publication before last, slots as addresses. */
-  encodeOwn(token: u32, nowMs: u64, inflight: Inflight): ArrayBuffer {
+  /** Our section: the ring's records since the publication before last (the newest `maxRecords`), slots as addresses. */
+  encodeOwn(token: u32, nowMs: u64, inflight: Inflight, maxRecords: i32 = MAX_RING): ArrayBuffer {
     const ring = this.ring;
-    const from = ring.from();
+    let from = ring.from();
+    if (ring.end - from > <u64>max(maxRecords, 0)) from = ring.end - <u64>max(maxRecords, 0);
     const nRec = <i32>(ring.end - from);
     const addrs = inflight.addresses();
     // slot → index in the section's address table (-1: not yet in it)
