@@ -1,4 +1,4 @@
-// The rig's inference demo verdict (rig/verdict.ts judgeLlm, used by `npm start -- --once`).
+// The rig's inference demo (rig/llm.ts) and its verdict (rig/verdict.ts judgeLlm, used by `npm start -- --once`).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { judgeLlm, MIN_LLM_ANSWERED } from '../../rig/verdict';
@@ -21,4 +21,24 @@ test('llm verdict: fails when a policy answered too few requests or too many fai
   assert.deepEqual(few.problems, [`body-blind: only ${MIN_LLM_ANSWERED - 1} requests answered`]);
   const errs = judgeLlm({ 'request-aware': p(0.6, { errors: 4 }), 'body-blind': p(0.3, { errors: 3 }), 'least-request': p(0.2) });
   assert.deepEqual(errs.problems, ['request-aware: 4 of 60 requests failed']);
+});
+
+test('llm demo (rig/llm.ts): all three policies answer the same shared-prefix traffic; the request-aware filter reads the bodies and hits cached prefixes', { timeout: 60_000 }, async () => {
+  const { startLlmDemo, summarize } = await import('../../rig/llm');
+  const demo = await startLlmDemo({ rps: 12, instances: 2, families: 3, prefixTokens: 400 });
+  try {
+    const deadline = Date.now() + 30_000;
+    while (Date.now() < deadline && Math.min(...Object.values(demo.totals()).map((s) => s.ok)) < 30) await new Promise((r) => setTimeout(r, 200));
+    const t = summarize(demo.totals());
+    for (const [p, s] of Object.entries(t)) {
+      assert.ok(s.ok >= 30, `${p}: ${s.ok} answered`);
+      assert.ok(s.errors <= 1, `${p}: ${s.errors} errors`);
+      assert.ok(Number.isFinite(s.ttftP50) && s.ttftP50 > 0, `${p}: TTFT ${s.ttftP50}`);
+    }
+    assert.ok(t['request-aware'].hitRate > 0.3, `request-aware hit rate ${t['request-aware'].hitRate}`);
+    assert.ok((demo.host.metric('switchyard.request.parsed.llm-aware') ?? 0) > 0, 'the filter parsed the bodies');
+    assert.equal(demo.host.metric('switchyard.request.parsed.llm-blind') ?? 0, 0, 'the body-blind service does not read them');
+  } finally {
+    await demo.stop();
+  }
 });
