@@ -122,6 +122,19 @@ describe("filter-model: model and LoRA affinity", () => {
     expect(rc.modelExcluded).toBe(2);
   });
 
+  it("a request-aware pick is never replaced by the in-band probe (it would ignore the model filter)", () => {
+    const f = adapterFleet();
+    const rc = cost(4);
+    rc.modelCol = f.lp.modelColumn("mistral-7b");
+    const out = new RequestPick();
+    f.plan.result.probe = true;
+    pickForRequest(f.plan, f.lp, f.inflight, 0, 0, 0.1, new Rng(3), rc, new CostParams(), CRIT_STANDARD, 1, 2, out);
+    expect(out.pick.index).toBe(3);
+    expect(out.pick.probe).toBe(false);
+    // the body-blind pick keeps the probe
+    expect(f.plan.result.reset().probe).toBe(true);
+  });
+
   it("no LLM data: no restriction", () => {
     const g = new Fixture(snapOf([inst("10.0.0.1:80"), inst("10.0.0.2:80")], []));
     expect(g.lp.hasData).toBe(false);

@@ -20,6 +20,9 @@ export class RequestPick {
 export function pickForRequest(plan: Plan, lp: LlmPlan, inflight: Array<i32>, nowMs: f64, picker: i32, band: f64, rng: Rng,
   rc: RequestCost, cp: CostParams, crit: i32, sheddableAt: f64, standardAt: f64, out: RequestPick): RequestPick {
   const p = plan.result.reset();
+  // the probe (scorer-inband.ts) picks among all candidates, blind to the model filter, and the
+  // request cost does not read the in-band factor it re-learns: no probing here
+  p.probe = false;
   out.pick = p;
   out.shed = false;
   const inflightP = inflight.dataStart;
