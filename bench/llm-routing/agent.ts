@@ -33,6 +33,8 @@ export interface LlmAgentSpec {
   assumedScv: number;
   /** services[].priorServiceMs (default 1000) */
   priorServiceMs: number;
+  /** services[].concurrency (slots); undefined = inferred by the estimator */
+  concurrency?: number;
 }
 
 export const DEFAULT_LLM_AGENT: LlmAgentSpec = {
@@ -79,7 +81,7 @@ export class LlmAgentModel {
   ) {
     this.inst = addrs.map((_, i) => ({
       est: new InstanceEstimator({
-        windowMs: spec.windowMs, baselineWindowMs: spec.baselineWindowMs, assumedScv: spec.assumedScv,
+        windowMs: spec.windowMs, baselineWindowMs: spec.baselineWindowMs, assumedScv: spec.assumedScv, concurrency: spec.concurrency,
         prior: () => priorFrom(this.inst.filter((_x, j) => j !== i).map((x) => x.state)),
       }),
       llm: new LlmTermEstimator({ windowS: spec.windowMs / 1000 }),
@@ -116,7 +118,7 @@ export class LlmAgentModel {
     return buildInstanceRecord({
       service: LLM_SERVICE, addr: this.addrs[i], peer: '', reason, state: rt.state,
       imputed: () => imputeFrom(this.inst.map((x) => x.state)), prior: () => ({ es, es2: (1 + this.spec.assumedScv) * es * es }),
-      baselineMs: rt.est.baseline.value(now), lastOkAt: rt.lastOkAt, now, concurrency: undefined,
+      baselineMs: rt.est.baseline.value(now), lastOkAt: rt.lastOkAt, now, concurrency: this.spec.concurrency,
     }).record;
   }
 
