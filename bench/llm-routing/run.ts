@@ -1,5 +1,5 @@
 // LLM routing benchmark (issue 10 §5): reference policies vs Switchyard on an LLM fleet in virtual
-// time. `tsx bench/llm-routing/run.ts --quick` (~1 min) | full mode (longer runs, 3 seeds).
+// time. `tsx bench/llm-routing/run.ts --quick` (~2.5 min) | full mode (longer runs, 5 seeds).
 //   [--seed N] [--out build/bench]
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -40,13 +40,15 @@ const NO_SHED = { shedSheddableMs: Infinity, shedStandardMs: Infinity, shedShedd
 const NO_SHED_NAME = 'switchyard-request (250 ms, no shedding)';
 /** the compiled filter (build/switchyard.wasm) in the embedded host, the real agent code scraping
  *  every 1 s (the agent's default) and every 250 ms */
-const FILTER_NAMES = ['switchyard-filter (1000 ms)', 'switchyard-filter (250 ms)'];
+const FILTER_NAMES = ['switchyard-filter (1000 ms)', 'switchyard-filter (250 ms)', 'switchyard-filter (1000 ms, band picker)'];
 
 function policies(): RoutingPolicy[] {
   return [
     new RoundRobin(), new LeastRequest(), new GieScheduler(), prefixOnly(), new SwitchyardBodyBlind(1000),
     new RequestAwarePrototype({ scrapeMs: 1000 }), new RequestAwarePrototype({ scrapeMs: 250 }), new RequestAwarePrototype({ scrapeMs: 250, ...NO_SHED }, NO_SHED_NAME),
     new SwitchyardFilterPolicy({ agent: { scrapeIntervalMs: 1000 } }), new SwitchyardFilterPolicy({ agent: { scrapeIntervalMs: 250 } }),
+    // loadAware.services[].picker: band (cheapest within 10 %) instead of the default p2c
+    new SwitchyardFilterPolicy({ agent: { scrapeIntervalMs: 1000 }, service: { picker: 'band' }, name: FILTER_NAMES[2] }),
   ];
 }
 
