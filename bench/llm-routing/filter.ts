@@ -27,7 +27,7 @@
 // this proxy's active requests).
 import { HeaderMap, ProxyWasmHost, type ClusterRequest, type ClusterResponse, type HttpStream } from '../../host/src';
 import { CONTENT_TYPE } from '../../agent/src/snapshot/codec';
-import { LlmEngine } from '../../sim/inference/llm/engine';
+import { LlmEngine, type LlmEngineConfig } from '../../sim/inference/llm/engine';
 import { mulberry32, type Rng } from '../../sim/inference/prng';
 import { wasmBytes } from '../routing/switchyard';
 import { DEFAULT_LLM_AGENT, LLM_SERVICE, LlmAgentModel, type LlmAgentSpec, modelsAnswer } from './agent';
@@ -47,6 +47,8 @@ export interface FilterPolicyOpts {
   service?: Record<string, unknown>;
   /** request block keys merged over the defaults */
   request?: Record<string, unknown>;
+  /** engine settings of the fleet this filter routes to (e.g. vLLM --scheduling-policy priority) */
+  engine?: Partial<LlmEngineConfig>;
   name?: string;
 }
 
@@ -88,6 +90,7 @@ export interface FilterPolicyStats {
 export class SwitchyardFilterPolicy implements RoutingPolicy {
   readonly name: string;
   readonly scrapeMs: number;
+  readonly engine?: Partial<LlmEngineConfig>;
   private host!: ProxyWasmHost;
   private agent!: LlmAgentModel;
   private ctx!: PolicyCtx;
@@ -102,12 +105,14 @@ export class SwitchyardFilterPolicy implements RoutingPolicy {
   private rng!: Rng;
   private lastChoice = -2;
   private lastBody = '';
+  private lastPriority: number | undefined;
   readonly stats: FilterPolicyStats = { routed: 0, shed429: 0, degraded: 0, publications: 0, polls: 0, vmFailures: 0, metrics: {} };
 
   constructor(private readonly opts: FilterPolicyOpts = {}) {
     this.spec = { ...DEFAULT_LLM_AGENT, ...opts.agent };
     this.scrapeMs = this.spec.scrapeIntervalMs;
     this.name = opts.name ?? `switchyard-filter (${this.scrapeMs} ms)`;
+    this.engine = opts.engine;
   }
 
   private readonly upstream = {
@@ -255,7 +260,12 @@ export class SwitchyardFilterPolicy implements RoutingPolicy {
       throw new Error(`request ${r.idx}: the filter did not forward it (local reply ${lr?.status ?? '-'} ${lr?.details ?? ''} ${lr?.body.toString() ?? ''}, vm failure ${stream.vmFailure ?? '-'})`);
     }
     if (c === -3) throw new Error(`request ${r.idx}: forwarded with neither an endpoint nor x-degraded`);
-    if (this.lastBody !== body) throw new Error(`request ${r.idx}: the body reached the upstream changed`);
+    // the upstream gets the body as the filter left it: unchanged, or with its vLLM `priority`
+    // appended (request.priority), which vLLM's JSON parser takes as the last duplicate
+    const sent = JSON.parse(this.lastBody) as { priority?: number };
+    this.lastPriority = sent.priority;
+    const stripped = this.lastBody.replace(/,"priority":-?\d+}$/, '}');
+    if (stripped !== body && this.lastBody !== body) throw new Error(`request ${r.idx}: the body reached the upstream changed beyond its priority`);
     this.streams.set(r.idx, stream);
     let inst = c;
     if (c >= 0) this.stats.routed++;
@@ -265,6 +275,10 @@ export class SwitchyardFilterPolicy implements RoutingPolicy {
     }
     this.inflight[inst]++;
     return inst;
+  }
+
+  priorityOf(): number | undefined {
+    return this.lastPriority;
   }
 
   /** Envoy LEAST_REQUEST (2 choices, equal weights) over this proxy's active requests. */

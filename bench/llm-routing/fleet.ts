@@ -63,6 +63,10 @@ export interface RoutingPolicy {
   onFirstToken?(nowMs: number, instance: number, r: RouteRequest): void;
   /** the run is over (every request served or shed) */
   finish?(nowMs: number): void;
+  /** engine settings of this policy's deployment, over the fleet's (e.g. vLLM --scheduling-policy priority) */
+  readonly engine?: Partial<LlmEngineConfig>;
+  /** the vLLM `priority` of the request just routed, as its body reached the instance (undefined: none) */
+  priorityOf?(r: RouteRequest): number | undefined;
 }
 
 export interface Outcome {
@@ -94,7 +98,7 @@ export function prepare(ws: WorkloadRequest[], crit: (i: number) => Criticality,
 }
 
 export function runFleet(instances: InstanceSpec[], reqs: BenchRequest[], policy: RoutingPolicy, seed: number): RunResult {
-  const engines = instances.map((s) => new LlmEngine(s.cfg));
+  const engines = instances.map((s) => new LlmEngine({ ...s.cfg, ...policy.engine }));
   const served = new Map<string, number[]>();
   const candidates = (model: string): number[] => {
     let c = served.get(model);
@@ -175,7 +179,7 @@ export function runFleet(instances: InstanceSpec[], reqs: BenchRequest[], policy
       continue;
     }
     if (!candidates(b.w.model).includes(inst)) throw new Error(`${policy.name}: instance ${inst} does not serve ${b.w.model}`);
-    const r = engines[inst].submit({ model: b.w.model, promptTokens: b.tokens, maxTokens: b.w.maxTokens }, t);
+    const r = engines[inst].submit({ model: b.w.model, promptTokens: b.tokens, maxTokens: b.w.maxTokens, priority: policy.priorityOf?.(rr) }, t);
     owner.set(r, { b, rr, inst });
     sent[inst]++;
   }

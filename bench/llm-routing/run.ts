@@ -40,7 +40,8 @@ const NO_SHED = { shedSheddableMs: Infinity, shedStandardMs: Infinity, shedShedd
 const NO_SHED_NAME = 'switchyard-request (250 ms, no shedding)';
 /** the compiled filter (build/switchyard.wasm) in the embedded host, the real agent code scraping
  *  every 1 s (the agent's default) and every 250 ms */
-const FILTER_NAMES = ['switchyard-filter (1000 ms)', 'switchyard-filter (250 ms)', 'switchyard-filter (1000 ms, band picker)'];
+const FILTER_NAMES = ['switchyard-filter (1000 ms)', 'switchyard-filter (250 ms)', 'switchyard-filter (1000 ms, band picker)', 'switchyard-filter (1000 ms, vLLM priority)',
+  'switchyard-filter (1000 ms, vLLM priority, shedding 0.5 / 1)'];
 
 function policies(): RoutingPolicy[] {
   return [
@@ -49,6 +50,14 @@ function policies(): RoutingPolicy[] {
     new SwitchyardFilterPolicy({ agent: { scrapeIntervalMs: 1000 } }), new SwitchyardFilterPolicy({ agent: { scrapeIntervalMs: 250 } }),
     // loadAware.services[].picker: band (cheapest within 10 %) instead of the default p2c
     new SwitchyardFilterPolicy({ agent: { scrapeIntervalMs: 1000 }, service: { picker: 'band' }, name: FILTER_NAMES[2] }),
+    // the instances run vLLM --scheduling-policy priority; the filter writes each request's
+    // priority into its body from its criticality (request.priority)
+    new SwitchyardFilterPolicy({ agent: { scrapeIntervalMs: 1000 }, engine: { schedulingPolicy: 'priority' }, request: { priority: { critical: 0, standard: 1, sheddable: 2 } }, name: FILTER_NAMES[3] }),
+    // ... and shedding at half the default pressures: admission below capacity
+    new SwitchyardFilterPolicy({
+      agent: { scrapeIntervalMs: 1000 }, engine: { schedulingPolicy: 'priority' }, name: FILTER_NAMES[4],
+      request: { priority: { critical: 0, standard: 1, sheddable: 2 }, shedding: { sheddableAt: 0.5, standardAt: 1 } },
+    }),
   ];
 }
 

@@ -15,7 +15,7 @@ import { ModelRule, ModelSplit } from "../assembly/lib/request/config";
 import { Rng } from "../assembly/lib/inflight";
 import { apiOfPath } from "../assembly/lib/request/endpoint";
 import { API_CHAT, API_COMPLETIONS, parseOpenAiRequest, ParseLimits } from "../assembly/lib/request/openai";
-import { withModel, jsonEscape } from "../assembly/lib/request/rewrite";
+import { withModel, withPriority, jsonEscape } from "../assembly/lib/request/rewrite";
 
 function inst(addr: string, q: f32 = 0, slots: u16 = 1): InstanceState {
   const s = new InstanceState();
@@ -373,5 +373,18 @@ describe("rewrite: the model in the body", () => {
     expect(jsonEscape('a"b\\c\n\u0001')).toBe('a\\"b\\\\c\\n\\u0001');
     const again = parseOpenAiRequest(withModel(body, r.modelStart, r.modelEnd, 'we"ird'), API_CHAT, new ParseLimits());
     expect(again.model).toBe('we"ird');
+  });
+});
+
+describe("rewrite: the vLLM priority in the body", () => {
+  it("appends the member before the closing brace, after any priority the client sent (the last duplicate wins)", () => {
+    const body = String.UTF8.encode('{"model":"m","prompt":"hi","priority":-100}\n');
+    const out = withPriority(body, 2);
+    expect(out).not.toBeNull();
+    expect(String.UTF8.decode(out!)).toBe('{"model":"m","prompt":"hi","priority":-100,"priority":2}\n');
+    const again = parseOpenAiRequest(out!, API_COMPLETIONS, new ParseLimits());
+    expect(again.model).toBe("m");
+    expect(String.UTF8.decode(withPriority(String.UTF8.encode('{ }'), -1)!)).toBe('{ "priority":-1}');
+    expect(withPriority(String.UTF8.encode('[1]'), 0)).toBeNull();
   });
 });
