@@ -155,7 +155,7 @@ export class SwitchyardFilterPolicy implements RoutingPolicy {
   }
 
   /** GET /v1/snapshot?after=SEQ&waitMs=N, as agent.ts + publisher.wait answer it. */
-  private serve(req: ClusterRequest): ClusterResponse | PromiseLike<ClusterResponse> {
+  private serve(req: ClusterRequest): ClusterResponse | Promise<ClusterResponse> {
     this.stats.polls++;
     const u = new URL(req.path, 'http://agent');
     if (u.pathname !== '/v1/snapshot') return { status: 404, body: 'not found\n' };
@@ -164,17 +164,19 @@ export class SwitchyardFilterPolicy implements RoutingPolicy {
     if (after === undefined || String(this.current.seq) !== after || !(waitMs > 0)) return this.answer();
     const w: Waiter = { deadline: this.host.now() - START_EPOCH_MS + Math.min(waitMs, 30_000), resolve: () => {}, done: false };
     this.waiters.push(w);
-    // a thenable the host subscribes to synchronously (host.ts: `r.then(onReply, onError)`)
-    return {
-      then: <A, B>(onReply?: ((r: ClusterResponse) => A) | null): PromiseLike<A | B> => {
+    // a thenable the host subscribes to synchronously (host.ts: `r.then(onReply, onError)`, then
+    // clock.track on the result); it settles when wake() calls w.resolve
+    const thenable = {
+      then: (onReply?: (r: ClusterResponse) => unknown): unknown => {
         const settled: Array<() => void> = [];
         w.resolve = (r) => {
           onReply?.(r);
           for (const f of settled) f();
         };
-        return { then: (a?: (() => unknown) | null, b?: (() => unknown) | null) => { if (a) settled.push(a as () => void); void b; return undefined as never; } } as PromiseLike<A | B>;
+        return { then: (a?: () => void): void => { if (a) settled.push(a); } };
       },
-    } as PromiseLike<ClusterResponse>;
+    };
+    return thenable as unknown as Promise<ClusterResponse>;
   }
 
   private answer(): ClusterResponse {
