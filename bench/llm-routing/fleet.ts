@@ -6,7 +6,8 @@
 import { LlmEngine, type LlmEngineConfig, type LlmRequest, type StepResult } from '../../sim/inference/llm/engine';
 import { advanceTo } from '../../sim/inference/llm/virtual';
 import { tokenize } from '../../sim/inference/llm/tokens';
-import { promptText, type WorkloadRequest } from '../../sim/inference/llm/workloads';
+import { promptText, toHttp, type WorkloadRequest } from '../../sim/inference/llm/workloads';
+import { renderLlmVllm } from '../../sim/inference/llm/render';
 import { scrape, type Scraped } from './scrape';
 
 export type Criticality = 'critical' | 'standard' | 'sheddable';
@@ -34,6 +35,8 @@ export interface RouteRequest {
   promptBytes: number;
   maxTokens: number;
   criticality: Criticality;
+  /** the HTTP request as the client sends it (streamed: `"stream": true`), built on demand */
+  wire(): { path: string; body: string };
 }
 
 export interface PolicyCtx {
@@ -49,12 +52,21 @@ export interface RoutingPolicy {
   readonly scrapeMs: number;
   init(ctx: PolicyCtx): void;
   onScrape?(nowMs: number, instance: number, m: Scraped): void;
+  /** the same scrape as the /metrics page the simulator serves (vLLM's names), for a policy that
+   *  parses it itself (the real agent code); rendered only for policies that define this */
+  onMetrics?(nowMs: number, instance: number, text: string): void;
   /** instance index, or -1 = rejected locally (429) */
   route(nowMs: number, r: RouteRequest): number;
   /** the response ended (last token) */
   onComplete?(nowMs: number, instance: number, r: RouteRequest): void;
   /** the first token reached the client (streaming) */
   onFirstToken?(nowMs: number, instance: number, r: RouteRequest): void;
+  /** the run is over (every request served or shed) */
+  finish?(nowMs: number): void;
+  /** engine settings of this policy's deployment, over the fleet's (e.g. vLLM --scheduling-policy priority) */
+  readonly engine?: Partial<LlmEngineConfig>;
+  /** the vLLM `priority` of the request just routed, as its body reached the instance (undefined: none) */
+  priorityOf?(r: RouteRequest): number | undefined;
 }
 
 export interface Outcome {
@@ -86,7 +98,7 @@ export function prepare(ws: WorkloadRequest[], crit: (i: number) => Criticality,
 }
 
 export function runFleet(instances: InstanceSpec[], reqs: BenchRequest[], policy: RoutingPolicy, seed: number): RunResult {
-  const engines = instances.map((s) => new LlmEngine(s.cfg));
+  const engines = instances.map((s) => new LlmEngine({ ...s.cfg, ...policy.engine }));
   const served = new Map<string, number[]>();
   const candidates = (model: string): number[] => {
     let c = served.get(model);
@@ -108,27 +120,36 @@ export function runFleet(instances: InstanceSpec[], reqs: BenchRequest[], policy
     for (const r of s.finished) pendingDone[i].push({ t: s.endMs, r, first: false });
   };
   const stepCbs = engines.map((_, i) => onStep(i));
+  // every event due by t, across instances in time order (per instance in step order): a policy
+  // that keeps a clock (the filter's host) sees time move forward only
+  const due: Array<{ t: number; i: number; r: LlmRequest; first: boolean }> = [];
   const release = (t: number): void => {
+    due.length = 0;
     for (let i = 0; i < n; i++) {
       const q = pendingDone[i];
       let k = 0;
       while (k < q.length && q[k].t <= t) {
         const ev = q[k++];
-        const o = owner.get(ev.r);
-        if (!o) continue;
-        if (ev.first) policy.onFirstToken?.(ev.t, i, o.rr);
-        else {
-          policy.onComplete?.(ev.t, i, o.rr);
-          owner.delete(ev.r);
-          const r = ev.r;
-          outcomes[o.b.idx] = {
-            idx: o.b.idx, instance: i, shed: false, arrivalMs: r.arrivalMs,
-            ttftMs: (r.firstTokenMs as number) - r.arrivalMs, e2eMs: (r.finishedMs as number) - r.arrivalMs,
-            promptTokens: r.promptTokens.length, cachedTokens: r.cachedTokens, preemptions: r.preemptions,
-          };
-        }
+        due.push({ t: ev.t, i, r: ev.r, first: ev.first });
       }
       if (k) q.splice(0, k);
+    }
+    if (due.length > 1) due.sort((a, b) => a.t - b.t || a.i - b.i);
+    for (const ev of due) {
+      const i = ev.i;
+      const o = owner.get(ev.r);
+      if (!o) continue;
+      if (ev.first) policy.onFirstToken?.(ev.t, i, o.rr);
+      else {
+        policy.onComplete?.(ev.t, i, o.rr);
+        owner.delete(ev.r);
+        const r = ev.r;
+        outcomes[o.b.idx] = {
+          idx: o.b.idx, instance: i, shed: false, arrivalMs: r.arrivalMs,
+          ttftMs: (r.firstTokenMs as number) - r.arrivalMs, e2eMs: (r.finishedMs as number) - r.arrivalMs,
+          promptTokens: r.promptTokens.length, cachedTokens: r.cachedTokens, preemptions: r.preemptions,
+        };
+      }
     }
   };
   const advanceAll = (t: number): void => {
@@ -142,11 +163,14 @@ export function runFleet(instances: InstanceSpec[], reqs: BenchRequest[], policy
     const t = b.w.atMs;
     while (nextScrape <= t) {
       advanceAll(nextScrape);
-      for (let i = 0; i < n; i++) policy.onScrape?.(nextScrape, i, scrape(engines[i]));
+      for (let i = 0; i < n; i++) {
+        policy.onScrape?.(nextScrape, i, scrape(engines[i]));
+        if (policy.onMetrics) policy.onMetrics(nextScrape, i, renderLlmVllm({ engine: engines[i], modelName: engines[i].cfg.models[0], nowS: nextScrape / 1000 }));
+      }
       nextScrape += policy.scrapeMs;
     }
     advanceAll(t);
-    const rr: RouteRequest = { idx: b.idx, model: b.w.model, text: b.text, promptBytes: b.text.length, maxTokens: b.w.maxTokens, criticality: b.criticality };
+    const rr: RouteRequest = { idx: b.idx, model: b.w.model, text: b.text, promptBytes: b.text.length, maxTokens: b.w.maxTokens, criticality: b.criticality, wire: () => toHttp(b.w, true) };
     const c0 = performance.now();
     const inst = policy.route(t, rr);
     routeCpu += performance.now() - c0;
@@ -155,7 +179,7 @@ export function runFleet(instances: InstanceSpec[], reqs: BenchRequest[], policy
       continue;
     }
     if (!candidates(b.w.model).includes(inst)) throw new Error(`${policy.name}: instance ${inst} does not serve ${b.w.model}`);
-    const r = engines[inst].submit({ model: b.w.model, promptTokens: b.tokens, maxTokens: b.w.maxTokens }, t);
+    const r = engines[inst].submit({ model: b.w.model, promptTokens: b.tokens, maxTokens: b.w.maxTokens, priority: policy.priorityOf?.(rr) }, t);
     owner.set(r, { b, rr, inst });
     sent[inst]++;
   }
@@ -165,5 +189,6 @@ export function runFleet(instances: InstanceSpec[], reqs: BenchRequest[], policy
     t += 100;
     advanceAll(t);
   }
+  policy.finish?.(t);
   return { policy: policy.name, outcomes, sent, endMs: t, routeCpuMs: routeCpu };
 }

@@ -1,5 +1,5 @@
 // LLM routing benchmark (issue 10 §5): reference policies vs Switchyard on an LLM fleet in virtual
-// time. `tsx bench/llm-routing/run.ts --quick` (~1 min) | full mode (longer runs, 3 seeds).
+// time. `tsx bench/llm-routing/run.ts --quick` (~2.5 min) | full mode (longer runs, 5 seeds).
 //   [--seed N] [--out build/bench]
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -8,6 +8,7 @@ import { GieScheduler, LeastRequest, prefixOnly, RoundRobin } from './reference'
 import { overloadTable, type Summary, summarize, table } from './report';
 import { fleet, noSharedPrefix, prefixHeavy, type Scenario } from './scenarios';
 import { RequestAwarePrototype, SwitchyardBodyBlind } from './switchyard';
+import { SwitchyardFilterPolicy } from './filter';
 
 const args = process.argv.slice(2);
 const quick = args.includes('--quick');
@@ -16,6 +17,10 @@ const argOf = (k: string): string | undefined => {
   return i >= 0 ? args[i + 1] : undefined;
 };
 const seed0 = Number(argOf('--seed') ?? 1);
+/** --policies a,b: only the policies whose name contains one of these (the targets' references —
+ *  least-request, gie-default, switchyard-blind — always run); for iterating on one policy */
+const only = argOf('--policies')?.split(',').filter(Boolean);
+const REFS = ['least-request', 'gie-default', 'switchyard-blind (1000 ms)'];
 const outDir = argOf('--out') ?? 'build/bench';
 const seeds = quick ? [seed0, seed0 + 1] : [seed0, seed0 + 1, seed0 + 2, seed0 + 3, seed0 + 4];
 const durationMs = quick ? 50_000 : 180_000;
@@ -33,17 +38,33 @@ const MIX: [number, number] = [0.2, 0.4];
 /** the prototype without shedding: routing alone, comparable with policies that never shed */
 const NO_SHED = { shedSheddableMs: Infinity, shedStandardMs: Infinity, shedSheddableKv: Infinity, shedStandardKv: Infinity };
 const NO_SHED_NAME = 'switchyard-request (250 ms, no shedding)';
+/** the compiled filter (build/switchyard.wasm) in the embedded host, the real agent code scraping
+ *  every 1 s (the agent's default) and every 250 ms */
+const FILTER_NAMES = ['switchyard-filter (1000 ms)', 'switchyard-filter (250 ms)', 'switchyard-filter (1000 ms, band picker)', 'switchyard-filter (1000 ms, vLLM priority)',
+  'switchyard-filter (1000 ms, vLLM priority, shedding 0.5 / 1)'];
 
 function policies(): RoutingPolicy[] {
   return [
     new RoundRobin(), new LeastRequest(), new GieScheduler(), prefixOnly(), new SwitchyardBodyBlind(1000),
     new RequestAwarePrototype({ scrapeMs: 1000 }), new RequestAwarePrototype({ scrapeMs: 250 }), new RequestAwarePrototype({ scrapeMs: 250, ...NO_SHED }, NO_SHED_NAME),
+    new SwitchyardFilterPolicy({ agent: { scrapeIntervalMs: 1000 } }), new SwitchyardFilterPolicy({ agent: { scrapeIntervalMs: 250 } }),
+    // loadAware.services[].picker: band (cheapest within 10 %) instead of the default p2c
+    new SwitchyardFilterPolicy({ agent: { scrapeIntervalMs: 1000 }, service: { picker: 'band' }, name: FILTER_NAMES[2] }),
+    // the instances run vLLM --scheduling-policy priority; the filter writes each request's
+    // priority into its body from its criticality (request.priority)
+    new SwitchyardFilterPolicy({ agent: { scrapeIntervalMs: 1000 }, engine: { schedulingPolicy: 'priority' }, request: { priority: { critical: 0, standard: 1, sheddable: 2 } }, name: FILTER_NAMES[3] }),
+    // ... and shedding at half the default pressures: admission below capacity
+    new SwitchyardFilterPolicy({
+      agent: { scrapeIntervalMs: 1000 }, engine: { schedulingPolicy: 'priority' }, name: FILTER_NAMES[4],
+      request: { priority: { critical: 0, standard: 1, sheddable: 2 }, shedding: { sheddableAt: 0.5, standardAt: 1 } },
+    }),
   ];
 }
 
 function runAll(sc: Scenario, seed: number): Summary[] {
   const out: Summary[] = [];
   for (const p of policies()) {
+    if (only && !REFS.includes(p.name) && !only.some((o) => p.name.includes(o))) continue;
     const r = runFleet(fleet(), sc.requests, p, seed);
     // every request accounted for: served to completion or shed, none lost
     const lost = r.outcomes.filter((o) => o === undefined).length + (sc.requests.length - r.outcomes.length);
@@ -75,8 +96,9 @@ for (const seed of seeds) {
   console.log(`\n## seed ${seed}: criticality 20/40/40 %, prefix-heavy at ${RATE_PREFIX} req/s (1×) and ${2 * CAPACITY_PREFIX} req/s (2× the fleet's capacity)\n`);
   console.log(overloadTable(rows.base, rows.over));
   const get = (rs: Summary[], name: string): Summary => rs.find((x) => x.policy === name) as Summary;
-  for (const sy of ['switchyard-request (1000 ms)', 'switchyard-request (250 ms)', NO_SHED_NAME]) {
+  for (const sy of ['switchyard-request (1000 ms)', 'switchyard-request (250 ms)', NO_SHED_NAME, ...FILTER_NAMES]) {
     const p = get(rows.ph, sy);
+    if (!p) continue;
     const lr = get(rows.ph, 'least-request');
     const gie = get(rows.ph, 'gie-default');
     checks.push({ seed, target: `${sy}: prefix-heavy TTFT P99 ≤ 0.5× LEAST_REQUEST`, value: ratio(p.ttftP99, lr.ttftP99), met: p.ttftP99 <= 0.5 * lr.ttftP99 });

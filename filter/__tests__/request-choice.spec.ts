@@ -15,11 +15,11 @@ import { ModelRule, ModelSplit } from "../assembly/lib/request/config";
 import { Rng } from "../assembly/lib/inflight";
 import { apiOfPath } from "../assembly/lib/request/endpoint";
 import { API_CHAT, API_COMPLETIONS, parseOpenAiRequest, ParseLimits } from "../assembly/lib/request/openai";
-import { withModel, jsonEscape } from "../assembly/lib/request/rewrite";
+import { withModel, withPriority, jsonEscape } from "../assembly/lib/request/rewrite";
 
-function inst(addr: string, q: f32 = 0): InstanceState {
+function inst(addr: string, q: f32 = 0, slots: u16 = 1): InstanceState {
   const s = new InstanceState();
-  s.service = "llm"; s.addr = addr; s.healthy = true; s.rho = 0.3; s.esMs = 100; s.es2Ms2 = 20000; s.queueDepth = q; s.slots = 1;
+  s.service = "llm"; s.addr = addr; s.healthy = true; s.rho = 0.3; s.esMs = 100; s.es2Ms2 = 20000; s.queueDepth = q; s.slots = slots;
   return s;
 }
 
@@ -122,6 +122,19 @@ describe("filter-model: model and LoRA affinity", () => {
     expect(rc.modelExcluded).toBe(2);
   });
 
+  it("a request-aware pick is never replaced by the in-band probe (it would ignore the model filter)", () => {
+    const f = adapterFleet();
+    const rc = cost(4);
+    rc.modelCol = f.lp.modelColumn("mistral-7b");
+    const out = new RequestPick();
+    f.plan.result.probe = true;
+    pickForRequest(f.plan, f.lp, f.inflight, 0, 0, 0.1, new Rng(3), rc, new CostParams(), CRIT_STANDARD, 1, 2, out);
+    expect(out.pick.index).toBe(3);
+    expect(out.pick.probe).toBe(false);
+    // the body-blind pick keeps the probe
+    expect(f.plan.result.reset().probe).toBe(true);
+  });
+
   it("no LLM data: no restriction", () => {
     const g = new Fixture(snapOf([inst("10.0.0.1:80"), inst("10.0.0.2:80")], []));
     expect(g.lp.hasData).toBe(false);
@@ -163,12 +176,13 @@ describe("score-request: size, prefix and KV cache in one pass", () => {
     rc.promptTokens = 4000;
     const sc = scoreRequest(f.plan, f.lp, f.inflight.dataStart, 0, rc, new CostParams());
     expect(sc.eligible).toBe(3);
-    expect(f.plan.cost[2]).toBeCloseTo(400 + 2000);
-    expect(f.plan.cost[0]).toBeCloseTo(800 + 2000);
+    // prefill + 100 output tokens × 20 ms on an idle batch of 1 slot: occupancy (1 + 0)/(1 + 1)
+    expect(f.plan.cost[2]).toBeCloseTo(400 + 1000);
+    expect(f.plan.cost[0]).toBeCloseTo(800 + 1000);
     // 250 blocks of 64 B = 4000 tokens cached at instance 0: no prefill left there
     rc.cachedBlocks[0] = 250;
     scoreRequest(f.plan, f.lp, f.inflight.dataStart, 0, rc, new CostParams());
-    expect(f.plan.cost[0]).toBeCloseTo(2000);
+    expect(f.plan.cost[0]).toBeCloseTo(1000);
     expect(rc.affinity).toBe(0);
   });
 
@@ -184,6 +198,89 @@ describe("score-request: size, prefix and KV cache in one pass", () => {
     scoreRequest(g.plan, g.lp, g.inflight.dataStart, 0, rc, new CostParams());
     expect(g.plan.cost[0]).toBeCloseTo(g.plan.cost[1]);
     expect(rc.pressure).toBe(0.0); // instance 1 is idle; instance 0 alone would count as full
+  });
+
+  it("continuous batching: no wait within the batch's slots, E[S]/c per request beyond them, decode priced on the batch joined", () => {
+    // 4 slots each (E[S] 100 ms: 25 ms per slot), prefill 0.2 ms/token, 20 ms per output token
+    const g = new Fixture(snapOf([inst("10.0.0.1:80", 2, 4), inst("10.0.0.2:80", 4, 4), inst("10.0.0.3:80", 6, 4)], [
+      llm("10.0.0.1:80", ["m"], [MODEL_BASE], 0.2, 20, 0.3),
+      llm("10.0.0.2:80", ["m"], [MODEL_BASE], 0.2, 20, 0.3),
+      llm("10.0.0.3:80", ["m"], [MODEL_BASE], 0.2, 20, 0.3),
+    ]));
+    const rc = cost(3);
+    rc.modelCol = 0;
+    scoreRequest(g.plan, g.lp, g.inflight.dataStart, 0, rc, new CostParams());
+    expect(g.plan.cost[0]).toBeCloseTo(200 + 2000 * 3.0 / 5.0);            // 2 of 4 slots busy: no wait
+    expect(g.plan.cost[1]).toBeCloseTo(200 + 2000);                          // batch full, nothing beyond it
+    expect(g.plan.cost[2]).toBeCloseTo(200 + 2000 + 2 * 25);                 // 2 beyond the slots
+    // our own in-flight requests join the backlog like the scraped ones
+    g.inflight[0] = 2;
+    scoreRequest(g.plan, g.lp, g.inflight.dataStart, 0, rc, new CostParams());
+    expect(g.plan.cost[0]).toBeCloseTo(200 + 2000);
+  });
+
+  it("the prefill this proxy sent ahead is waited for, and elapses with time", () => {
+    const f = sizeFleet();
+    const rc = cost(3);
+    rc.modelCol = 0;
+    const out = new RequestPick();
+    // critical: the cheapest, instance 2 (prefill 0.1 ms/token: 100 ms for 1000 tokens)
+    pickForRequest(f.plan, f.lp, f.inflight, 1000, 0, 0.1, new Rng(1), rc, new CostParams(), CRIT_CRITICAL, 1, 2, out);
+    expect(out.pick.index).toBe(2);
+    expect(rc.prefillUntil[2]).toBeCloseTo(1100);
+    scoreRequest(f.plan, f.lp, f.inflight.dataStart, 1000, rc, new CostParams());
+    expect(f.plan.cost[2]).toBeCloseTo(100 + 1000 + 100);
+    scoreRequest(f.plan, f.lp, f.inflight.dataStart, 1050, rc, new CostParams());
+    expect(f.plan.cost[2]).toBeCloseTo(100 + 1000 + 50);
+    scoreRequest(f.plan, f.lp, f.inflight.dataStart, 1200, rc, new CostParams());
+    expect(f.plan.cost[2]).toBeCloseTo(100 + 1000);
+    // a second request queues behind the first: its prefill adds to the end of the first's
+    pickForRequest(f.plan, f.lp, f.inflight, 1000, 0, 0.1, new Rng(1), rc, new CostParams(), CRIT_CRITICAL, 1, 2, out);
+    expect(rc.prefillUntil[out.pick.index]).toBeGreaterThan(1000);
+    // a shed request charges nothing
+    const before = rc.prefillUntil[0] + rc.prefillUntil[1] + rc.prefillUntil[2];
+    const busy = new Fixture(snapOf([inst("10.0.0.1:80", 5)], [llm("10.0.0.1:80", ["m"], [MODEL_BASE], 0.2, 20, 0.3)]));
+    const rb = cost(1);
+    rb.modelCol = 0;
+    pickForRequest(busy.plan, busy.lp, busy.inflight, 1000, 0, 0.1, new Rng(1), rb, new CostParams(), CRIT_SHEDDABLE, 1, 2, out);
+    expect(out.shed).toBe(true);
+    expect(rb.prefillUntil[0]).toBe(0.0);
+    expect(rc.prefillUntil[0] + rc.prefillUntil[1] + rc.prefillUntil[2]).toBe(before);
+  });
+
+  it("a KV cache near full counts as pressure 1, a full one as 2", () => {
+    const g = new Fixture(snapOf([inst("10.0.0.1:80"), inst("10.0.0.2:80"), inst("10.0.0.3:80"), inst("10.0.0.4:80")], [
+      llm("10.0.0.1:80", ["m"], [MODEL_BASE], 0.2, 20, 0.3),
+      llm("10.0.0.2:80", ["m"], [MODEL_BASE], 0.2, 20, 0.74),
+      llm("10.0.0.3:80", ["m"], [MODEL_BASE], 0.2, 20, 0.8),
+      llm("10.0.0.4:80", ["m"], [MODEL_BASE], 0.2, 20, 0.96),
+    ]));
+    const rc = cost(4);
+    rc.modelCol = 0;
+    scoreRequest(g.plan, g.lp, g.inflight.dataStart, 0, rc, new CostParams());
+    expect(rc.pressureOf[0]).toBe(0.0);
+    expect(rc.pressureOf[1]).toBe(0.0);
+    expect(rc.pressureOf[2]).toBe(1.0);
+    expect(rc.pressureOf[3]).toBe(2.0);
+    expect(rc.pressure).toBe(0.0);
+  });
+
+  it("shedding is judged on the instance the request would go to, not on the pool's least loaded one", () => {
+    // instance 0: the cheapest (fast prefill) but its KV cache is full; instance 1 idle and slow
+    const g = new Fixture(snapOf([inst("10.0.0.1:80"), inst("10.0.0.2:80")], [
+      llm("10.0.0.1:80", ["m"], [MODEL_BASE], 0.01, 20, 0.97),
+      llm("10.0.0.2:80", ["m"], [MODEL_BASE], 2, 20, 0.1),
+    ]));
+    const rc = cost(2);
+    rc.modelCol = 0;
+    const out = new RequestPick();
+    // band picker, band 0: the cheapest
+    pickForRequest(g.plan, g.lp, g.inflight, 0, 1, 0, new Rng(1), rc, new CostParams(), CRIT_STANDARD, 1, 2, out);
+    expect(rc.pressure).toBe(0.0); // the pool's least loaded instance is idle...
+    expect(out.shed).toBe(true);   // ...but the request would go to the full one
+    pickForRequest(g.plan, g.lp, g.inflight, 0, 1, 0, new Rng(1), rc, new CostParams(), CRIT_CRITICAL, 1, 2, out);
+    expect(out.shed).toBe(false);
+    expect(out.pick.index).toBe(0);
   });
 
   it("pressure is the least loaded eligible instance's backlog per slot", () => {
@@ -276,5 +373,18 @@ describe("rewrite: the model in the body", () => {
     expect(jsonEscape('a"b\\c\n\u0001')).toBe('a\\"b\\\\c\\n\\u0001');
     const again = parseOpenAiRequest(withModel(body, r.modelStart, r.modelEnd, 'we"ird'), API_CHAT, new ParseLimits());
     expect(again.model).toBe('we"ird');
+  });
+});
+
+describe("rewrite: the vLLM priority in the body", () => {
+  it("appends the member before the closing brace, after any priority the client sent (the last duplicate wins)", () => {
+    const body = String.UTF8.encode('{"model":"m","prompt":"hi","priority":-100}\n');
+    const out = withPriority(body, 2);
+    expect(out).not.toBeNull();
+    expect(String.UTF8.decode(out!)).toBe('{"model":"m","prompt":"hi","priority":-100,"priority":2}\n');
+    const again = parseOpenAiRequest(out!, API_COMPLETIONS, new ParseLimits());
+    expect(again.model).toBe("m");
+    expect(String.UTF8.decode(withPriority(String.UTF8.encode('{ }'), -1)!)).toBe('{ "priority":-1}');
+    expect(withPriority(String.UTF8.encode('[1]'), 0)).toBeNull();
   });
 });

@@ -18,6 +18,16 @@ describe("request config", () => {
     expect(c.prefixMaxBlocks).toBe(256);
     expect(c.defaultCriticality).toBe(CRIT_STANDARD);
     expect(c.criticalityHeader).toBe("x-switchyard-criticality");
+    expect(c.priorityOn).toBe(false);
+  });
+  it("reads the vLLM priority per criticality (request.priority)", () => {
+    const r = parseConfig(withRequest('{"allowOnHeadersStopIteration":true,"priority":{"critical":-5,"standard":0,"sheddable":7}}'));
+    expect(r.error).toBe("");
+    const c = r.config!.loadAware.services[0].request!;
+    expect(c.priorityOn).toBe(true);
+    expect(c.priorities[CRIT_CRITICAL]).toBe(-5);
+    expect(c.priorities[CRIT_STANDARD]).toBe(0);
+    expect(c.priorities[CRIT_SHEDDABLE]).toBe(7);
   });
   it("a service without a request block stays body-blind", () => {
     const r = parseConfig('{"agent":{"cluster":"a"},"link":{"services":[]},"loadAware":{"services":[{"authorities":["a.example"],"service":"s"}]}}');
@@ -53,6 +63,9 @@ describe("request config", () => {
       ['{"allowOnHeadersStopIteration":true,"models":[{"name":"a","aliasOf":"b","split":[{"to":"c","percent":1}]}]}', "loadAware.services[0].request.models[0]: aliasOf and split"],
       ['{"allowOnHeadersStopIteration":true,"api":"anthropic"}', "loadAware.services[0].request.api: must be one of"],
       ['{"allowOnHeadersStopIteration":true,"extra":1}', "loadAware.services[0].request.extra: unknown field"],
+      ['{"allowOnHeadersStopIteration":true,"priority":{"critical":0,"standard":1}}', "loadAware.services[0].request.priority.sheddable: required"],
+      ['{"allowOnHeadersStopIteration":true,"priority":{"critical":0.5,"standard":1,"sheddable":2}}', "loadAware.services[0].request.priority.critical: must be an integer"],
+      ['{"allowOnHeadersStopIteration":true,"priority":{"critical":0,"standard":1,"sheddable":2,"gold":3}}', "loadAware.services[0].request.priority.gold: unknown field"],
     ];
     for (let i = 0; i < cases.length; i++) {
       const r = parseConfig(withRequest(cases[i][0]));

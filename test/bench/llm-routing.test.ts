@@ -9,6 +9,14 @@ import { GIE_DEFAULT_WEIGHTS, GIE_REFRESH_METRICS_MS, GIE_SATURATION, GieSchedul
 import { fleet, LLAMA, prefixHeavy } from '../../bench/llm-routing/scenarios';
 import type { Scraped } from '../../bench/llm-routing/scrape';
 import { DEFAULT_PROTOTYPE, RequestAwarePrototype, SwitchyardBodyBlind } from '../../bench/llm-routing/switchyard';
+import { SwitchyardFilterPolicy } from '../../bench/llm-routing/filter';
+import { LlmAgentModel, DEFAULT_LLM_AGENT, modelsAnswer } from '../../bench/llm-routing/agent';
+import { decodeSnapshot } from '../../agent/src/snapshot/codec';
+import { MODEL_BASE } from '../../agent/src/snapshot/llm';
+import { LlmEngine } from '../../sim/inference/llm/engine';
+import { renderLlmVllm } from '../../sim/inference/llm/render';
+import { advanceTo } from '../../sim/inference/llm/virtual';
+import { tokenize } from '../../sim/inference/llm/tokens';
 import { randomText } from '../../sim/inference/llm/workloads';
 import { mulberry32 } from '../../sim/inference/prng';
 
@@ -27,13 +35,15 @@ function ctx4(seed = 1): PolicyCtx {
 }
 let nextIdx = 0;
 function req(text: string, criticality: RouteRequest['criticality'] = 'standard', model = 'm'): RouteRequest {
-  return { idx: nextIdx++, model, text, promptBytes: text.length, maxTokens: 32, criticality };
+  return { idx: nextIdx++, model, text, promptBytes: text.length, maxTokens: 32, criticality,
+    wire: () => ({ path: '/v1/completions', body: JSON.stringify({ model, prompt: text, max_tokens: 32, stream: true }) }) };
 }
 
 test('every request is accounted for (served to its last token or shed), on an instance serving its model', { timeout: 60_000 }, () => {
   const sc = prefixHeavy({ seed: 3, durationMs: 12_000, warmupMs: 2_000, ratePerS: 60, mix: [0.2, 0.4] });
   const fl = fleet();
-  for (const p of [new RoundRobin(), new LeastRequest(), new GieScheduler(), prefixOnly(), new SwitchyardBodyBlind(), new RequestAwarePrototype({ scrapeMs: 250 })]) {
+  for (const p of [new RoundRobin(), new LeastRequest(), new GieScheduler(), prefixOnly(), new SwitchyardBodyBlind(), new RequestAwarePrototype({ scrapeMs: 250 }),
+    new SwitchyardFilterPolicy({ agent: { scrapeIntervalMs: 250 } })]) {
     const r = runFleet(fl, sc.requests, p, 3);
     assert.equal(r.outcomes.length, sc.requests.length, p.name);
     let served = 0;
@@ -216,4 +226,60 @@ test('prototype shedding: sheddable first, then standard; critical always placed
   for (let i = 0; i < 4; i++) p.onScrape(4, i, scraped({ kvCacheUsagePerc: 0.99, numRequestsWaiting: i === 2 ? 0 : 9, numRequestsRunning: 8 }));
   for (let k = 0; k < 5; k++) assert.equal(p.route(5, req('q', 'critical')), 2);
   assert.deepEqual(p.shed, { critical: 0, standard: 1, sheddable: 1 });
+});
+
+test('switchyard-filter: the compiled filter routes every request once the agent has data; before, the degraded route', { timeout: 60_000 }, () => {
+  const sc = prefixHeavy({ seed: 5, durationMs: 8_000, warmupMs: 2_000, ratePerS: 30 });
+  const p = new SwitchyardFilterPolicy({ agent: { scrapeIntervalMs: 250 } });
+  const r = runFleet(fleet(), sc.requests, p, 5);
+  const st = p.stats;
+  assert.equal(st.vmFailures, 0);
+  // at 0.6 of capacity nothing is shed once the agent has inferred the slots (the first second it
+  // knows 1-2 per instance, and a standard request to an instance with 2 per slot is shed)
+  const shedLate = r.outcomes.filter((o) => o.shed && o.arrivalMs >= 2_000).length;
+  assert.equal(shedLate, 0, 'no shedding at 0.6 of capacity after the first 2 s');
+  assert.equal(r.outcomes.filter((o) => o.shed).length, st.shed429);
+  assert.equal(st.routed + st.degraded + st.shed429, sc.requests.length);
+  // the agent needs two scrapes per instance before an instance is healthy: the first requests
+  // take the regular cluster (x-degraded), every later one is the filter's choice
+  assert.ok(st.degraded > 0 && st.degraded < 40, `degraded ${st.degraded}`);
+  const firstRouted = r.outcomes.findIndex((o, i) => i > 0 && o.instance >= 0) >= 0;
+  assert.ok(firstRouted);
+  assert.equal(st.metrics['switchyard.request.parsed.llm'], sc.requests.length, 'every body parsed by the filter');
+  assert.equal(st.metrics['switchyard.request.invalid.llm'], 0);
+  assert.ok(st.metrics['switchyard.request.prefix_hit.llm'] > sc.requests.length / 10, `prefix hits ${st.metrics['switchyard.request.prefix_hit.llm']}`);
+  // the long-poll is answered at publications, not by timeouts: about one poll per publication
+  assert.ok(st.publications > 8_000 / 250 - 2, `publications ${st.publications}`);
+  assert.ok(st.polls <= st.publications + 3 && st.polls >= st.publications - 3, `polls ${st.polls} publications ${st.publications}`);
+});
+
+test('switchyard-filter agent: the real estimators on the simulator\'s /metrics give the LLM section the filter reads', () => {
+  const specs = fleet().slice(0, 2);
+  const engines = specs.map((s) => new LlmEngine(s.cfg));
+  const a = new LlmAgentModel(DEFAULT_LLM_AGENT, ['10.0.0.1:8000', '10.0.0.2:8000'], engines.map(modelsAnswer), 1_700_000_000_000);
+  const rng = mulberry32(9);
+  let t = 0;
+  for (let k = 0; k < 40; k++) {
+    t += 100;
+    for (const e of engines) {
+      advanceTo(e, t);
+      e.submit({ model: k % 4 === 0 ? 'sql-lora' : LLAMA, promptTokens: tokenize(randomText(rng, 400 * 4)), maxTokens: 20 }, t);
+    }
+    if (k % 5 === 4) engines.forEach((e, i) => a.scrape(i, t, renderLlmVllm({ engine: e, modelName: e.cfg.models[0], nowS: t / 1000 })));
+  }
+  const doc = decodeSnapshot(a.publish(t).binary);
+  assert.equal(doc.instances?.length, 2);
+  assert.ok(doc.instances!.every((r) => r.healthy), 'healthy after two scrapes');
+  const l = doc.llm!;
+  assert.equal(l.length, 2);
+  for (const r of l) {
+    // learned, finite, and at least the engine's own cost: 0.08 ms per prompt token (the step
+    // overhead and the batch's decode folded in), a step of >= 6 ms per output token
+    assert.ok(r.prefillMsPerToken > 0.05 && r.prefillMsPerToken < 5, `prefill ${r.prefillMsPerToken}`);
+    assert.ok(r.decodeMsPerToken >= 6 && r.decodeMsPerToken < 1000, `decode ${r.decodeMsPerToken}`);
+    assert.ok(r.kvCacheUsage >= 0 && r.kvCacheUsage <= 1);
+    assert.equal(r.maxLoras, 2);
+    assert.deepEqual(r.models.filter((m) => m.flags & MODEL_BASE).map((m) => m.name), [LLAMA]);
+    assert.deepEqual(r.models.map((m) => m.name).sort(), [LLAMA, 'chat-lora', 'code-lora', 'sql-lora'].sort());
+  }
 });

@@ -167,13 +167,14 @@ test('oversized body: fallback forwards it with the body-blind choice; reject an
 });
 
 test('shedding order: sheddable gets 429 + retry-after first, standard next; critical still gets the cheapest instance', async () => {
-  const b = await bed({ models: [{ name: 'batch-model', criticality: 'sheddable' }] }, { service: { retryAfterS: 3 } });
+  // band 0: the request goes to the cheapest instance, whose pressure decides (p2c would draw two at random)
+  const b = await bed({ models: [{ name: 'batch-model', criticality: 'sheddable' }] }, { service: { retryAfterS: 3, picker: 'band', band: 0 } });
   try {
     const pool = (q: number) => [inst('10.0.0.1:80', { queueDepth: q }), inst('10.0.0.2:80', { queueDepth: q + 2 }), inst('10.0.0.3:80', { queueDepth: q + 4 })];
     // light load: nobody is shed
     await b.serve(pool(0));
     for (const c of ['sheddable', 'standard', 'critical']) assert.equal((await b.chat(chatBody('s', 'q'), { 'x-switchyard-criticality': c })).localReply, undefined, c);
-    // pressure 1.5 (least loaded instance: 1.5 requests per slot): sheddable shed, standard served
+    // pressure 1.5 where the request would go (the cheapest: 1.5 requests per slot): sheddable shed, standard served
     await b.serve(pool(1.5));
     const s = await b.chat(chatBody('s', 'q'), { 'x-switchyard-criticality': 'sheddable' });
     assert.equal(s.localReply?.status, 429);

@@ -181,3 +181,32 @@ test('advanceTo drives several engines in virtual time to the same result as run
   advanceTo(e, Infinity);
   assert.deepEqual(reqs.map((q) => q.finishedMs), ref);
 });
+
+test('priority scheduling (vLLM --scheduling-policy priority): waiting requests by (priority, arrival); KV pressure preempts the lowest priority', () => {
+  const p = (): number[] => tokenize(text(64));
+  // 2 sequences at a time: 6 low-priority requests arrive, then a high-priority one; it runs next
+  const arrivals = [
+    ...Array.from({ length: 6 }, (_, i) => ({ atMs: i, spec: { model: 'sim-llm', promptTokens: p(), maxTokens: 30, priority: 1 } })),
+    { atMs: 10, spec: { model: 'sim-llm', promptTokens: p(), maxTokens: 30, priority: -1 } },
+  ];
+  const fcfs = runVirtual({ maxNumSeqs: 2 }, arrivals);
+  const prio = runVirtual({ maxNumSeqs: 2, schedulingPolicy: 'priority' }, arrivals);
+  const order = (r: typeof fcfs) => r.requests.map((q, i) => ({ i, t: q.firstScheduledMs as number })).sort((a, b) => a.t - b.t || a.i - b.i).map((x) => x.i);
+  assert.equal(order(fcfs).indexOf(6), 6, 'fcfs: the last arrival is scheduled last');
+  // request 0 alone is running after the first step; requests 1-5 and 6 wait: 6 takes the free sequence
+  assert.equal(order(prio).indexOf(6), 1, 'priority: scheduled as soon as a sequence is free, before the earlier low-priority ones');
+  assert.equal(prio.engine.stats.finished, 7);
+  // KV pressure: fcfs preempts the newest running request, priority the lowest-priority one
+  const kv = [
+    { atMs: 0, spec: { model: 'sim-llm', promptTokens: p(), maxTokens: 80, priority: 5 } },
+    { atMs: 0.5, spec: { model: 'sim-llm', promptTokens: p(), maxTokens: 80, priority: 0 } },
+    { atMs: 1, spec: { model: 'sim-llm', promptTokens: p(), maxTokens: 80, priority: 0 } },
+  ];
+  const f = runVirtual({ numBlocks: 20, blockSize: 16, maxNumSeqs: 8 }, kv);
+  const q = runVirtual({ numBlocks: 20, blockSize: 16, maxNumSeqs: 8, schedulingPolicy: 'priority' }, kv);
+  assert.ok(f.requests[2].preemptions > 0 && f.requests[0].preemptions === 0, `fcfs preemptions ${f.requests.map((x) => x.preemptions)}`);
+  assert.ok(q.requests[0].preemptions > 0 && q.requests[1].preemptions === 0 && q.requests[2].preemptions === 0, `priority preemptions ${q.requests.map((x) => x.preemptions)}`);
+  for (const r of [f, q]) assert.equal(r.engine.stats.finished, 3);
+  assert.throws(() => new LlmEngine({ schedulingPolicy: 'lifo' as 'fcfs' }), /schedulingPolicy must be 'fcfs' or 'priority'/);
+  assert.throws(() => new LlmEngine().submit({ model: 'sim-llm', promptTokens: [1], maxTokens: 1, priority: 0.5 }), /priority must be an integer/);
+});

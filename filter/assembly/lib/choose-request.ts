@@ -1,6 +1,7 @@
 // Request-aware instance choice (pure): the scoring pass of choice/score-request.ts, the saturation
-// filter, the shedding rule (lib/criticality.ts), then the picker — the configured one, except for
-// critical requests, which get the cheapest instance.
+// filter, the picker — the configured one, except for critical requests, which get the cheapest
+// instance — then the shedding rule (lib/criticality.ts) on the chosen instance's pressure; a
+// request sent charges its prefill to the instance (RequestCost.charge).
 import { Rng } from "./inflight";
 import { Pick, Plan } from "./choice/plan";
 import { LlmPlan } from "./choice/plan-llm";
@@ -9,6 +10,7 @@ import { dropSaturated } from "./choice/filter-saturated";
 import { p2cScored } from "./choice/picker-p2c";
 import { bandPick } from "./choice/picker-band";
 import { CRIT_CRITICAL, shouldShed } from "./criticality";
+import { modelCostMs } from "./choice/filter-model";
 import { PICKER_P2C } from "./choose";
 
 export class RequestPick {
@@ -20,6 +22,9 @@ export class RequestPick {
 export function pickForRequest(plan: Plan, lp: LlmPlan, inflight: Array<i32>, nowMs: f64, picker: i32, band: f64, rng: Rng,
   rc: RequestCost, cp: CostParams, crit: i32, sheddableAt: f64, standardAt: f64, out: RequestPick): RequestPick {
   const p = plan.result.reset();
+  // the probe (scorer-inband.ts) picks among all candidates, blind to the model filter, and the
+  // request cost does not read the in-band factor it re-learns: no probing here
+  p.probe = false;
   out.pick = p;
   out.shed = false;
   const inflightP = inflight.dataStart;
@@ -27,15 +32,21 @@ export function pickForRequest(plan: Plan, lp: LlmPlan, inflight: Array<i32>, no
   dropSaturated(plan, inflightP, scan);
   p.eligible = scan.eligible;
   if (scan.eligible == 0) return out;
-  if (shouldShed(crit, rc.pressure, sheddableAt, standardAt)) { out.shed = true; return out; }
   if (crit == CRIT_CRITICAL) bandPick(plan, scan.best, 0, rng, p);
-  else if (picker == PICKER_P2C) {
-    p2cScored(plan, scan.eligible, rng, p);
-    // p2c plus the prefix holder: the draw keeps proxies from herding, the third contender keeps
-    // a request with a cached prefix from missing the instance that holds it
-    const a = rc.affinity;
-    if (a >= 0 && unchecked(plan.cost[a]) < unchecked(plan.cost[p.index])) { p.index = a; p.considered = 3; }
+  else {
+    if (picker == PICKER_P2C) {
+      p2cScored(plan, scan.eligible, rng, p);
+      // p2c plus the prefix holder: the draw keeps proxies from herding, the third contender keeps
+      // a request with a cached prefix from missing the instance that holds it
+      const a = rc.affinity;
+      if (a >= 0 && unchecked(plan.cost[a]) < unchecked(plan.cost[p.index])) { p.index = a; p.considered = 3; }
+    }
+    else bandPick(plan, scan.best, band, rng, p);
+    // judged where the request would go: admitting on the account of the pool's least loaded
+    // instance, which the picker may not have drawn, loads the busy ones; judged on the chosen
+    // one, the share shed follows the share of busy instances (docs/architecture-choice.md)
+    if (p.index >= 0 && shouldShed(crit, unchecked(rc.pressureOf[p.index]), sheddableAt, standardAt)) { out.shed = true; return out; }
   }
-  else bandPick(plan, scan.best, band, rng, p);
+  if (p.index >= 0) rc.charge(p.index, unchecked(plan.slot[p.index]), nowMs, modelCostMs(lp, lp.hasData ? rc.modelCol : -1, p.index, cp.adapterLoadMs));
   return out;
 }

@@ -12,7 +12,7 @@ import {
   FilterDataStatusValues, send_local_response, HeaderPair, GrpcStatusValues, continue_request, proxy_set_effective_context,
 } from "@solo-io/proxy-runtime/assembly";
 import { getHeader, removeHeader, replaceHeader, readBuffer, setBuffer, MAP_REQUEST_HEADERS } from "../abi/host";
-import { withModel } from "../lib/request/rewrite";
+import { withModel, withPriority } from "../lib/request/rewrite";
 import { ReqError, OpenAiRequest } from "../lib/request/openai";
 import { apiOfPath } from "../lib/request/endpoint";
 import { hashPromptBlocks, modelSeed } from "../lib/request/prefix";
@@ -178,13 +178,23 @@ function chooseWithBody(s: SwitchyardStream, v: RequestView, h: BodyHold, body: 
     }
   }
   const sent = s.applyPick(v, sp, p, note);
-  if (sent && p.index >= 0 && target != r.model && r.modelStart >= 0) rewriteModel(body, r, target);
+  if (sent && p.index >= 0) {
+    const renamed = target != r.model && r.modelStart >= 0;
+    if (renamed || cfg.priorityOn) rewriteBody(body, r, renamed ? target : null, cfg.priorityOn, unchecked(cfg.priorities[crit]));
+  }
   return sent ? FilterDataStatusValues.Continue : FilterDataStatusValues.StopIterationNoBuffer;
 }
 
-/** Routed as another model (alias, split): the upstream is asked for that model; content-length follows. */
-function rewriteModel(body: ArrayBuffer, r: OpenAiRequest, target: string): void {
-  const nb = withModel(body, r.modelStart, r.modelEnd, target);
+/**
+ * Routed as another model (alias, split): the upstream is asked for that model. With
+ * request.priority, the criticality's vLLM priority is set. content-length follows.
+ */
+function rewriteBody(body: ArrayBuffer, r: OpenAiRequest, target: string | null, withPrio: bool, priority: i32): void {
+  let nb = target != null ? withModel(body, r.modelStart, r.modelEnd, target!) : body;
+  if (withPrio) {
+    const pb = withPriority(nb, priority);
+    if (pb != null) nb = pb!;
+  }
   setBuffer(BUFFER_HTTP_REQUEST_BODY, 0, <u32>body.byteLength, nb);
   if (getHeader(MAP_REQUEST_HEADERS, CONTENT_LENGTH_KEY) != null) {
     replaceHeader(MAP_REQUEST_HEADERS, CONTENT_LENGTH_KEY, String.UTF8.encode(nb.byteLength.toString()));

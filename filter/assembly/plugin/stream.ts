@@ -169,7 +169,7 @@ export class SwitchyardStream extends Context {
     }
     let i = p.index;
     let probe = false;
-    if (sp.inbandOn && sp.prober.due()) {
+    if (p.probe && sp.inbandOn && sp.prober.due()) {
       // the probe share (docs/inband.md): an idle, priced-out instance gets this request
       const k = probePick(plan, la.inband, sp.prober, la.inflight.total.dataStart, v.nowMs, la.rng);
       if (k >= 0) { i = k; probe = true; la.inbandCounters!.probes++; }

@@ -35,6 +35,12 @@ export interface LlmEngineConfig {
   maxLoras: number;
   /** time to load an adapter into a slot; added to the step that loads it (ms) */
   loraLoadMs: number;
+  /**
+   * vLLM --scheduling-policy: 'fcfs' (default) or 'priority' — waiting requests ordered by the
+   * request's `priority` (lower first), then arrival; under KV pressure the running request with
+   * the highest (priority, arrival) is preempted instead of the newest (vllm/v1/core/sched/scheduler.py)
+   */
+  schedulingPolicy: 'fcfs' | 'priority';
 }
 
 export const DEFAULT_LLM_CONFIG: LlmEngineConfig = {
@@ -50,6 +56,7 @@ export const DEFAULT_LLM_CONFIG: LlmEngineConfig = {
   adapters: {},
   maxLoras: 2,
   loraLoadMs: 40,
+  schedulingPolicy: 'fcfs',
 };
 
 export interface LlmRequestSpec {
@@ -58,6 +65,8 @@ export interface LlmRequestSpec {
   model: string;
   promptTokens: number[];
   maxTokens: number;
+  /** the request's `priority` (vLLM: an integer, lower is served first; default 0); used only by the priority policy */
+  priority?: number;
 }
 
 export type LlmPhase = 'waiting' | 'running' | 'finished' | 'aborted';
@@ -71,6 +80,7 @@ export interface LlmRequest {
   promptTokens: number[];
   maxTokens: number;
   arrivalMs: number;
+  priority: number;
   phase: LlmPhase;
   /** tokens to prefill: the prompt, plus the tokens generated before a preemption */
   target: number[];
@@ -168,6 +178,7 @@ export class LlmEngine {
     for (const [k, v] of Object.entries({ stepBaseMs: c.stepBaseMs, prefillMsPerToken: c.prefillMsPerToken, decodeMsPerSeq: c.decodeMsPerSeq, loraLoadMs: c.loraLoadMs })) {
       if (!(Number.isFinite(v) && v >= 0)) throw new RangeError(`${k} must be a finite number >= 0 (got ${v})`);
     }
+    if (c.schedulingPolicy !== 'fcfs' && c.schedulingPolicy !== 'priority') throw new RangeError(`schedulingPolicy must be 'fcfs' or 'priority' (got ${c.schedulingPolicy})`);
     if (c.models.length === 0) throw new RangeError('models: at least one base model');
     for (const [a, base] of Object.entries(c.adapters)) if (!c.models.includes(base)) throw new RangeError(`adapter ${a}: unknown base model ${base}`);
     for (let i = 0; i < c.numBlocks; i++) {
@@ -214,6 +225,8 @@ export class LlmEngine {
     if (!(Number.isInteger(spec.maxTokens) && spec.maxTokens >= 1)) throw new RangeError('max_tokens must be an integer >= 1');
     const need = Math.ceil((spec.promptTokens.length + spec.maxTokens) / this.cfg.blockSize);
     if (need > this.cfg.numBlocks) throw new RangeError(`prompt + max_tokens needs ${need} KV blocks, the cache has ${this.cfg.numBlocks}`);
+    const priority = spec.priority ?? 0;
+    if (!Number.isInteger(priority)) throw new RangeError(`priority must be an integer (got ${priority})`);
     const r: LlmRequest = {
       id: spec.id ?? `cmpl-${this.nextId++}`,
       model: spec.model,
@@ -223,6 +236,7 @@ export class LlmEngine {
       kvLen: 0,
       maxTokens: spec.maxTokens,
       arrivalMs,
+      priority,
       phase: 'waiting',
       computed: 0,
       cachedTokens: 0,
@@ -230,8 +244,16 @@ export class LlmEngine {
       blocks: [],
       preemptions: 0,
     };
-    this.waiting.push(r);
+    if (this.cfg.schedulingPolicy === 'priority') this.enqueueByPriority(r);
+    else this.waiting.push(r);
     return r;
+  }
+
+  /** Priority policy: after every waiting request with a lower or equal (priority, arrival). */
+  private enqueueByPriority(r: LlmRequest): void {
+    let k = this.waiting.length;
+    while (k > 0 && before(r, this.waiting[k - 1])) k--;
+    this.waiting.splice(k, 0, r);
   }
 
   /** Drop a request (client went away): frees its blocks. */
@@ -425,7 +447,8 @@ export class LlmEngine {
   /** Like allocate, but preempts the newest running requests (recompute) until it fits. */
   private grow(r: LlmRequest, tokens: number, res: StepResult): boolean {
     while (!this.allocate(r, tokens)) {
-      const victim = this.running[this.running.length - 1];
+      let victim = this.running[this.running.length - 1];
+      if (this.cfg.schedulingPolicy === 'priority') for (const x of this.running) if (before(victim, x)) victim = x;
       this.preempt(victim, res);
       if (victim === r) return false;
     }
@@ -443,7 +466,8 @@ export class LlmEngine {
     r.hashes = undefined;
     r.preemptions++;
     this.stats.preemptions++;
-    this.waiting.unshift(r);
+    if (this.cfg.schedulingPolicy === 'priority') this.enqueueByPriority(r);
+    else this.waiting.unshift(r);
     res.preempted.push(r);
   }
 
@@ -504,4 +528,9 @@ export class LlmEngine {
     this.stats.adapterLoads++;
     return true;
   }
+}
+
+/** (priority, arrival) of a is lower than b's: a is served first under the priority policy. */
+function before(a: LlmRequest, b: LlmRequest): boolean {
+  return a.priority < b.priority || (a.priority === b.priority && a.arrivalMs < b.arrivalMs);
 }

@@ -12,8 +12,10 @@ export class Pick {
   eligible: i32 = 0;
   /** Candidates the picker chose from (2 for p2c, the band's size for band). */
   considered: i32 = 0;
+  /** The in-band probe may replace the choice (false for request-aware picks: the probe knows no model filter). */
+  probe: bool = true;
 
-  @inline reset(): Pick { this.index = -1; this.eligible = 0; this.considered = 0; return this; }
+  @inline reset(): Pick { this.index = -1; this.eligible = 0; this.considered = 0; this.probe = true; return this; }
 }
 
 /** What a full scoring pass found (reused scratch). */

@@ -1,9 +1,15 @@
 // The request-aware scoring pass (request-aware services, once the body is read): the stale and
-// static filters as in score.ts, the model filter, and a cost whose service time is the request's
-// own (scorer-size.ts) less what its cached prefix saves (scorer-prefix.ts):
-//   cost_i = rest_i + (S_i(request) + modelCost_i) / weight_i + backlog_i · E[S]_i/c_i / weight_i
-// It also measures the pool's pressure for shedding: the least loaded eligible instance's backlog
-// per slot (an instance with a full KV cache counts at least 1).
+// static filters as in score.ts, the model filter, and a cost built on the request's own size.
+// Where the instance's per-token terms are known (LLM section; docs/architecture-choice.md, "Cost"),
+// for continuous batching:
+//   cost_i = rest_i + (P_i + O·d_i·occ_i + modelCost_i)/weight_i + max(0, b_i − c_i)·E[S]_i/c_i/weight_i
+//            + max(0, prefillUntil_slot − now)/weight_i
+//   P_i = uncached prompt tokens × prefill ms/token (scorer-prefix.ts), occ_i = (1 + min(b_i, c_i))/(1 + c_i)
+// and the chosen instance's prefillUntil grows by P_i (RequestCost.charge). Otherwise the body-blind
+// form with the request's service time (scorer-size.ts):
+//   cost_i = rest_i + (S_i(request) + modelCost_i)/weight_i + b_i·E[S]_i/c_i/weight_i
+// It also gives each candidate's pressure for shedding: backlog per slot, a KV cache near full
+// counting 1 and a full one 2 (lib/choose-request.ts judges it where the request would go).
 import { Plan, Scan } from "./plan";
 import { LlmPlan } from "./plan-llm";
 import { SKIP_NONE, SKIP_STALE } from "./skip";
@@ -27,6 +33,32 @@ export class RequestCost {
   affinity: i32 = -1;
   /** Result: candidates the model filter left out. */
   modelExcluded: i32 = 0;
+  /** Scratch, per candidate: its pressure (backlog per slot; a KV cache near full counts 1, full 2). */
+  pressureOf: StaticArray<f64> = new StaticArray<f64>(0);
+  /** Scratch, per candidate: the request's prefill there (ms, its uncached tokens; 0 where the per-token terms are unknown). */
+  prefillMs: StaticArray<f64> = new StaticArray<f64>(0);
+  /**
+   * Proxy-local, per in-flight slot (kept across snapshots): when the prefill work this proxy sent
+   * there is done (ms, the request clock). Bounded by the in-flight table's slots (the live fleet).
+   */
+  prefillUntil: StaticArray<f64> = new StaticArray<f64>(0);
+
+  /** Per-slot state covering slots below `n` (grows with the in-flight table, i.e. the live fleet). */
+  growSlots(n: i32): void {
+    if (this.prefillUntil.length >= n) return;
+    const g = new StaticArray<f64>(n);
+    for (let k = 0; k < this.prefillUntil.length; k++) unchecked(g[k] = this.prefillUntil[k]);
+    this.prefillUntil = g;
+  }
+
+  /** A request was sent to candidate i (slot `slot`) at `nowMs`: its prefill (and adapter load) queues behind the earlier ones. */
+  charge(i: i32, slot: i32, nowMs: f64, extraMs: f64): void {
+    if (slot < 0 || slot >= this.prefillUntil.length || i >= this.prefillMs.length) return;
+    const add = unchecked(this.prefillMs[i]);
+    if (!(add > 0) && !(extraMs > 0)) return;
+    const at = unchecked(this.prefillUntil[slot]);
+    unchecked(this.prefillUntil[slot] = (at > nowMs ? at : nowMs) + add + (extraMs > 0 && extraMs < Infinity ? extraMs : 0));
+  }
 }
 
 export class CostParams {
@@ -51,6 +83,7 @@ export function scoreRequest(plan: Plan, lp: LlmPlan, inflightP: usize, nowMs: f
   let excluded = 0;
   let affinity = -1;
   let affinityBlocks = 0;
+  if (rc.prefillMs.length < n) { rc.prefillMs = new StaticArray<f64>(n); rc.pressureOf = new StaticArray<f64>(n); }
   for (let i = 0; i < n; i++) {
     let skip = i32At(skipP, i);
     if (checkStale && skip == SKIP_NONE && nowMs >= f64At(staleP, i)) skip = SKIP_STALE;
@@ -66,18 +99,41 @@ export function scoreRequest(plan: Plan, lp: LlmPlan, inflightP: usize, nowMs: f
     const blocks = unchecked(rc.cachedBlocks[i]);
     if (blocks > affinityBlocks) { affinityBlocks = blocks; affinity = i; }
     const cached = cachedTokens(blocks, cp.blockBytes, cp.bytesPerToken, kv, cp.kvFull);
-    const s = serviceMs(rc.promptTokens, cached, rc.outTokens, unchecked(lp.prefillMs[i]), unchecked(lp.decodeMs[i]),
-      cp.fallbackPrefillMs, unchecked(lp.esMs[i]));
-    let b = f64At(qP, i) + <f64>i32At(inflightP, i32At(slotP, i));
+    const pf = unchecked(lp.prefillMs[i]), dc = unchecked(lp.decodeMs[i]);
+    const slot = i32At(slotP, i);
+    if (slot >= rc.prefillUntil.length) rc.growSlots(slot + 1);
+    let b = f64At(qP, i) + <f64>i32At(inflightP, slot);
     if (b < 0) b = 0;
+    const slots = f64At(slotsP, i);
     const inv = unchecked(lp.inv[i]);
-    const c = unchecked(lp.restMs[i]) * inv + (s + extra) * inv + b * f64At(pwP, i);
+    let c: f64;
+    if (pf == pf && dc == dc) {
+      // Continuous batching (vLLM): the request joins the running batch at once while it has room.
+      // It waits for the requests beyond the batch's slots and for the prefill this proxy sent
+      // ahead of it; its decode is priced on the batch it joins (a step's time grows with the
+      // batch; the learned time per token is the instance's usual batch, taken as a full one).
+      const own = (rc.promptTokens - (cached < rc.promptTokens ? cached : rc.promptTokens)) * pf;
+      unchecked(rc.prefillMs[i] = own);
+      const occupancy = (1 + (b < slots ? b : slots)) / (1 + slots);
+      const ahead = slot >= 0 ? unchecked(rc.prefillUntil[slot]) - nowMs : 0;
+      const over = b - slots;
+      c = unchecked(lp.restMs[i]) * inv + (own + rc.outTokens * dc * occupancy + extra) * inv +
+        (over > 0 ? over * f64At(pwP, i) : 0) + (ahead > 0 ? ahead * inv : 0);
+    } else {
+      unchecked(rc.prefillMs[i] = 0);
+      const s = serviceMs(rc.promptTokens, cached, rc.outTokens, pf, dc, cp.fallbackPrefillMs, unchecked(lp.esMs[i]));
+      c = unchecked(lp.restMs[i]) * inv + (s + extra) * inv + b * f64At(pwP, i);
+    }
     setF64At(costP, i, c);
     eligible++;
     if (c < best) best = c;
     if (b >= f64At(satP, i)) saturated++;
-    let pr = b / f64At(slotsP, i);
-    if (kv >= cp.kvFull && pr < 1) pr = 1;
+    // a KV cache near full is saturation (vLLM queues and preempts there): from kvFull − 0.2 (where
+    // prefix credit starts to fade, scorer-prefix.ts) it counts as backlog per slot 1, full as 2
+    let pr = b / slots;
+    if (kv >= cp.kvFull - 0.2 && pr < 1) pr = 1;
+    if (kv >= cp.kvFull && pr < 2) pr = 2;
+    unchecked(rc.pressureOf[i] = pr);
     if (pr < pressure) pressure = pr;
   }
   rc.pressure = pressure;

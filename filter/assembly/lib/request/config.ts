@@ -55,6 +55,9 @@ export class RequestConfig {
   /** ... and standard ones. Critical requests are never shed. */
   shedStandardAt: f64 = 2;
   models: Array<ModelRule> = [];
+  /** request.priority set: the vLLM `priority` written into the body per criticality (CRIT_* index). */
+  priorityOn: bool = false;
+  priorities: StaticArray<i32> = new StaticArray<i32>(3);
 
   rule(model: string): ModelRule | null {
     for (let i = 0; i < this.models.length; i++) if (this.models[i].name == model) return this.models[i];
@@ -64,7 +67,7 @@ export class RequestConfig {
 
 export const REQUEST_KEYS: Array<string> = ["api", "allowOnHeadersStopIteration", "maxBodyBytes", "onInvalid", "holdTimeoutMs",
   "bytesPerToken", "defaultMaxTokens", "fallbackPrefillMsPerToken", "adapterLoadMs", "kvCacheFull", "prefix", "criticalityHeader",
-  "criticality", "shedding", "models"];
+  "criticality", "shedding", "models", "priority"];
 
 function modelName(r: ObjectReader, key: string, required: bool): string {
   const s = r.str(key, "", required);
@@ -112,6 +115,12 @@ export function parseRequestConfig(r: ObjectReader): RequestConfig {
   }
   const models = r.arr("models");
   if (models != null) parseModels(models, join(r.path, "models"), p, c);
+  const pr = r.obj("priority", CRITICALITY_NAMES);
+  if (pr != null) {
+    // vLLM --scheduling-policy priority: lower is served first, requests without one have 0
+    c.priorityOn = true;
+    for (let k = 0; k < 3; k++) c.priorities[k] = pr.int(CRITICALITY_NAMES[k], 0, -1000000, 1000000, true);
+  }
   return c;
 }
 
