@@ -1,7 +1,8 @@
 // Issue 11 #11: plugin configuration parsing runs on Envoy's main thread and was quadratic
 // (80,000 keys in one object: 287 s to refuse; 10,000 wildcard authorities: 8.5 s to accept).
-// Asserted as a growth rate rather than a time: 4x the input must cost well under 16x (what a
-// quadratic parser costs) — the best of three runs per size, so a loaded machine does not flake it.
+// Asserted as a growth rate rather than a time: 8x the input must cost well under 64x (what a
+// quadratic parser costs; a linear one measured 8-10x including allocator growth) — the best of
+// three runs per size, so a loaded machine does not flake it.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
@@ -35,18 +36,19 @@ const keys = (n: number): string => {
 const wildcards = (n: number): string => JSON.stringify({ agent: { cluster: 'switchyard_agent' },
   link: { services: Array.from({ length: n / 1000 }, (_, i) => ({ authorities: Array.from({ length: 1000 }, (_, j) => `*.w${i}-${j}.example`), peer: 'p' })) } });
 
-test('issue 11 #11: unknown keys are refused, wildcard authorities accepted, both in linear time (4x input < 9x cost)', { timeout: 60_000 }, async () => {
+test('issue 11 #11: unknown keys are refused, wildcard authorities accepted, both in linear time (8x input < 24x cost)', { timeout: 60_000 }, async () => {
   const base = (await configureMs(JSON.stringify({ agent: { cluster: 'switchyard_agent' }, link: { services: [] } }))).ms; // host start
-  const k20 = await configureMs(keys(20_000));
+  const k10 = await configureMs(keys(10_000));
   const k80 = await configureMs(keys(80_000));
   assert.match(k80.error, /invalid plugin configuration: k0: unknown field/, 'refused, naming the first unknown key');
-  const w2 = await configureMs(wildcards(2_000));
+  const w1 = await configureMs(wildcards(1_000));
   const w8 = await configureMs(wildcards(8_000));
   assert.equal(w8.error, '', 'accepted');
-  const growth = (small: number, large: number) => Math.max(large - base, 1) / Math.max(small - base, 1);
-  const facts = `host start ${base.toFixed(1)} ms; keys 20k ${k20.ms.toFixed(1)} ms, 80k ${k80.ms.toFixed(1)} ms; wildcards 2k ${w2.ms.toFixed(1)} ms, 8k ${w8.ms.toFixed(1)} ms`;
+  // Not net of the host start: on a loaded machine that subtraction amplified noise in the small run.
+  const growth = (small: number, large: number) => large / small;
+  const facts = `host start ${base.toFixed(1)} ms; keys 10k ${k10.ms.toFixed(1)} ms, 80k ${k80.ms.toFixed(1)} ms; wildcards 1k ${w1.ms.toFixed(1)} ms, 8k ${w8.ms.toFixed(1)} ms`;
   // Small inputs are dominated by fixed costs; the bound only matters where parsing dominates.
-  assert.ok(k20.ms - base > 5 && w2.ms - base > 1, `the small inputs cost measurable parse time (${facts})`);
-  assert.ok(growth(k20.ms, k80.ms) < 9, `80,000 keys cost ${growth(k20.ms, k80.ms).toFixed(1)}x 20,000 (${facts})`);
-  assert.ok(growth(w2.ms, w8.ms) < 9, `8,000 wildcards cost ${growth(w2.ms, w8.ms).toFixed(1)}x 2,000 (${facts})`);
+  assert.ok(k10.ms - base > 3 && w1.ms - base > 1, `the small inputs cost measurable parse time (${facts})`);
+  assert.ok(growth(k10.ms, k80.ms) < 24, `80,000 keys cost ${growth(k10.ms, k80.ms).toFixed(1)}x 10,000 (${facts})`);
+  assert.ok(growth(w1.ms, w8.ms) < 24, `8,000 wildcards cost ${growth(w1.ms, w8.ms).toFixed(1)}x 1,000 (${facts})`);
 });
