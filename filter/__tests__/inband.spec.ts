@@ -43,7 +43,7 @@ class Fixture {
   }
   warm(t0: f64): f64 {
     let t = t0;
-    for (let k = 0; k < 20; k++) { this.answer(0, t, 8, 80); this.answer(1, t, 8, 80); t += 50; }
+    for (let k = 0; k < 40; k++) { this.answer(0, t, 8, 80); this.answer(1, t, 8, 80); t += 50; }
     return t;
   }
 }
@@ -128,7 +128,9 @@ describe("in-band fusion moves the choice", () => {
     f.table.fuseAll(0);
     expect(f.toA(20, 0)).toBe(0);
     let t: f64 = 0;
-    for (let k = 0; k < 6; k++) { f.answer(0, t, 8, 80); t += 1000; } // probes answered in 80 ms
+    // probes answered in 80 ms: once the norm has JUDGE_MIN_SAMPLES answers and the last
+    // RECOVERY_ANSWERS were normal
+    for (let k = 0; k < 12; k++) { f.answer(0, t, 8, 80); t += 1000; }
     f.table.fuseAll(t);
     expect(f.toA(20, t)).toBe(20);
   });

@@ -26,9 +26,13 @@ import { SKIP_NONE, SKIP_SLOW } from "./skip";
  * exactly what fresh answers must correct), not stale, with a free slot by our estimate, that
  * this VM has sent nothing to for prober.idleMs (and past its probe backoff); -1 if none.
  * Round-robin from the prober's cursor, so repeated probes visit every idle instance;
- * O(candidates), once per prober.every requests.
+ * O(candidates), once per prober.every requests on average.
  */
-export function probePick(plan: Plan, table: InbandTable, prober: Prober, inflightP: usize, nowMs: f64, _rng: Rng): i32 {
+export function probePick(plan: Plan, table: InbandTable, prober: Prober, inflightP: usize, nowMs: f64, rng: Rng): i32 {
+  // the next probe comes after 1 .. 2·every − 1 requests (mean: every): worker VMs that take
+  // requests in turn would otherwise all probe the same idle instance at the same moment, before
+  // the tick shares their last sends
+  prober.rephase(rng.next());
   const m = plan.n;
   if (m < 2) return -1;
   const since = nowMs - prober.idleMs;
