@@ -288,6 +288,19 @@ describe("probe share (no absorbing state)", () => {
     expect(new Prober(0, 1000).due()).toBe(false);
   });
 
+  it("probes only instances priced out: an instance merely dearer than the cheapest gets none", () => {
+    const f = new Fixture(120, 0, 80, 0);   // a at 1.5x b: not priced out (PRICED_OUT = 2)
+    f.table.fuseAll(0);
+    const pr = new Prober(100, 1000);
+    const t: f64 = 5000;
+    f.table.sent(1, t);
+    expect(probePick(f.plan, f.table, pr, f.inflight.dataStart, t, f.rng)).toBe(-1);
+    const g = new Fixture(200, 0, 80, 0);   // 2.5x: priced out, probed
+    g.table.fuseAll(0);
+    g.table.sent(1, t);
+    expect(probePick(g.plan, g.table, pr, g.inflight.dataStart, t, g.rng)).toBe(0);
+  });
+
   it("the probe countdown is redrawn after each probe: 1 .. 2·every − 1 requests, every on average", () => {
     const pr = new Prober(100, 1000);
     pr.rephase(0);
