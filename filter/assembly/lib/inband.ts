@@ -11,7 +11,8 @@
 //          fed y = min(x, previous x): one heavy-tailed answer is not a peak, two in a row are
 //          (with lognormal σ 1.1 service one answer in eight exceeds twice the mean; two in a row
 //          one in seventy), so the factor stays near 1 on healthy instances
-//   ref    ref + a·(x − ref), a = min(1 − e^(−(t − at)/refTauMs), 1/32)  (the instance's own norm)
+//   ref    the mean of the first 32 samples, then ref + a·(x − ref), a = min(1 − e^(−(t − at)/refTauMs),
+//          1/32) (the instance's own norm); not fed while the instance is slow (judge())
 //   error  e·e^(−(t − at)/errorTauMs), then += errorStep·(isError − e)  (per response)
 // for the time to response headers (TTFT when streaming) and to end of stream (2xx/3xx/4xx
 // answers; 5xx and resets only count as errors).
@@ -112,9 +113,10 @@ export const JUDGE_MIN_SAMPLES: f64 = 8;
  *           have been answering (headers seen, not ended) / (2·eosRef) when above eosPeak -- current);
  *           eos* is the service sample (headers to end of stream, see done()); the cost is
  *           multiplied by slow/threshold above the threshold
- *   level = min(1, LEVEL_MARGIN·eosPeak / E[S]scraped) faded to 1 with levelTauMs, >= minLevel: fresh
- *           fast answers (at least LEVEL_MARGIN times as fast as the scrape says)
- *           correct a scrape that still remembers a slow episode
+ *   level = recovered (InbandTable.recovered): min(1, RECOVERED_MARGIN·calib·eosRef / E[S]scraped);
+ *           else, after RECOVERY_ANSWERS normal answers: min(1, LEVEL_MARGIN·eosPeak / E[S]scraped)
+ *           faded to 1 with levelTauMs; >= minLevel: fresh answers correct a scrape that still
+ *           remembers a slow episode
  *   error = 1 + errorWeight · e / (1 − e), e = max(own error rate, ORCA eps/rps), faded with errorTauMs
  *   factor = slow · level · error  (multiplies the scraped cost)
  */
