@@ -47,6 +47,8 @@ export interface FilterTuning {
   pollMs?: number;
   /** loadAware.services[].debug (the debug response header) */
   debug?: boolean;
+  /** loadAware.services[].inband (docs/contracts.md), e.g. { enabled: false } for the in-band-off comparison */
+  inband?: Record<string, unknown>;
 }
 
 export function pluginConfig(t: FilterTuning = {}): Record<string, unknown> {
@@ -58,6 +60,7 @@ export function pluginConfig(t: FilterTuning = {}): Record<string, unknown> {
   if (t.maxUtilization !== undefined) svc.maxUtilization = t.maxUtilization;
   if (t.stalenessMs !== undefined) svc.stalenessMs = t.stalenessMs;
   if (t.debug !== undefined) svc.debug = t.debug;
+  if (t.inband !== undefined) svc.inband = t.inband;
   return {
     agent: { cluster: 'switchyard_agent', authority: 'switchyard-agent', path: '/v1/snapshot', pollMs: t.pollMs ?? 50, longPollMs, timeoutMs: longPollMs + 1000 },
     refreshMs: t.refreshMs ?? 20,

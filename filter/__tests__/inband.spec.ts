@@ -1,7 +1,8 @@
-import { candidateFrom, pick, Candidate, Plan, MODEL_CONDITIONAL, PICKER_BAND } from "../assembly/lib/choose";
+import { candidateFrom, pick, Candidate, Plan, MODEL_CONDITIONAL, PICKER_BAND, SKIP_NONE, SKIP_SLOW } from "../assembly/lib/choose";
+import { healthWeight } from "../assembly/lib/choice/scorer-health";
 import { InstanceState } from "../assembly/lib/snapshot";
 import { Rng, Inflight } from "../assembly/lib/inflight";
-import { InbandTable, InbandParams, fuseFactor, peakStep, ewmaStep, Prober, probeEvery, ADJ_STRIDE } from "../assembly/lib/inband";
+import { InbandTable, InbandParams, fuseFactor, peakStep, ewmaStep, Prober, probeEvery, ADJ_STRIDE, REF_MIN_SAMPLES } from "../assembly/lib/inband";
 import { probePick } from "../assembly/lib/choice/scorer-inband";
 import { OrcaReport, parseOrcaHeader } from "../assembly/lib/orca";
 import { parseConfig } from "../assembly/lib/config";
@@ -41,9 +42,22 @@ class Fixture {
     this.table.headers(s, t, t + hdr, status);
     if (status < 500) this.table.done(s, t, t + hdr, t + eos, true, status);
   }
+  /**
+   * A new snapshot: a's E[S] and P99 as scraped (b unchanged), a's health weight lifted when the
+   * table says it recovered -- what loadaware.rebuild does.
+   */
+  rescrape(esA: f32, p99A: f32, t: f64): void {
+    const sa = inst("a:1", esA, 0);
+    sa.p99Ms = p99A;
+    const ca = candidateFrom(sa, MODEL_CONDITIONAL, 1e12, 0, false, 0, this.table.liftsSlow(0, 0));
+    const cb = candidateFrom(inst("b:1", 80, 1), MODEL_CONDITIONAL, 1e12, 0, false);
+    ca.slot = 0; cb.slot = 1;
+    this.plan = new Plan([ca, cb]);
+    this.table.onScrape(0, t, ca.perItemMs * ca.slots, 4);
+  }
   warm(t0: f64): f64 {
     let t = t0;
-    for (let k = 0; k < 20; k++) { this.answer(0, t, 8, 80); this.answer(1, t, 8, 80); t += 50; }
+    for (let k = 0; k < 40; k++) { this.answer(0, t, 8, 80); this.answer(1, t, 8, 80); t += 50; }
     return t;
   }
 }
@@ -128,7 +142,9 @@ describe("in-band fusion moves the choice", () => {
     f.table.fuseAll(0);
     expect(f.toA(20, 0)).toBe(0);
     let t: f64 = 0;
-    for (let k = 0; k < 6; k++) { f.answer(0, t, 8, 80); t += 1000; } // probes answered in 80 ms
+    // probes answered in 80 ms: once the norm has JUDGE_MIN_SAMPLES answers and the last
+    // RECOVERY_ANSWERS were normal
+    for (let k = 0; k < 12; k++) { f.answer(0, t, 8, 80); t += 1000; }
     f.table.fuseAll(t);
     expect(f.toA(20, t)).toBe(20);
   });
@@ -166,6 +182,93 @@ describe("in-band fusion moves the choice", () => {
   });
 });
 
+/** Warmed and calibrated (scrape 80 ms for a norm of 72), then two slow answers in a row at a. */
+function episode(f: Fixture): f64 {
+  let t = f.warm(0);
+  f.table.onScrape(0, t, 80, 4);
+  f.table.onScrape(1, t, 80, 4);
+  f.answer(0, t, 8, 728);
+  f.answer(0, t + 10, 8, 738);
+  return t + 1000;
+}
+
+describe("recovery after a slowdown (no absorbing state)", () => {
+  it("fresh normal answers after a slowdown it saw price the instance at its norm, not at the scrape that remembers the episode", () => {
+    const f = new Fixture(80, 0, 80, 1);
+    let t = episode(f);
+    f.rescrape(400, 100, t);            // the scrape catches up with the episode (b: 80 ms, one queued)
+    f.table.fuseAll(t);
+    expect(f.toA(20, t)).toBe(0);
+    for (let k = 0; k < 2; k++) { f.answer(0, t, 8, 80); t += 1000; }
+    f.table.fuseAll(t);
+    expect(f.toA(20, t)).toBe(0);       // two normal answers are not yet a recovery
+    f.answer(0, t, 8, 80); t += 1000;
+    f.table.fuseAll(t);
+    expect(f.table.recovered(0, t)).toBe(true);
+    expect(f.toA(20, t)).toBe(20);      // ~1.1 x 80 ms against b's 80 + 20
+  });
+
+  it("recovery lifts the agent's P99 verdict (skip slow) at the next plan, not before", () => {
+    const f = new Fixture(80, 0, 80, 1);
+    let t = episode(f);
+    f.table.fuseAll(t);
+    f.rescrape(400, 2000, t);           // P99 20x its baseline: weight 0
+    expect(f.plan.skip[0]).toBe(SKIP_SLOW);
+    for (let k = 0; k < 3; k++) { f.answer(0, t, 8, 80); t += 1000; }
+    f.table.fuseAll(t);
+    expect(f.plan.skip[0]).toBe(SKIP_SLOW); // the plan in force keeps it
+    f.rescrape(400, 2000, t);           // the P99 window still holds the episode
+    expect(f.plan.skip[0]).toBe(SKIP_NONE);
+    f.table.fuseAll(t);
+    expect(f.toA(20, t)).toBe(20);
+    expect(healthWeight(2000, 100, true)).toBe(1);
+    expect(healthWeight(2000, 100, false)).toBe(0);
+    expect(healthWeight(450, 100, false)).toBeCloseTo(300.0 / 450);
+  });
+
+  it("only a slowdown this proxy saw counts: one heavy-tailed answer does not let it overrule the P99", () => {
+    const f = new Fixture(80, 0, 80, 1);
+    let t = f.warm(0);
+    f.answer(0, t, 8, 2000);            // one answer 28x the norm, between normal ones
+    for (let k = 0; k < 5; k++) { t += 100; f.answer(0, t, 8, 80); }
+    f.table.fuseAll(t);
+    expect(f.table.slowAt[0]).toBe(0);
+    expect(f.table.liftsSlow(0, 0)).toBe(false);
+    f.rescrape(80, 2000, t);
+    expect(f.plan.skip[0]).toBe(SKIP_SLOW);
+  });
+
+  it("answers are judged by when the request started: the episode's slow tail does not undo a recovery, a new slow answer does", () => {
+    const f = new Fixture(80, 0, 80, 1);
+    let t = episode(f);
+    const old = t - 500;                 // sent during the episode, still answering
+    for (let k = 0; k < 3; k++) { f.answer(0, t, 8, 80); t += 1000; }
+    expect(f.table.recovered(0, t)).toBe(true);
+    f.table.sent(0, old);
+    f.table.headers(0, old, old + 80, 200);
+    f.table.done(0, old, old + 80, t, true, 200);   // answered now, 6 s long
+    f.answer(0, t, 8, 2000);                          // pair minimum of two slow answers, but one started before the normal ones
+    expect(f.table.recovered(0, t + 2000)).toBe(false); // this one started after them: slow again
+    f.table.fuseAll(t + 2000);
+    expect(f.table.adj[0]).toBeGreaterThanOrEqual(1);
+  });
+
+  it("the norm is not moved by the answers of a slowdown, and starts as the running mean", () => {
+    const f = new Fixture(80, 0, 80, 1);
+    let t = episode(f);
+    const ref = f.table.eosRef[0];
+    for (let k = 0; k < 10; k++) { f.answer(0, t, 8, 500); t += 100; }
+    expect(f.table.eosRef[0]).toBe(ref);
+    f.answer(0, t, 8, 80);              // a normal answer: the norm learns again
+    t += 100;
+    f.answer(0, t, 8, 200);
+    expect(f.table.eosRef[0]).toBeGreaterThan(ref);
+    // the first REF_MIN_SAMPLES answers: their plain mean (a short first answer does not pin it low)
+    expect(ewmaStep(10, 100, 5, 30000, 5, 1)).toBe(55);
+    expect(ewmaStep(10, 100, 5, 30000, 5, REF_MIN_SAMPLES)).toBeLessThan(15);
+  });
+});
+
 describe("probe share (no absorbing state)", () => {
   it("sends one request in `every` to an idle eligible instance, whatever its price", () => {
     const f = new Fixture(800, 0, 80, 0);
@@ -183,6 +286,55 @@ describe("probe share (no absorbing state)", () => {
     expect(probePick(f.plan, f.table, pr, f.inflight.dataStart, t + 2000, f.rng)).toBeGreaterThanOrEqual(0);
     expect(probeEvery(0)).toBe(0);
     expect(new Prober(0, 1000).due()).toBe(false);
+  });
+
+  it("probes only instances priced out: an instance merely dearer than the cheapest gets none", () => {
+    const f = new Fixture(120, 0, 80, 0);   // a at 1.5x b: not priced out (PRICED_OUT = 2)
+    f.table.fuseAll(0);
+    const pr = new Prober(100, 1000);
+    const t: f64 = 5000;
+    f.table.sent(1, t);
+    expect(probePick(f.plan, f.table, pr, f.inflight.dataStart, t, f.rng)).toBe(-1);
+    const g = new Fixture(200, 0, 80, 0);   // 2.5x: priced out, probed
+    g.table.fuseAll(0);
+    g.table.sent(1, t);
+    expect(probePick(g.plan, g.table, pr, g.inflight.dataStart, t, g.rng)).toBe(0);
+  });
+
+  it("the probe countdown is redrawn after each probe: 1 .. 2·every − 1 requests, every on average", () => {
+    const pr = new Prober(100, 1000);
+    pr.rephase(0);
+    expect(pr.countdown).toBe(1);
+    pr.rephase(0.999999);
+    expect(pr.countdown).toBe(199);
+    const rng = new Rng(3);
+    let sum: f64 = 0;
+    for (let k = 0; k < 2000; k++) { pr.rephase(rng.next()); sum += <f64>pr.countdown; }
+    expect(sum / 2000).toBeGreaterThan(95);
+    expect(sum / 2000).toBeLessThan(105);
+  });
+
+  it("a normal answer ends the probe backoff, in every worker VM", () => {
+    const i1 = new Inflight(); const i2 = new Inflight();
+    i1.slotFor("a:1"); i2.slotFor("a:1");
+    const t1 = new InbandTable(); t1.sync(i1.capacity(), i1.gen);
+    const t2 = new InbandTable(); t2.sync(i2.capacity(), i2.gen);
+    let t: f64 = 0;
+    for (let k = 0; k < 10; k++) { t1.sent(0, t); t1.headers(0, t, t + 8, 200); t1.done(0, t, t + 8, t + 80, true, 200); t += 100; }
+    for (let k = 0; k < 3; k++) { t1.sent(0, t, 1000); t += 10; } // three probes in a row: the wait has doubled twice
+    expect(t1.probeUntil[0]).toBe(t - 10 + 4000);
+    const slotOf = (a: string): i32 => a == "a:1" ? 0 : -1;
+    t2.merge(t1.merge(new ArrayBuffer(0), i1.addresses(), slotOf), i2.addresses(), slotOf);
+    expect(t2.probeUntil[0]).toBe(t - 10 + 4000);
+    const p = t - 10;                                  // the last probe answers normally
+    t1.headers(0, p, p + 8, 200); t1.done(0, p, p + 8, p + 80, true, 200);
+    expect(t1.probeUntil[0]).toBe(-Infinity);
+    expect(t1.probeStreak[0]).toBe(0);
+    const doc = t2.merge(new ArrayBuffer(0), i2.addresses(), slotOf);
+    t1.merge(doc, i1.addresses(), slotOf);             // the other VM's older wait does not come back
+    expect(t1.probeUntil[0]).toBe(-Infinity);
+    t2.merge(t1.merge(new ArrayBuffer(0), i1.addresses(), slotOf), i2.addresses(), slotOf);
+    expect(t2.probeUntil[0]).toBe(-Infinity);
   });
 });
 

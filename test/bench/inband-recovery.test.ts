@@ -27,15 +27,16 @@ test('no absorbing state: 10x slower for 30 s, then back to half its fair share 
   assert.equal(sy.stats.vmFailures, 0);
   const st = episodeStats(r, s.fleet, s.episode, s.afterMs);
   // priced out while slow (round-robin would send it its fair share)...
-  assert.ok(st.sentDuring < 0.2 * st.fairDuring, `sent ${st.sentDuring} during the episode, fair ${st.fairDuring.toFixed(0)}`);
+  // (0.05x on this path; peak EWMA 0.04x, LEAST_REQUEST 0.30x: bench/routing/inband.ts)
+  assert.ok(st.sentDuring < 0.1 * st.fairDuring, `sent ${st.sentDuring} during the episode, fair ${st.fairDuring.toFixed(0)}`);
   assert.ok(st.reactMs !== null && st.reactMs <= s.episode.fromMs + 3000, `reacted at ${st.reactMs}`);
-  // ...and not for good. Issue 9's target is 10 s, NOT met: on this path the filter as built needs
-  // 18.3 s (docs/benchmarks.md: the agent's P99 window keeps the instance skipped as slow for its
-  // length after the last slow completion, and the level correction needs answers 4x faster than
-  // the scrape). Without in-band learning and the agent's fade: never (0 requests in the 30 s after).
-  assert.ok(st.recoverMs !== null && st.recoverMs <= 25_000, `back to half its fair share after ${st.recoverMs} ms`);
-  // it gets traffic again in the 30 s after (measured with the shipped defaults: see the bench)
-  assert.ok(st.sentAfter > 0.15 * st.fairAfter, `sent ${st.sentAfter} in the 30 s after, fair ${st.fairAfter.toFixed(0)}`);
+  // ...and not for good: issue 9's target, back to half its fair share within 10 s of recovery
+  // (4.75 s on this path: fresh normal answers after the slowdown lift the agent's P99 verdict
+  // and price it at its calibrated norm, docs/inband.md). Before in-band learning and the agent's
+  // fade: never (0 requests in the 30 s after); with the first in-band build: 18.3 s.
+  assert.ok(st.recoverMs !== null && st.recoverMs <= 10_000, `back to half its fair share after ${st.recoverMs} ms`);
+  // it gets most of its share in the 30 s after (0.80x on this path; 0.50x with the first in-band build)
+  assert.ok(st.sentAfter > 0.6 * st.fairAfter, `sent ${st.sentAfter} in the 30 s after, fair ${st.fairAfter.toFixed(0)}`);
   // the probe share is bounded: at most 1 % of the requests
   const routed = r.choice.reduce((n, c) => n + (c >= 0 ? 1 : 0), 0);
   assert.ok(probes > 0 && probes <= 0.01 * routed + 1, `${probes} probes of ${routed} requests`);

@@ -11,7 +11,8 @@
 //          fed y = min(x, previous x): one heavy-tailed answer is not a peak, two in a row are
 //          (with lognormal σ 1.1 service one answer in eight exceeds twice the mean; two in a row
 //          one in seventy), so the factor stays near 1 on healthy instances
-//   ref    ref + a·(x − ref), a = min(1 − e^(−(t − at)/refTauMs), 1/32)  (the instance's own norm)
+//   ref    the mean of the first 32 samples, then ref + a·(x − ref), a = min(1 − e^(−(t − at)/refTauMs),
+//          1/32) (the instance's own norm); not fed while the instance is slow (judge())
 //   error  e·e^(−(t − at)/errorTauMs), then += errorStep·(isError − e)  (per response)
 // for the time to response headers (TTFT when streaming) and to end of stream (2xx/3xx/4xx
 // answers; 5xx and resets only count as errors).
@@ -29,6 +30,27 @@ export const LEVEL_MARGIN: f64 = 4;
 
 /** Probe spacing doubles at most this often (idleMs · 4: a recovered instance is probed within 4 s by default). */
 export const MAX_PROBE_BACKOFF: i32 = 2;
+
+/**
+ * An answer is normal when its service sample is at most this many times the instance's norm
+ * (lognormal sigma 1.1: 7 answers in 8 on a healthy instance, 1 in 6 on one 10x slower).
+ */
+export const NORMAL_RATIO: f64 = 2;
+/** Normal answers in a row, after a slowdown this proxy saw, that make the instance "recovered". */
+export const RECOVERY_ANSWERS: i32 = 3;
+/**
+ * How long after the last slow answer a recovery still corrects the scrape: the agent's P99
+ * window (10 s) plus the fade of its E[S] (tau = the window), about twice over.
+ */
+export const RECOVERY_MEMORY_MS: f64 = 30000;
+/**
+ * A recovered instance's E[S] is priced at no more than this margin over calib × its norm (what
+ * the scrape said while it answered normally): the scrape that still remembers the episode is
+ * stale; the margin keeps the instance a little dearer than a healthy one while it catches up.
+ */
+export const RECOVERED_MARGIN: f64 = 1.1;
+/** Scrapes the calibration (InbandTable.calib) averages over. */
+export const CALIB_SCRAPES: f64 = 16;
 
 export class InbandParams {
   tauMs: f64 = 1000;
@@ -65,18 +87,25 @@ export function peakStep(peak: f64, x: f64, dtMs: f64, tauMs: f64): f64 {
  * sparse samples (an instance priced out, answering a probe every few seconds) do not make a
  * slow episode its norm within a few answers. `ref` 0 = no data yet.
  */
-export function ewmaStep(ref: f64, x: f64, dtMs: f64, tauMs: f64, outlierAbove: f64 = Infinity): f64 {
+export function ewmaStep(ref: f64, x: f64, dtMs: f64, tauMs: f64, outlierAbove: f64 = Infinity, n: f64 = REF_MIN_SAMPLES): f64 {
   if (ref <= 0) return x;
+  // the first REF_MIN_SAMPLES answers: their running mean (n = samples so far), no outlier rule --
+  // started from the first answer alone, a short one left the norm far too low for minutes
+  if (n < REF_MIN_SAMPLES) return ref + (x - ref) / (n + 1);
   let a = dtMs <= 0 ? 0 : 1 - Math.exp(-dtMs / tauMs);
   if (a > 1.0 / REF_MIN_SAMPLES) a = 1.0 / REF_MIN_SAMPLES;
-  // A sample above outlierAbove × the norm is evidence of a slowdown, not of a new norm: it moves
-  // the norm 8× slower (a lasting change is still learnt, over minutes instead of seconds).
-  if (x > outlierAbove * ref) a *= 0.125;
+  // A sample above outlierAbove × the norm is evidence of a slowdown, not of a new norm: it counts
+  // as outlierAbove × the norm, 8× slower (a lasting change is still learnt, over minutes: +0.5 %
+  // of the norm per answer at the default threshold 5, ×10 in ~500 answers). Unclamped, the
+  // answers of a 30 s episode raised the norm by half, and a recovered instance looked slow.
+  if (x > outlierAbove * ref) { a *= 0.125; x = outlierAbove * ref; }
   return ref * (1 - a) + x * a;
 }
 
-/** The norm moves by at most 1/32 of the gap per sample. */
+/** The norm moves by at most 1/32 of the gap per sample (a running mean of the first 32). */
 export const REF_MIN_SAMPLES: f64 = 32;
+/** Answers before the norm judges one slow or normal (a mean of fewer is too noisy at sigma 1.1). */
+export const JUDGE_MIN_SAMPLES: f64 = 8;
 
 /**
  * The fusion rule (docs/inband.md), a pure function of one instance's state at `now`:
@@ -84,29 +113,45 @@ export const REF_MIN_SAMPLES: f64 = 32;
  *           have been answering (headers seen, not ended) / (2·eosRef) when above eosPeak -- current);
  *           eos* is the service sample (headers to end of stream, see done()); the cost is
  *           multiplied by slow/threshold above the threshold
- *   level = min(1, LEVEL_MARGIN·eosPeak / E[S]scraped) faded to 1 with levelTauMs, >= minLevel: fresh
- *           fast answers (at least LEVEL_MARGIN times as fast as the scrape says)
- *           correct a scrape that still remembers a slow episode
+ *   level = recovered (InbandTable.recovered): min(1, RECOVERED_MARGIN·calib·eosRef / E[S]scraped);
+ *           else, after RECOVERY_ANSWERS normal answers: min(1, LEVEL_MARGIN·eosPeak / E[S]scraped)
+ *           faded to 1 with levelTauMs; >= minLevel: fresh answers correct a scrape that still
+ *           remembers a slow episode
  *   error = 1 + errorWeight · e / (1 − e), e = max(own error rate, ORCA eps/rps), faded with errorTauMs
  *   factor = slow · level · error  (multiplies the scraped cost)
  */
 export function fuseFactor(p: InbandParams, now: f64,
   hdrPeak: f64, hdrRef: f64, hdrAt: f64, eosPeak: f64, eosRef: f64, eosAt: f64,
-  openAgeMs: f64, esScrapeMs: f64, err: f64, errAt: f64, orcaErr: f64, orcaAt: f64): f64 {
+  openAgeMs: f64, esScrapeMs: f64, err: f64, errAt: f64, orcaErr: f64, orcaAt: f64, recovered: bool = false,
+  normalRun: f64 = RECOVERY_ANSWERS, calib: f64 = 0): f64 {
   // Time to headers carries the queue ahead of the request, which the backlog term already prices:
   // in the slowdown it made loaded instances look slow (4 proxies at rho 0.95: 1.46x / 1.71x
   // LEAST_REQUEST instead of 1.0x / 1.26x, docs/inband.md). It is kept (hdr*), not priced.
-  let up: f64 = 1;
+  // Two kinds of evidence, each gated by slowdownThreshold and priced as ratio / threshold above
+  // it: the pair-minimum peak over the norm, and the age of requests still answering. Priced as
+  // the whole ratio, the false alarms of healthy instances (a pair above the gate: ~1 in 600 at
+  // lognormal sigma 1.1, every few seconds in an 8-instance fleet) cost them 5-7x for a second and
+  // sent their requests to the sick instance (measured: more requests to it during the episode).
+  let slow: f64 = 1;
   if (eosRef > 0 && eosPeak > 0) {
     const r = eosPeak / eosRef;
-    if (r > 1) up = Math.max(up, 1 + (r - 1) * decay(now, eosAt, p.tauMs));
+    const up = r > 1 ? 1 + (r - 1) * decay(now, eosAt, p.tauMs) : 1;
+    if (up > p.slowdownThreshold) slow = up / p.slowdownThreshold;
     // requests caught answering are length-biased: their mean age is E[S²]/(2·E[S]), ~1.7·E[S]
     // for the lognormal σ 1.1 of the benchmark -- so the age counts against twice the norm
-    if (openAgeMs > eosPeak) up = Math.max(up, openAgeMs / (2 * eosRef));
+    if (openAgeMs > eosPeak) {
+      const age = openAgeMs / (2 * eosRef);
+      if (age > p.slowdownThreshold && age / p.slowdownThreshold > slow) slow = age / p.slowdownThreshold;
+    }
   }
-  const slow = up > p.slowdownThreshold ? up / p.slowdownThreshold : 1;
   let level: f64 = 1;
-  if (esScrapeMs > 0 && eosPeak > 0 && LEVEL_MARGIN * eosPeak < esScrapeMs) {
+  const esNormal = eosRef * (calib > 0 ? calib : 1);
+  if (recovered && esScrapeMs > 0 && esNormal > 0 && RECOVERED_MARGIN * esNormal < esScrapeMs) {
+    // a slowdown this proxy saw has ended (recovered()): its fresh answers, not the scrape that
+    // still remembers the episode, set the level
+    level = RECOVERED_MARGIN * esNormal / esScrapeMs;
+    if (level < p.minLevel) level = p.minLevel;
+  } else if (normalRun >= <f64>RECOVERY_ANSWERS && esScrapeMs > 0 && eosPeak > 0 && LEVEL_MARGIN * eosPeak < esScrapeMs) {
     level = 1 + (LEVEL_MARGIN * eosPeak / esScrapeMs - 1) * decay(now, eosAt, p.levelTauMs);
     if (level < p.minLevel) level = p.minLevel;
   }
@@ -134,6 +179,19 @@ export class InbandTable {
   eosAt: Array<f64> = [];
   err: Array<f64> = [];
   errAt: Array<f64> = [];
+  /**
+   * Start time of the latest request whose answer was slow (pair minimum above slowdownThreshold ×
+   * norm; 0: none), normal answers in a row to requests started after it, and the latest start time
+   * of those: judged by when a request STARTED, so that the slow tail of requests sent during an
+   * episode does not hide a recovery, and normal answers during one do not fake it.
+   */
+  slowAt: Array<f64> = [];
+  normalRun: Array<f64> = [];
+  normalAt: Array<f64> = [];
+  /** Service samples seen, up to REF_MIN_SAMPLES (the norm is a running mean until then, and judges nothing). */
+  eosN: Array<f64> = [];
+  /** The clock of the last tick (fuseAll): what liftsSlow() judges by at a plan rebuild. */
+  nowMs: f64 = 0;
   /** Requests sent and still waiting for response headers: count and sum of their start times. */
   /** Requests answering (headers seen, not ended): count and sum of their header times. */
   openN: Array<i32> = [];
@@ -144,6 +202,13 @@ export class InbandTable {
   probeStreak: Array<i32> = [];
   /** From the scrape in force (rebuild): E[S], slots, scrape time. */
   esScrape: Array<f64> = [];
+  /**
+   * Scraped E[S] over the in-band norm while the instance is normal (an EWMA over scrapes, 0:
+   * none yet): what the scrape says for the answers this proxy calls normal. The service sample
+   * is not the agent's service time (it leaves out the time to first token, and the clock reads
+   * differ), so a recovered instance is priced at calib × its norm, not at its norm.
+   */
+  calib: Array<f64> = [];
   slots: Array<f64> = [];
   scrapeAt: Array<f64> = [];
   /** Latest ORCA report per slot (this VM's; not shared). */
@@ -168,10 +233,11 @@ export class InbandTable {
       this.hdrPeak.push(0); this.hdrRef.push(0); this.hdrAt.push(0); this.hdrPrev.push(0); this.eosPrev.push(0);
       this.eosPeak.push(0); this.eosRef.push(0); this.eosAt.push(0);
       this.err.push(0); this.errAt.push(0);
+      this.slowAt.push(0); this.normalRun.push(0); this.normalAt.push(0); this.eosN.push(0);
       this.lastSentMs.push(-Infinity);
       this.openN.push(0); this.openSum.push(0);
       this.probeUntil.push(-Infinity); this.probeStreak.push(0);
-      this.esScrape.push(0); this.slots.push(1); this.scrapeAt.push(-1);
+      this.esScrape.push(0); this.calib.push(0); this.slots.push(1); this.scrapeAt.push(-1);
       this.orcaAt.push(-Infinity); this.orcaErr.push(0); this.orcaUtil.push(NaN); this.orcaKv.push(NaN);
     }
     for (let s = 0; s < n && s < gens.length; s++) if (this.gen[s] != gens[s]) { this.clear(s); this.gen[s] = gens[s]; }
@@ -182,10 +248,11 @@ export class InbandTable {
     this.hdrPeak[s] = 0; this.hdrRef[s] = 0; this.hdrAt[s] = 0; this.hdrPrev[s] = 0; this.eosPrev[s] = 0;
     this.eosPeak[s] = 0; this.eosRef[s] = 0; this.eosAt[s] = 0;
     this.err[s] = 0; this.errAt[s] = 0;
+    this.slowAt[s] = 0; this.normalRun[s] = 0; this.normalAt[s] = 0; this.eosN[s] = 0;
     this.lastSentMs[s] = -Infinity;
     this.openN[s] = 0; this.openSum[s] = 0;
     this.probeUntil[s] = -Infinity; this.probeStreak[s] = 0;
-    this.esScrape[s] = 0; this.slots[s] = 1; this.scrapeAt[s] = -1;
+    this.esScrape[s] = 0; this.calib[s] = 0; this.slots[s] = 1; this.scrapeAt[s] = -1;
     this.orcaAt[s] = -Infinity; this.orcaErr[s] = 0; this.orcaUtil[s] = NaN; this.orcaKv[s] = NaN;
   }
 
@@ -195,6 +262,14 @@ export class InbandTable {
   /** The scrape in force for a slot (plan rebuild): an ORCA queue older than the scrape gives way to it. */
   onScrape(s: i32, scrapeAtMs: f64, esMs: f64, slots: f64): void {
     this.esScrape[s] = esMs;
+    // calibrate only on a normal instance: no slowdown seen within RECOVERY_MEMORY_MS (the scrape
+    // then still remembers it) and a settled norm
+    const ref = this.eosRef[s];
+    if (esMs > 0 && ref > 0 && this.eosN[s] >= REF_MIN_SAMPLES && (this.slowAt[s] == 0 || this.nowMs - this.slowAt[s] > RECOVERY_MEMORY_MS)) {
+      const r = esMs / ref;
+      const c = this.calib[s];
+      this.calib[s] = c > 0 ? c + (r - c) / CALIB_SCRAPES : r;
+    }
     this.slots[s] = slots >= 1 ? slots : 1;
     this.scrapeAt[s] = scrapeAtMs;
     if (this.orcaAt[s] <= scrapeAtMs) this.adj[s * ADJ_STRIDE + 1] = NaN;
@@ -257,11 +332,67 @@ export class InbandTable {
     const dt = t - this.eosAt[s];
     const p = this.paramsOf[s];
     const prev = this.eosPrev[s];
+    const y = prev > 0 && prev < x ? prev : x;
+    const ref = this.eosRef[s];
+    const n = this.eosN[s];
+    if (n >= JUDGE_MIN_SAMPLES) this.judge(s, t, start, x, y, ref, p);
+    if (n < REF_MIN_SAMPLES) this.eosN[s] = n + 1;
     this.eosPrev[s] = x;
-    this.eosPeak[s] = peakStep(this.eosPeak[s], prev > 0 && prev < x ? prev : x, dt, p.tauMs);
-    this.eosRef[s] = ewmaStep(this.eosRef[s], x, dt, p.refTauMs, p.slowdownThreshold);
+    this.eosPeak[s] = peakStep(this.eosPeak[s], y, dt, p.tauMs);
+    // while slow (a slowdown this proxy saw, no normal answer since) the answers belong to the
+    // episode, not to the norm: the 2-5x answers of an instance 10x slower raised the norm by a
+    // third over a 30 s episode, and its recovery then looked slow (feeding only the answers
+    // below NORMAL_RATIO × the norm ratcheted it down instead). A lasting change is still learnt
+    // from the answers that follow a normal one.
+    const slowNow = this.slowAt[s] > 0 && t - this.slowAt[s] <= RECOVERY_MEMORY_MS && this.normalRun[s] == 0;
+    if (!slowNow) this.eosRef[s] = ewmaStep(ref, x, dt, p.refTauMs, p.slowdownThreshold, n);
     this.eosAt[s] = t;
     this.fuse(s, t);
+  }
+
+  /**
+   * Slow or normal, against the norm before this answer, by the request's start time `start`: a
+   * slow pair (y = min(x, previous x) above slowdownThreshold × norm) moves slowAt to its start; a
+   * normal answer (x <= NORMAL_RATIO × norm) to a request started after slowAt counts, and ends the
+   * probe backoff (an instance that answers normally again is probed every idleMs until regular
+   * choices return to it); a slow answer (above slowdownThreshold × norm) to a request started
+   * after the latest normal one restarts the count, one in between (the heavy tail of a healthy
+   * instance: 1 answer in 8 is above twice its mean) neither counts nor restarts it.
+   */
+  private judge(s: i32, t: f64, start: f64, x: f64, y: f64, ref: f64, p: InbandParams): void {
+    if (!(ref > 0)) return;
+    const at = start > 0 ? start : 1;
+    // a slow pair starts an episode; within one (RECOVERY_MEMORY_MS after its last slow answer),
+    // one slow answer extends it (an instance priced out answers a probe every few seconds)
+    const sa = this.slowAt[s];
+    if (at > sa && (y > p.slowdownThreshold * ref || (sa > 0 && t - sa <= RECOVERY_MEMORY_MS && x > p.slowdownThreshold * ref))) this.slowAt[s] = at;
+    if (x <= NORMAL_RATIO * ref) {
+      if (at <= this.slowAt[s]) return;
+      if (this.normalRun[s] < 1e9) this.normalRun[s] += 1;
+      if (at > this.normalAt[s]) this.normalAt[s] = at;
+      this.probeStreak[s] = 0;
+      this.probeUntil[s] = -Infinity;
+    } else if (x > p.slowdownThreshold * ref && at >= this.normalAt[s]) this.normalRun[s] = 0;
+  }
+
+  /**
+   * Recovered: this proxy saw the instance slow within RECOVERY_MEMORY_MS, and its last
+   * RECOVERY_ANSWERS answers since were normal. Only a slowdown seen in-band counts: an instance
+   * the agent de-weights for a tail this proxy never saw keeps its verdict.
+   */
+  recovered(s: i32, now: f64): bool {
+    const at = this.slowAt[s];
+    return at > 0 && now - at <= RECOVERY_MEMORY_MS && this.normalRun[s] >= <f64>RECOVERY_ANSWERS && this.normalAt[s] > at;
+  }
+
+  /**
+   * Whether fresh answers overrule the agent's health de-weighting of the address in `slot`
+   * (generation `gen`) at a plan rebuild: recovered() by the last tick's clock, and no request
+   * answering for longer than a slowdown (the factor shows no slowness now).
+   */
+  liftsSlow(slot: i32, gen: u32): bool {
+    if (!this.valid(slot, gen)) return false;
+    return this.recovered(slot, this.nowMs) && unchecked(this.adj[slot * ADJ_STRIDE]) <= 1;
   }
 
   private error(s: i32, t: f64, isError: bool): void {
@@ -295,20 +426,25 @@ export class InbandTable {
   /** Recomputes slot s's factor at `now` (response path, and every tick for the decay and ages). */
   fuse(s: i32, now: f64): void {
     const m = this.openN[s];
-    const openAge = m > 0 ? now - this.openSum[s] / <f64>m : 0;
+    const recovered = this.recovered(s, now);
+    // once recovered, requests still answering that started (on average) before the latest
+    // normally answered one are the episode's slow tail: their age is no longer evidence
+    const meanHdr = m > 0 ? this.openSum[s] / <f64>m : 0;
+    const openAge = m > 0 && !(recovered && meanHdr < this.normalAt[s]) ? now - meanHdr : 0;
     this.adj[s * ADJ_STRIDE] = fuseFactor(this.paramsOf[s], now,
       this.hdrPeak[s], this.hdrRef[s], this.hdrAt[s], this.eosPeak[s], this.eosRef[s], this.eosAt[s],
-      openAge, this.esScrape[s], this.err[s], this.errAt[s], this.orcaErr[s], this.orcaAt[s]);
+      openAge, this.esScrape[s], this.err[s], this.errAt[s], this.orcaErr[s], this.orcaAt[s], recovered, this.normalRun[s], this.calib[s]);
   }
 
   /** Tick: every slot's factor at `now`. */
   fuseAll(now: f64): void {
+    this.nowMs = now;
     for (let s = 0; s < this.gen.length; s++) this.fuse(s, now);
   }
 
   // ---------------------------------------------------------------- sharing across worker VMs
-  // Document: u16 count, count × (u8 addrLen, addr, 12 × f64: hdrPeak, hdrRef, hdrAt, eosPeak,
-  // eosRef, eosAt, err, errAt, lastSentMs, probeUntil, hdrPrev, eosPrev). Every VM reads it, adopts per signal what
+  // Document: u16 count, count × (u8 addrLen, addr, 16 × f64: hdrPeak, hdrRef, hdrAt, eosPeak,
+  // eosRef, eosAt, err, errAt, lastSentMs, probeUntil, hdrPrev, eosPrev, slowAt, normalRun, normalAt, eosN). Every VM reads it, adopts per signal what
   // is newer than its own (by the sample time; the last send and the probe pacing: the later),
   // and writes back its merged table of the addresses it plans: bounded by the live fleet.
 
@@ -334,11 +470,17 @@ export class InbandTable {
         if (s < 0 || s >= this.gen.length) continue;
         const hAt = load<f64>(q + 16), eAt = load<f64>(q + 40), rAt = load<f64>(q + 56);
         if (hAt > this.hdrAt[s]) { this.hdrPeak[s] = load<f64>(q); this.hdrRef[s] = load<f64>(q + 8); this.hdrAt[s] = hAt; this.hdrPrev[s] = load<f64>(q + 80); }
+        if (eAt > this.eosAt[s]) { this.normalRun[s] = load<f64>(q + 104); this.normalAt[s] = load<f64>(q + 112); this.eosN[s] = load<f64>(q + 120); }
         if (eAt > this.eosAt[s]) { this.eosPeak[s] = load<f64>(q + 24); this.eosRef[s] = load<f64>(q + 32); this.eosAt[s] = eAt; this.eosPrev[s] = load<f64>(q + 88); }
         if (rAt > this.errAt[s]) { this.err[s] = load<f64>(q + 48); this.errAt[s] = rAt; }
+        const sa = load<f64>(q + 96);
+        if (sa > this.slowAt[s]) this.slowAt[s] = sa;
         const ls = load<f64>(q + 64), pu = load<f64>(q + 72);
         if (ls > this.lastSentMs[s]) this.lastSentMs[s] = ls;
-        if (pu > this.probeUntil[s]) this.probeUntil[s] = pu;
+        // probe pacing: the later wait wins, unless a normal answer came to a request sent at or
+        // after the sends it paces (the VM that saw the answer ended the backoff: judge())
+        if (pu > this.probeUntil[s] && ls > this.normalAt[s]) this.probeUntil[s] = pu;
+        if (this.normalAt[s] >= this.lastSentMs[s] && this.normalAt[s] > 0) { this.probeUntil[s] = -Infinity; this.probeStreak[s] = 0; }
       }
     }
     let count = 0;
@@ -366,6 +508,7 @@ export class InbandTable {
       store<f64>(q + 48, this.err[s]); store<f64>(q + 56, this.errAt[s]);
       store<f64>(q + 64, this.lastSentMs[s]); store<f64>(q + 72, this.probeUntil[s]);
       store<f64>(q + 80, this.hdrPrev[s]); store<f64>(q + 88, this.eosPrev[s]);
+      store<f64>(q + 96, this.slowAt[s]); store<f64>(q + 104, this.normalRun[s]); store<f64>(q + 112, this.normalAt[s]); store<f64>(q + 120, this.eosN[s]);
       off += 1 + len + ENTRY;
       written++;
     }
@@ -374,7 +517,7 @@ export class InbandTable {
 }
 
 /** Bytes per entry after the address in the shared document. */
-const ENTRY: i32 = 96;
+const ENTRY: i32 = 128;
 
 /**
  * Probe share (no absorbing state): every `every`-th request of a service may go to an eligible
@@ -385,6 +528,13 @@ export class Prober {
   countdown: i32 = 0;
   cursor: i32 = 0;
   constructor(public every: i32, public idleMs: f64) { this.countdown = every; }
+
+  /** The countdown to the next probe from a uniform draw u in [0, 1): 1 .. 2·every − 1 calls, mean `every`. */
+  rephase(u: f64): void {
+    if (this.every <= 0) return;
+    const k = 1 + <i32>Math.floor(u * <f64>(2 * this.every - 1));
+    this.countdown = k < 2 * this.every - 1 ? k : 2 * this.every - 1;
+  }
 
   /** True once every `every` calls (never when every <= 0). */
   @inline due(): bool {

@@ -13,7 +13,7 @@ import { Inflight } from "../lib/inflight";
 const STATUS = String.UTF8.encode(":status");
 const ORCA_HEADER = String.UTF8.encode("endpoint-load-metrics");
 const ORCA_BIN_HEADER = String.UTF8.encode("endpoint-load-metrics-bin");
-const INBAND_KEY = String.UTF8.encode("switchyard.inband.v1");
+const INBAND_KEY = String.UTF8.encode("switchyard.inband.v2"); // v2: 16 f64 per entry (v1: 12), lib/inband.ts merge()
 /** One report object per VM: the response path allocates no report. */
 const REPORT = new OrcaReport();
 

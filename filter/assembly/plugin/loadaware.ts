@@ -135,9 +135,11 @@ export class LoadAware {
       for (let j = 0; j < snap.instances.length; j++) {
         const inst = snap.instances[j];
         if (inst.service != sp.cfg.service) continue;
+        const slot = this.inflight.slotFor(inst.addr);
         const c = candidateFrom(inst, sp.cfg.model, <f64>sp.cfg.stalenessMs, <f64>snap.generatedAtMs,
-          linkDegraded(cfg, snap, stale, inst.peer), linkRttMs(snap, inst.peer));
-        c.slot = this.inflight.slotFor(inst.addr);
+          linkDegraded(cfg, snap, stale, inst.peer), linkRttMs(snap, inst.peer),
+          sp.inbandOn && this.inband.liftsSlow(slot, unchecked(this.inflight.gen[slot])));
+        c.slot = slot;
         c.inflightAtSnapshot = this.inflight.rebase(c.slot, c.scrapeAtMs);
         cands.push(c);
       }

@@ -3,7 +3,7 @@
 import { InstanceState } from "../snapshot";
 import { SKIP_NONE } from "./skip";
 import { staticSkip } from "./filter-static";
-import { healthScore, weightFor } from "./scorer-health";
+import { healthWeight } from "./scorer-health";
 import { baseWaitMs } from "./scorer-wait";
 
 export class Candidate {
@@ -33,14 +33,17 @@ export class Candidate {
  * Static, per-snapshot parts of one instance. linkRttMs is the measured round trip to the
  * instance's cloud (0 for local instances): a remote instance must be that much faster.
  * Numbers that cannot be priced leave every field finite and the candidate skipped.
+ * `recovered`: this proxy's fresh answers say a slowdown it saw has ended (InbandTable.liftsSlow),
+ * so the health weight from the agent's P99 window -- which still holds the episode's
+ * completions -- is not applied (scorer-health.ts healthWeight).
  */
 export function candidateFrom(s: InstanceState, model: i32, stalenessMs: f64, generatedAtMs: f64, linkDegraded: bool,
-  linkRttMs: f64 = 0): Candidate {
+  linkRttMs: f64 = 0, recovered: bool = false): Candidate {
   const c = new Candidate();
   c.addr = s.addr;
   c.addrBytes = String.UTF8.encode(s.addr);
   c.peer = s.peer;
-  c.weight = weightFor(healthScore(<f64>s.p99Ms, <f64>s.baselineP99Ms));
+  c.weight = healthWeight(<f64>s.p99Ms, <f64>s.baselineP99Ms, recovered);
   c.skip = staticSkip(s, linkDegraded, c.weight);
   const ok = c.skip == SKIP_NONE;
   // f32 on the wire: thresholds are compared in f32 (0.95 is 0.949999988 as f64).

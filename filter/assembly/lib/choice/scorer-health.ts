@@ -14,3 +14,14 @@ export function weightFor(score: f64): f64 {
   if (score >= 0.5) return score;
   return 0;
 }
+
+/**
+ * The health weight of an instance: weightFor(healthScore(p99, baseline)), or 1 when in-band
+ * evidence of recovery overrides the P99 verdict (`recovered`: InbandTable.liftsSlow). The agent's
+ * P99 window keeps an episode's slow completions for its whole length after the last one, and an
+ * instance priced out gets too few new completions to outweigh them; fresh normal answers after a
+ * slowdown this proxy saw itself are the better evidence.
+ */
+export function healthWeight(p99Ms: f64, baselineMs: f64, recovered: bool): f64 {
+  return recovered ? 1 : weightFor(healthScore(p99Ms, baselineMs));
+}

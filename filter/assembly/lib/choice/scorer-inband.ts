@@ -26,13 +26,31 @@ import { SKIP_NONE, SKIP_SLOW } from "./skip";
  * exactly what fresh answers must correct), not stale, with a free slot by our estimate, that
  * this VM has sent nothing to for prober.idleMs (and past its probe backoff); -1 if none.
  * Round-robin from the prober's cursor, so repeated probes visit every idle instance;
- * O(candidates), once per prober.every requests.
+ * O(candidates), once per prober.every requests on average.
  */
-export function probePick(plan: Plan, table: InbandTable, prober: Prober, inflightP: usize, nowMs: f64, _rng: Rng): i32 {
+/** Base price (E[S] part, times the in-band factor) over the cheapest from which an instance counts as priced out. */
+export const PRICED_OUT: f64 = 2;
+
+export function probePick(plan: Plan, table: InbandTable, prober: Prober, inflightP: usize, nowMs: f64, rng: Rng): i32 {
+  // the next probe comes after 1 .. 2·every − 1 requests (mean: every): worker VMs that take
+  // requests in turn would otherwise all probe the same idle instance at the same moment, before
+  // the tick shares their last sends
+  prober.rephase(rng.next());
   const m = plan.n;
   if (m < 2) return -1;
   const since = nowMs - prober.idleMs;
   const slotP = ptr(plan.slot), staleP = ptr(plan.staleAtMs), qP = ptr(plan.qAdj), slotsP = ptr(plan.slots), skipP = ptr(plan.skip);
+  const bwP = ptr(plan.bw);
+  const adjP = table.adj.dataStart;
+  const n = table.size();
+  // the cheapest load-independent price: only instances priced well above it are probed
+  let minBase = Infinity;
+  for (let i = 0; i < m; i++) {
+    if (i32At(skipP, i) != SKIP_NONE) continue;
+    const slot = i32At(slotP, i);
+    const c = f64At(bwP, i) * (slot < n ? inbandFactor(adjP, slot) : 1.0);
+    if (c < minBase) minBase = c;
+  }
   for (let k = 0; k < m; k++) {
     const e = (prober.cursor + k) % m;
     const i = e;
@@ -41,6 +59,10 @@ export function probePick(plan: Plan, table: InbandTable, prober: Prober, inflig
     const slot = i32At(slotP, i);
     if (slot >= table.size() || nowMs >= f64At(staleP, i)) continue;
     if (unchecked(table.lastSentMs[slot]) > since || nowMs < unchecked(table.probeUntil[slot])) continue;
+    // priced out: skipped as slow, or its base price PRICED_OUT times the cheapest. An instance
+    // merely loaded (several proxies at rho 0.95: each sees it idle from its own traffic) is
+    // priced by its queue and needs no probe -- probing it cost 4 proxies 10-20 % of their P99
+    if (skip == SKIP_NONE && f64At(bwP, i) * inbandFactor(adjP, slot) < PRICED_OUT * minBase) continue;
     const b = f64At(qP, i) + <f64>i32At(inflightP, slot);
     if (b >= f64At(slotsP, i)) continue;
     prober.cursor = (e + 1) % m;
