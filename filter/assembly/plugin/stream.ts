@@ -22,7 +22,7 @@ import {
   Context, RootContext, FilterHeadersStatusValues, FilterDataStatusValues, send_local_response, HeaderPair, GrpcStatusValues,
 } from "@solo-io/proxy-runtime/assembly";
 import {
-  getHeader, replaceHeader, removeHeader, MAP_REQUEST_HEADERS, MAP_RESPONSE_HEADERS,
+  getHeader, replaceHeader, removeHeader, peekHeader, Peek, MAP_REQUEST_HEADERS, MAP_RESPONSE_HEADERS,
 } from "../abi/host";
 import { STATUS_DEGRADED, ALL_INELIGIBLE_REJECT } from "../lib/config";
 import { pick, Pick } from "../lib/choose";
@@ -35,6 +35,8 @@ import { probePick } from "../lib/choice/scorer-inband";
 import { clockMs, recordHeaders, stripOrcaHeaders } from "./inband";
 
 const AUTHORITY_KEY = String.UTF8.encode(":authority");
+/** Header values the request path only looks at (abi/host.ts peekHeader): one per VM, callbacks never nest. */
+const PEEK = new Peek();
 
 export class SwitchyardStream extends Context {
   /** In-flight hold (slot and generation, lib/inflight.ts) of the chosen instance. */
@@ -62,10 +64,15 @@ export class SwitchyardStream extends Context {
   onRequestHeaders(_n: u32, _endOfStream: bool): FilterHeadersStatusValues {
     const v = this.view;
     if (v == null) return FilterHeadersStatusValues.Continue;
-    const authority = getHeader(MAP_REQUEST_HEADERS, AUTHORITY_KEY);
-    const route = authority == null ? -1 : v.routes.match(authority);
-
-    const ri = authority == null ? -1 : v.rules.match(authority);
+    const au = PEEK;
+    let route = -1;
+    let ri = -1;
+    if (peekHeader(MAP_REQUEST_HEADERS, AUTHORITY_KEY, au)) {
+      v.matchAuthority(au.ptr, au.len);
+      route = v.matchedRoute;
+      ri = v.matchedRule;
+      au.buf = null;
+    }
     let written: i32 = -1;
     let ruleStatus: i32 = NOT_LINKED;
     if (ri >= 0) {
@@ -123,7 +130,8 @@ export class SwitchyardStream extends Context {
       if (status == STATUS_DEGRADED) m.decisionDegraded.add(1); else m.decisionNormal.add(1);
       if (unchecked(v.linkFailMode[route])) m.failMode.add(1);
     } else if (v.stripUnmatched) {
-      if (getHeader(MAP_REQUEST_HEADERS, v.linkHeader) != null) {
+      if (peekHeader(MAP_REQUEST_HEADERS, v.linkHeader, PEEK)) {
+        PEEK.buf = null;
         removeHeader(MAP_REQUEST_HEADERS, v.linkHeader);
         v.metrics.headerStripped.add(1);
       }
