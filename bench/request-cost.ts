@@ -4,7 +4,10 @@
 //
 //   tsx bench/request-cost.ts [--rounds 30] [--batch 2000] [--quick]
 //
-// --quick: 8 rounds, and only the synchronous per-request table (no adoption or async sections).
+// --quick: 8 rounds, and only the synchronous per-request tables (no adoption or async sections).
+// Every batch is timed in wall time and in process CPU time (the figure to quote on a shared
+// machine); the request and response sides are also timed apart (time inside the filter's
+// callbacks), and the link and load-aware requests run again with realistic header maps.
 // Variants: no-op; Switchyard link status (matched authority / unmatched authority); with a rule
 // decision in force (route, split by x-request-id) on the same authority;
 // Switchyard load-aware choice with 16, 64 and 256 instances; and the seed's uncached design

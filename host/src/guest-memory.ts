@@ -7,6 +7,8 @@ import { lowerAscii as lowerAscii_ } from './header-map';
 
 const lowerAscii = lowerAscii_;
 
+const PTR_MEMO_MASK = 1023;
+
 export interface WAMemory { readonly buffer: ArrayBuffer }
 
 /** Guest strings up to this length go through WasmVm's decode cache (longer ones are decoded). */
@@ -31,6 +33,9 @@ export abstract class GuestMemory {
   private readonly strCacheLen = new Int32Array(STR_CACHE_MASK + 1).fill(-1);
   private readonly strCacheBytes = Buffer.alloc((STR_CACHE_MASK + 1) * STR_CACHE_MAX_LEN);
   private readonly strCacheView = new DataView(this.strCacheBytes.buffer, this.strCacheBytes.byteOffset, this.strCacheBytes.length);
+  /** Address → the slot last found for it (PTR_MEMO_MASK + 1 entries; -1: none). */
+  private readonly ptrMemoAt = new Int32Array(PTR_MEMO_MASK + 1).fill(-1);
+  private readonly ptrMemoSlot = new Int32Array(PTR_MEMO_MASK + 1);
   /** The same bytes as words (Buffer.alloc of this size is a fresh, aligned ArrayBuffer). */
   private readonly strCacheWords = new Int32Array(this.strCacheBytes.buffer, this.strCacheBytes.byteOffset, this.strCacheBytes.length >> 2);
 
@@ -96,6 +101,13 @@ export abstract class GuestMemory {
    */
   private strSlot(m: Buffer, ptr: number, size: number): number {
     const end = ptr + size;
+    // A guest passes its constant names and values from the same addresses on every request: the
+    // slot last found for this address is tried first (the comparison still decides).
+    const pi = ((ptr >>> 2) ^ (ptr >>> 13)) & PTR_MEMO_MASK;
+    if (this.ptrMemoAt[pi] === ptr) {
+      const s = this.ptrMemoSlot[pi];
+      if (this.strCacheLen[s] === size && this.sameBytes(m, ptr, size, s * STR_CACHE_MAX_LEN)) return s;
+    }
     // Slot from a hash of every byte (strings that differ in one digit, like the addresses of a
     // fleet, must not share a slot); the full comparison below decides.
     let h = size;
@@ -117,6 +129,8 @@ export abstract class GuestMemory {
     h = Math.imul(h, 0x85ebca6b);
     h ^= h >>> 13;
     const slot = (h ^ (h >>> 12)) & STR_CACHE_MASK;
+    this.ptrMemoAt[pi] = ptr;
+    this.ptrMemoSlot[pi] = slot;
     if (this.strCacheLen[slot] === size && this.sameBytes(m, ptr, size, slot * STR_CACHE_MAX_LEN)) return slot;
     this.strCache[slot] = size === 0 ? '' : m.toString('latin1', ptr, end);
     this.strCacheLower[slot] = null;

@@ -16,8 +16,11 @@
 //  in-band learning (plugin/inband.ts, docs/inband.md): the chosen instance's slot, generation and
 //  start time are kept; response headers and end of stream feed the per-instance estimates, and
 //  the ORCA headers are read and stripped.
-// No decoding of agent data on this path; one clock read per chosen request (in-band on), since the
-// tick's clock is refreshMs coarse.
+// No decoding of agent data on this path. In-band on: one clock read per stream phase (choice,
+// response headers, end of stream), since the tick's clock is refreshMs coarse. Values only looked
+// at (:authority, :status, a client's link-status copy) are read into the scratch area
+// (abi/host.ts peekHeader): no object per request for them; an authority equal to the last one
+// seen is not matched again (RequestView.matchAuthority).
 import {
   Context, RootContext, FilterHeadersStatusValues, FilterDataStatusValues, send_local_response, HeaderPair, GrpcStatusValues,
 } from "@solo-io/proxy-runtime/assembly";
@@ -211,10 +214,11 @@ export class SwitchyardStream extends Context {
   onResponseHeaders(_n: u32, _endOfStream: bool): FilterHeadersStatusValues {
     const v = this.view;
     if (v == null) return FilterHeadersStatusValues.Continue;
+    // (null tests by address: `!= null` on a string is a call to String.__ne)
     let d = this.debug;
     const rd = this.ruleDebug;
-    if (rd != null) d = d == null ? rd : d + "; " + rd;
-    if (d != null) replaceHeader(MAP_RESPONSE_HEADERS, v.debugHeader, String.UTF8.encode(d));
+    if (changetype<usize>(rd) != 0) d = changetype<usize>(d) == 0 ? rd : d! + "; " + rd!;
+    if (changetype<usize>(d) != 0) replaceHeader(MAP_RESPONSE_HEADERS, v.debugHeader, String.UTF8.encode(d!));
     else removeHeader(MAP_RESPONSE_HEADERS, v.debugHeader);
     const rh = v.routeHeaders;
     for (let i = 0; i < rh.length; i++) removeHeader(MAP_RESPONSE_HEADERS, unchecked(rh[i]));
