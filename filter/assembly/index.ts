@@ -2,6 +2,8 @@
 // Nothing may call the host at top level: Envoy runs this module's start code before any context
 // exists and a host call there makes instantiation fail. Only register the root context factory.
 export * from "@solo-io/proxy-runtime/assembly/proxy";
+// the host's allocator (replaces the SDK's malloc: one scratch area for header reads, abi/scratch.ts)
+export { malloc } from "./abi/scratch";
 import { RootContext, registerRootContext } from "@solo-io/proxy-runtime/assembly";
 import { SwitchyardRoot } from "./plugin/root";
 

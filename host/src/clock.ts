@@ -14,6 +14,11 @@ export interface Clock {
   nowNs(): bigint;
   /** Monotonic ns (clock_time_get(monotonic)). */
   monoNs(): bigint;
+  /**
+   * nowNs() as a number when that is exact (a non-negative integer double; -1 otherwise): the
+   * request path's clock read writes it without BigInt arithmetic. Optional.
+   */
+  nowNsNumber?(): number;
   /** Runs fn after delayMs (>= 0). */
   setTimer(delayMs: number, fn: () => void): TimerHandle;
   /** Runs fn soon, never re-entrantly (Envoy's dispatcher.post). */
@@ -100,6 +105,11 @@ export class ManualClock implements Clock {
   }
   nowNs(): bigint {
     return BigInt(Math.round(this.now * 1e6));
+  }
+  nowNsNumber(): number {
+    // BigInt(x) of an integer double is exact: the same value as nowNs()
+    const x = Math.round(this.now * 1e6);
+    return x >= 0 ? x : -1;
   }
   monoNs(): bigint {
     return this.nowNs();

@@ -10,25 +10,51 @@ export const PAIRS_MAX_COUNT = 1024;
 
 export function pairsSize(pairs: readonly Pair[]): number {
   let size = 4;
-  for (const [k, v] of pairs) size += 8 + k.length + 1 + v.length + 1;
+  for (let i = 0; i < pairs.length; i++) {
+    const e = pairs[i];
+    size += 10 + e[0].length + e[1].length;
+  }
   return size;
 }
 
-/** Serializes into `out` at `off` (which must have pairsSize(pairs) bytes). */
+/** Strings up to this length are copied code unit by code unit (a Buffer#write call costs more). */
+const SHORT = 64;
+
+/**
+ * Serializes into `out` at `off` (which must have pairsSize(pairs) bytes). Strings are latin1:
+ * each UTF-16 code unit keeps its low byte, as Buffer#write(…, 'latin1') does.
+ */
 export function writePairs(pairs: readonly Pair[], out: Buffer, off: number): void {
-  out.writeUInt32LE(pairs.length, off);
+  const n = pairs.length;
+  putU32(out, off, n);
   let p = off + 4;
-  for (const [k, v] of pairs) {
-    out.writeUInt32LE(k.length, p);
-    out.writeUInt32LE(v.length, p + 4);
+  for (let i = 0; i < n; i++) {
+    const e = pairs[i];
+    putU32(out, p, e[0].length);
+    putU32(out, p + 4, e[1].length);
     p += 8;
   }
-  for (const [k, v] of pairs) {
-    p += out.write(k, p, 'latin1');
+  for (let i = 0; i < n; i++) {
+    const e = pairs[i];
+    p = putLatin1(out, p, e[0]);
     out[p++] = 0;
-    p += out.write(v, p, 'latin1');
+    p = putLatin1(out, p, e[1]);
     out[p++] = 0;
   }
+}
+
+function putU32(out: Buffer, p: number, v: number): void {
+  out[p] = v;
+  out[p + 1] = v >>> 8;
+  out[p + 2] = v >>> 16;
+  out[p + 3] = v >>> 24;
+}
+
+function putLatin1(out: Buffer, p: number, s: string): number {
+  const n = s.length;
+  if (n > SHORT) return p + out.write(s, p, 'latin1');
+  for (let i = 0; i < n; i++) out[p + i] = s.charCodeAt(i);
+  return p + n;
 }
 
 export function serializePairs(pairs: readonly Pair[]): Buffer {

@@ -3,6 +3,7 @@
 // everything that returns data goes through these instead. Values the host returns are
 // allocated through our exported `malloc` (pinned); take() adopts and unpins them.
 import * as imports from "@solo-io/proxy-runtime/assembly/imports";
+import { SCRATCH, armScratch, disarmScratch } from "./scratch";
 
 export const OK: u32 = 0;
 export const NOT_FOUND: u32 = 1;
@@ -104,6 +105,38 @@ export function getHeader(map: u32, key: ArrayBuffer): ArrayBuffer | null {
   const r = imports.proxy_get_header_map_value(map, changetype<usize>(key), key.byteLength, OUT_PTR, OUT_SIZE);
   if (r != OK) return null;
   return take();
+}
+
+/**
+ * A header value read only to be looked at: `len` bytes at `ptr` (in the scratch area, so valid
+ * until the next peek, or in `buf` when longer than the scratch area). No object is allocated for
+ * a value that fits: the host's malloc call lands in the scratch area (abi/scratch.ts).
+ */
+export class Peek {
+  ptr: usize = 0;
+  len: i32 = 0;
+  /** Keeps a value too long for the scratch area alive. */
+  buf: ArrayBuffer | null = null;
+}
+
+/** proxy_get_header_map_value into `out`; false when the header is absent (or the host refused). */
+export function peekHeader(map: u32, key: ArrayBuffer, out: Peek): bool {
+  resetOut();
+  armScratch();
+  const r = imports.proxy_get_header_map_value(map, changetype<usize>(key), key.byteLength, OUT_PTR, OUT_SIZE);
+  disarmScratch();
+  if (r != OK) return false;
+  const ptr = load<usize>(OUT_PTR);
+  out.len = <i32>load<usize>(OUT_SIZE);
+  if (ptr == SCRATCH || ptr == 0) {
+    out.ptr = ptr;
+    out.buf = null;
+  } else {
+    const b = take();
+    out.buf = b;
+    out.ptr = changetype<usize>(b);
+  }
+  return true;
 }
 
 export function replaceHeader(map: u32, key: ArrayBuffer, value: ArrayBuffer): u32 {

@@ -5,12 +5,14 @@ import { InbandConfig } from "../lib/config";
 import { InbandParams, InbandTable } from "../lib/inband";
 import { OrcaReport, parseOrcaHeader, parseOrcaBinary } from "../lib/orca";
 import {
-  defineMetric, incrementMetric, METRIC_COUNTER, getHeader, removeHeader, MAP_RESPONSE_HEADERS, nowNanos,
+  defineMetric, incrementMetric, METRIC_COUNTER, getHeader, removeHeader, peekHeader, Peek, MAP_RESPONSE_HEADERS, nowNanos,
   getSharedData, setSharedData, CAS_MISMATCH,
 } from "../abi/host";
 import { Inflight } from "../lib/inflight";
 
 const STATUS = String.UTF8.encode(":status");
+/** :status is only looked at: read into the scratch area (abi/host.ts peekHeader), no allocation. */
+const STATUS_PEEK = new Peek();
 const ORCA_HEADER = String.UTF8.encode("endpoint-load-metrics");
 const ORCA_BIN_HEADER = String.UTF8.encode("endpoint-load-metrics-bin");
 const INBAND_KEY = String.UTF8.encode("switchyard.inband.v2"); // v2: 16 f64 per entry (v1: 12), lib/inband.ts merge()
@@ -47,9 +49,11 @@ export class InbandCounters {
 
 /** The numeric :status of the response headers (0 if absent or not 3 digits). */
 export function responseStatus(): i32 {
-  const v = getHeader(MAP_RESPONSE_HEADERS, STATUS);
-  if (v == null || v.byteLength != 3) return 0;
-  const p = changetype<usize>(v);
+  const v = STATUS_PEEK;
+  if (!peekHeader(MAP_RESPONSE_HEADERS, STATUS, v)) return 0;
+  v.buf = null;
+  if (v.len != 3) return 0;
+  const p = v.ptr;
   let s = 0;
   for (let i = 0; i < 3; i++) {
     const c = <i32>load<u8>(p + <usize>i) - 0x30;

@@ -16,13 +16,16 @@
 //  in-band learning (plugin/inband.ts, docs/inband.md): the chosen instance's slot, generation and
 //  start time are kept; response headers and end of stream feed the per-instance estimates, and
 //  the ORCA headers are read and stripped.
-// No decoding of agent data on this path; one clock read per chosen request (in-band on), since the
-// tick's clock is refreshMs coarse.
+// No decoding of agent data on this path. In-band on: one clock read per stream phase (choice,
+// response headers, end of stream), since the tick's clock is refreshMs coarse. Values only looked
+// at (:authority, :status, a client's link-status copy) are read into the scratch area
+// (abi/host.ts peekHeader): no object per request for them; an authority equal to the last one
+// seen is not matched again (RequestView.matchAuthority).
 import {
   Context, RootContext, FilterHeadersStatusValues, FilterDataStatusValues, send_local_response, HeaderPair, GrpcStatusValues,
 } from "@solo-io/proxy-runtime/assembly";
 import {
-  getHeader, replaceHeader, removeHeader, MAP_REQUEST_HEADERS, MAP_RESPONSE_HEADERS,
+  getHeader, replaceHeader, removeHeader, peekHeader, Peek, MAP_REQUEST_HEADERS, MAP_RESPONSE_HEADERS,
 } from "../abi/host";
 import { STATUS_DEGRADED, ALL_INELIGIBLE_REJECT } from "../lib/config";
 import { pick, Pick } from "../lib/choose";
@@ -35,6 +38,8 @@ import { probePick } from "../lib/choice/scorer-inband";
 import { clockMs, recordHeaders, stripOrcaHeaders } from "./inband";
 
 const AUTHORITY_KEY = String.UTF8.encode(":authority");
+/** Header values the request path only looks at (abi/host.ts peekHeader): one per VM, callbacks never nest. */
+const PEEK = new Peek();
 
 export class SwitchyardStream extends Context {
   /** In-flight hold (slot and generation, lib/inflight.ts) of the chosen instance. */
@@ -62,10 +67,15 @@ export class SwitchyardStream extends Context {
   onRequestHeaders(_n: u32, _endOfStream: bool): FilterHeadersStatusValues {
     const v = this.view;
     if (v == null) return FilterHeadersStatusValues.Continue;
-    const authority = getHeader(MAP_REQUEST_HEADERS, AUTHORITY_KEY);
-    const route = authority == null ? -1 : v.routes.match(authority);
-
-    const ri = authority == null ? -1 : v.rules.match(authority);
+    const au = PEEK;
+    let route = -1;
+    let ri = -1;
+    if (peekHeader(MAP_REQUEST_HEADERS, AUTHORITY_KEY, au)) {
+      v.matchAuthority(au.ptr, au.len);
+      route = v.matchedRoute;
+      ri = v.matchedRule;
+      au.buf = null;
+    }
     let written: i32 = -1;
     let ruleStatus: i32 = NOT_LINKED;
     if (ri >= 0) {
@@ -123,7 +133,8 @@ export class SwitchyardStream extends Context {
       if (status == STATUS_DEGRADED) m.decisionDegraded.add(1); else m.decisionNormal.add(1);
       if (unchecked(v.linkFailMode[route])) m.failMode.add(1);
     } else if (v.stripUnmatched) {
-      if (getHeader(MAP_REQUEST_HEADERS, v.linkHeader) != null) {
+      if (peekHeader(MAP_REQUEST_HEADERS, v.linkHeader, PEEK)) {
+        PEEK.buf = null;
         removeHeader(MAP_REQUEST_HEADERS, v.linkHeader);
         v.metrics.headerStripped.add(1);
       }
@@ -203,10 +214,11 @@ export class SwitchyardStream extends Context {
   onResponseHeaders(_n: u32, _endOfStream: bool): FilterHeadersStatusValues {
     const v = this.view;
     if (v == null) return FilterHeadersStatusValues.Continue;
+    // (null tests by address: `!= null` on a string is a call to String.__ne)
     let d = this.debug;
     const rd = this.ruleDebug;
-    if (rd != null) d = d == null ? rd : d + "; " + rd;
-    if (d != null) replaceHeader(MAP_RESPONSE_HEADERS, v.debugHeader, String.UTF8.encode(d));
+    if (changetype<usize>(rd) != 0) d = changetype<usize>(d) == 0 ? rd : d! + "; " + rd!;
+    if (changetype<usize>(d) != 0) replaceHeader(MAP_RESPONSE_HEADERS, v.debugHeader, String.UTF8.encode(d!));
     else removeHeader(MAP_RESPONSE_HEADERS, v.debugHeader);
     const rh = v.routeHeaders;
     for (let i = 0; i < rh.length; i++) removeHeader(MAP_RESPONSE_HEADERS, unchecked(rh[i]));

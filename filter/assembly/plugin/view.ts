@@ -52,6 +52,19 @@ export class RequestView {
   /** set → the refusal last logged for it (logged once per distinct refusal) */
   private refusalLogged: Map<string, string> = new Map();
 
+  /**
+   * The last :authority seen and what it matched: most requests on a worker repeat the authority
+   * of the one before, and then neither copy nor match it again. Valid for the rules plan it was
+   * matched against (routes never change within a view).
+   */
+  private lastAuthority: ArrayBuffer = new ArrayBuffer(0);
+  private lastRules: RulesPlan | null = null;
+  private lastRoute: i32 = -1;
+  private lastRule: i32 = -1;
+  /** matchAuthority's answers: the route (routes.match) and the rule decision (rules.match), -1 for none. */
+  matchedRoute: i32 = -1;
+  matchedRule: i32 = -1;
+
   /** Time of the last tick (ms): the request path's clock, so it makes no host call for time. */
   nowMs: f64 = 0;
 
@@ -71,6 +84,24 @@ export class RequestView {
     this.debugHeader = String.UTF8.encode(cfg.loadAware.debugHeader);
     for (let i = 0; i < cfg.rules.routeHeaders.length; i++) this.routeHeaders.push(String.UTF8.encode(cfg.rules.routeHeaders[i]));
     this.rulesDebug = cfg.rules.debug;
+  }
+
+  /** Matches the authority whose `len` bytes are at `p` into matchedRoute / matchedRule. */
+  matchAuthority(p: usize, len: i32): void {
+    const last = this.lastAuthority;
+    if (this.lastRules === this.rules && last.byteLength == len && memory.compare(changetype<usize>(last), p, <usize>len) == 0) {
+      this.matchedRoute = this.lastRoute;
+      this.matchedRule = this.lastRule;
+      return;
+    }
+    const raw = new ArrayBuffer(len);
+    memory.copy(changetype<usize>(raw), p, <usize>len);
+    const route = this.routes.match(raw);
+    const rule = this.rules.match(raw);
+    this.lastAuthority = raw;
+    this.lastRules = this.rules;
+    this.matchedRoute = this.lastRoute = route;
+    this.matchedRule = this.lastRule = rule;
   }
 
   /**

@@ -11,8 +11,12 @@ const METRIC_TYPE_MAX = METRIC_TYPE_MAX_;
 
 export function registerTimersAndMetrics(vm: WasmVm, env: Register): void {
   const o = vm.owner;
+  const clock = o.clock;
+  const asNumber = clock.nowNsNumber ? clock.nowNsNumber.bind(clock) : null;
   env('proxy_get_current_time_nanoseconds', (ptr: number) => {
-    return vm.setU64(ptr, o.clock.nowNs()) ? WasmResult.Ok : WasmResult.InvalidMemoryAccess;
+    const n = asNumber === null ? -1 : asNumber();
+    const ok = n >= 0 && n < 18446744073709551616 ? vm.setU64Number(ptr, n) : vm.setU64(ptr, clock.nowNs());
+    return ok ? WasmResult.Ok : WasmResult.InvalidMemoryAccess;
   });
   env('proxy_set_tick_period_milliseconds', (period: number) => {
     vm.setTickPeriod(vm.ctx().rootContext.id, period >>> 0);
