@@ -78,11 +78,24 @@ function chooseAs(modules: string[]): ReturnType<typeof generateMutants> {
 async function runAs(): Promise<void> {
   const modules = [...listTs('filter/assembly/lib'), ...listTs('filter/assembly/plugin')].filter(selected);
   const chosen = chooseAs(modules);
+  // Results of modules not in this run (e.g. `--only plugin/` after a lib run) are kept; with
+  // --add or --survivors those of the run's modules too, a mutant run again replacing its old result.
+  // Saved after every mutant, so an interrupted run keeps what it measured.
+  const last = readAs();
+  const ran = new Set(modules);
+  const merge = has('add') || has('survivors');
+  const run = { seed, perModule: has('survivors') ? 0 : perModule, only: `${has('survivors') ? 'survivors ' : ''}${only.join(',')}`, at: new Date().toISOString() };
+  const results: MutantResult[] = [];
+  const save = (): void => {
+    const now = new Set(results.map((r) => r.id));
+    const kept = last.results.filter((r) => (merge ? !now.has(r.id) : !ran.has(r.file)));
+    fs.mkdirSync(REPORTS, { recursive: true });
+    fs.writeFileSync(AS_FILE, JSON.stringify({ runs: [...(last.runs ?? []), run], results: [...kept, ...results] }, null, 1));
+  };
   const dir = prepareCopy(ROOT);
   const interrupted = (): void => { killActive(); fs.rmSync(dir, { recursive: true, force: true }); process.exit(130); };
   process.once('SIGINT', interrupted).once('SIGTERM', interrupted);
   const started = Date.now();
-  const results: MutantResult[] = [];
   try {
     const plans = chosen.map((m) => ({ m, tests: testsFor(dir, m) }));
     const specs = new Set(plans.flatMap((p) => p.tests.specs));
@@ -95,21 +108,13 @@ async function runAs(): Promise<void> {
       if (!p.tests.specs.length && !p.tests.nodeTests.length) { console.log(`AS: no test mapped to ${p.m.file}`); continue; }
       const r = await runMutant(dir, p.m, p.tests);
       results.push(r);
+      save();
       console.log(`  ${r.outcome.padEnd(13)} ${r.file}:${r.line} ${r.operator} (${(r.ms / 1000).toFixed(1)} s${r.by ? `, ${r.by}` : ''})`);
     }
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }
-  // Results of modules not in this run (e.g. `--only plugin/` after a lib run) are kept; with
-  // --add or --survivors those of the run's modules too, a mutant run again replacing its old result.
-  fs.mkdirSync(REPORTS, { recursive: true });
-  const last = readAs();
-  const ran = new Set(modules);
-  const merge = has('add') || has('survivors');
-  const now = new Set(results.map((r) => r.id));
-  const kept = last.results.filter((r) => (merge ? !now.has(r.id) : !ran.has(r.file)));
-  const runs = [...(last.runs ?? []), { seed, perModule: has('survivors') ? 0 : perModule, only: has('survivors') ? `survivors ${only.join(',')}` : only.join(','), at: new Date().toISOString() }];
-  fs.writeFileSync(AS_FILE, JSON.stringify({ runs, results: [...kept, ...results] }, null, 1));
+  save();
 }
 
 // ---------------------------------------------------------------- TypeScript (Stryker)
