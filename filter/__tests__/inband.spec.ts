@@ -186,6 +186,35 @@ describe("probe share (no absorbing state)", () => {
   });
 });
 
+describe("in-band boundaries", () => {
+  it("a 500 is an error, a 499 is an answer", () => {
+    const f = new Fixture(80, 0, 80, 0);
+    f.answer(0, 0, 2, 2, 499);
+    expect(f.table.errors).toBe(0);
+    f.answer(0, 10, 2, 2, 500);
+    expect(f.table.errors).toBe(1);
+  });
+
+  it("probes neither an instance whose data is stale nor one with no free slot by our estimate", () => {
+    const f = new Fixture(800, 0, 80, 0);
+    const pr = new Prober(probeEvery(0.01), 1000);
+    const t: f64 = 5000;
+    // a: idle, but every one of its 4 slots busy with our requests
+    f.inflight[0] = 4;
+    expect(probePick(f.plan, f.table, pr, f.inflight.dataStart, t, f.rng)).toBe(1);
+    f.inflight[0] = 3;
+    f.table.sent(1, t);
+    expect(probePick(f.plan, f.table, pr, f.inflight.dataStart, t, f.rng)).toBe(0);
+    // the same two instances with data that went stale at t = 100
+    const ca = candidateFrom(inst("a:1", 800, 0), MODEL_CONDITIONAL, 100, 0, false);
+    const cb = candidateFrom(inst("b:1", 80, 0), MODEL_CONDITIONAL, 100, 0, false);
+    ca.slot = 0; cb.slot = 1;
+    const stale = new Plan([ca, cb]);
+    expect(probePick(stale, f.table, new Prober(probeEvery(0.01), 1000), f.inflight.dataStart, t, f.rng)).toBe(-1);
+    expect(probePick(stale, f.table, new Prober(probeEvery(0.01), 1000), f.inflight.dataStart, 99, f.rng)).toBe(0);
+  });
+});
+
 describe("in-band state across worker VMs", () => {
   it("adopts what another VM observed more recently, per signal, for planned addresses only", () => {
     const i1 = new Inflight(); const i2 = new Inflight();
