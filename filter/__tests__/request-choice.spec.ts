@@ -147,10 +147,48 @@ describe("scorer-size and scorer-prefix", () => {
   it("discounts a remembered prefix as the KV cache fills", () => {
     expect(prefixKeep(NaN, 0.95)).toBe(1.0);
     expect(prefixKeep(0.5, 0.95)).toBe(1.0);
+    expect(prefixKeep(0.75, 0.95)).toBe(1.0); // full up to kvFull − 0.2 inclusive, exactly
     expect(prefixKeep(0.85, 0.95)).toBeCloseTo(0.5);
     expect(prefixKeep(0.95, 0.95)).toBe(0.0);
     expect(cachedTokens(4, 64, 4, 0.5, 0.95)).toBe(64.0);
     expect(cachedTokens(0, 64, 4, 0.5, 0.95)).toBe(0.0);
+  });
+});
+
+describe("plan-llm: what an instance's LLM numbers mean", () => {
+  it("KV-cache use in [0, 1] is known, ends included; outside it or NaN is unknown", () => {
+    const kvs: f32[] = [0, 1, 0.5, <f32>1.01, <f32>-0.01, NaN];
+    const inst4 = new Array<InstanceState>(), recs = new Array<InstanceLlm>();
+    for (let i = 0; i < kvs.length; i++) {
+      const a = "10.0.0." + (i + 1).toString() + ":80";
+      inst4.push(inst(a));
+      recs.push(llm(a, ["m"], [MODEL_BASE], 0.2, 20, kvs[i]));
+    }
+    const f = new Fixture(snapOf(inst4, recs));
+    expect(f.lp.kv[0]).toBe(0.0);
+    expect(f.lp.kv[1]).toBe(1.0);
+    expect(f.lp.kv[2]).toBe(0.5);
+    expect(isNaN(f.lp.kv[3])).toBe(true);
+    expect(isNaN(f.lp.kv[4])).toBe(true);
+    expect(isNaN(f.lp.kv[5])).toBe(true);
+  });
+
+  it("LoRA room: -1 unknown (no record, or no maxLoras), else free adapter slots floored at 0 (full)", () => {
+    const f = new Fixture(snapOf([inst("10.0.0.1:80"), inst("10.0.0.2:80"), inst("10.0.0.3:80"), inst("10.0.0.4:80"), inst("10.0.0.5:80")], [
+      llm("10.0.0.2:80", ["b", "x"], [MODEL_BASE, MODEL_LOADED], NaN, NaN, NaN, 0),
+      llm("10.0.0.3:80", ["b", "x", "y"], [MODEL_BASE, MODEL_LOADED, MODEL_LOADED], NaN, NaN, NaN, 2),
+      llm("10.0.0.4:80", ["b", "x"], [MODEL_BASE, MODEL_LOADED], NaN, NaN, NaN, 3),
+      llm("10.0.0.5:80", ["b", "x", "y", "z"], [MODEL_LOADED, MODEL_LOADED, MODEL_LOADED, MODEL_LOADED], NaN, NaN, NaN, 2),
+    ]));
+    expect(f.lp.loraRoom[0]).toBe(-1);
+    expect(f.lp.loraRoom[1]).toBe(-1);
+    expect(f.lp.loraRoom[2]).toBe(0);
+    expect(f.lp.loraRoom[3]).toBe(2);
+    expect(f.lp.loraRoom[4]).toBe(0);
+    // no record at all: every per-token time unknown too
+    expect(isNaN(f.lp.prefillMs[0])).toBe(true);
+    expect(isNaN(f.lp.decodeMs[0])).toBe(true);
+    expect(isNaN(f.lp.kv[0])).toBe(true);
   });
 });
 
