@@ -267,6 +267,36 @@ describe("criticality and shedding", () => {
   });
 });
 
+describe("pickForRequest: prefix holder and empty pools", () => {
+  it("p2c: the instance holding the prompt's prefix is a third contender, at index 0 too", () => {
+    const g = new Fixture(snapOf([inst("10.0.0.1:80", 1), inst("10.0.0.2:80", 1), inst("10.0.0.3:80", 1), inst("10.0.0.4:80", 1), inst("10.0.0.5:80", 1)], []));
+    const rc = cost(5);
+    rc.cachedBlocks[0] = 8;
+    const out = new RequestPick();
+    let third = 0;
+    for (let k = 0; k < 20; k++) {
+      pickForRequest(g.plan, g.lp, g.inflight, 0, 0, 0.1, new Rng(k + 1), rc, new CostParams(), CRIT_STANDARD, 100, 100, out);
+      expect(out.pick.index).toBe(0);
+      if (out.pick.considered == 3) third++;
+    }
+    expect(third).toBeGreaterThan(0); // some draws missed it and the holder still won
+  });
+
+  it("no eligible instance: no pick and no shedding (the all-ineligible policy decides)", () => {
+    const a = inst("10.0.0.1:80"), b = inst("10.0.0.2:80");
+    a.healthy = false; b.healthy = false;
+    const g = new Fixture(snapOf([a, b], []));
+    const out = new RequestPick();
+    const crits = [CRIT_STANDARD, CRIT_SHEDDABLE, CRIT_CRITICAL];
+    for (let k = 0; k < crits.length; k++) {
+      pickForRequest(g.plan, g.lp, g.inflight, 0, 0, 0.1, new Rng(5), cost(2), new CostParams(), crits[k], 1, 2, out);
+      expect(out.shed).toBe(false);
+      expect(out.pick.eligible).toBe(0);
+      expect(out.pick.index).toBe(-1);
+    }
+  });
+});
+
 describe("model-route: aliases and splits", () => {
   it("an alias always routes as its target", () => {
     const r = new ModelRule();
