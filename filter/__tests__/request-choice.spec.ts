@@ -282,6 +282,16 @@ describe("pickForRequest: prefix holder and empty pools", () => {
     expect(third).toBeGreaterThan(0); // some draws missed it and the holder still won
   });
 
+  it("an instance hot and with a backlog exactly at its slots is saturated: left out while another has a free slot", () => {
+    const a = inst("10.0.0.1:80", 1), b = inst("10.0.0.2:80", 0);
+    a.rho = 0.99; a.esMs = 10; a.es2Ms2 = 200; // cheap, but ρ above 0.95 and 1 waiting for its 1 slot
+    const g = new Fixture(snapOf([a, b], []));
+    const out = new RequestPick();
+    pickForRequest(g.plan, g.lp, g.inflight, 0, 0, 0, new Rng(5), cost(2), new CostParams(), CRIT_CRITICAL, 100, 100, out);
+    expect(out.pick.index).toBe(1);
+    expect(out.pick.eligible).toBe(1);
+  });
+
   it("no eligible instance: no pick and no shedding (the all-ineligible policy decides)", () => {
     const a = inst("10.0.0.1:80"), b = inst("10.0.0.2:80");
     a.healthy = false; b.healthy = false;
