@@ -163,6 +163,20 @@ describe("pick", () => {
     expect(plan.skipped[SKIP_SATURATED]).toBe(0);
   });
 
+  it("an unhealthy instance's idle slots do not count as free: the saturated one stays in the ranking", () => {
+    const a = cand(inst("a:1", 0.97, 10, 200, 4, 4));
+    const b = cand(inst("b:1", 0.5, 100, 20000, 4, 4)); // busy
+    const down = inst("c:1", 0.1, 10, 200, 0, 4);
+    down.healthy = false; // out of the choice, however idle it looks
+    const c = cand(down);
+    a.slot = 0; b.slot = 1; c.slot = 2;
+    const plan = new Plan([a, b, c]);
+    const p = pick(plan, [0, 0, 0], 0, PICKER_BAND, 0, new Rng(1));
+    expect(p.index).toBe(0);
+    expect(p.eligible).toBe(2);
+    expect(plan.skipped[SKIP_SATURATED]).toBe(0);
+  });
+
   it("has no eligible instance when every one is saturated", () => {
     const a = cand(inst("a:1", 0.97, 10, 200, 4, 4));
     const b = cand(inst("b:1", 0.95, 10, 200, 1, 1));
