@@ -115,8 +115,12 @@ test('invalid bodies, shipped default (fallback): the body-blind choice, the rea
       assert.equal(endpoint(r).length, 1, body);
       assert.match(debug(r), why);
     }
+    // an inference call without a body: the body-blind choice too, never a 400
+    const empty = await b.host.request({ ':method': 'POST', ':path': '/v1/completions', ':authority': AUTH, ':scheme': 'http' });
+    assert.equal(empty.localReply, undefined, 'empty body');
+    assert.equal(endpoint(empty).length, 1, 'empty body');
     await b.host.advance(REFRESH);
-    assert.equal(Number(b.host.metric('switchyard.request.invalid.llm')), cases.length);
+    assert.equal(Number(b.host.metric('switchyard.request.invalid.llm')), cases.length + 1);
   } finally {
     await b.host.close();
   }
