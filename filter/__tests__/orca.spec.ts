@@ -125,6 +125,18 @@ describe("ORCA endpoint-load-metrics-bin (OrcaLoadReport protobuf)", () => {
     expect(proto(CPU.concat([0x61, 1, 2, 3, 4, 5, 6, 7])).ok).toBe(false);
   });
 
+  it("refuses a named_metrics entry whose own tag or key is cut short", () => {
+    const proto = (bytes: i32[]): OrcaReport => {
+      const b = new Uint8Array(bytes.length);
+      for (let i = 0; i < bytes.length; i++) b[i] = <u8>bytes[i];
+      return decodeOrcaProto(b, Q, KV, new OrcaReport());
+    };
+    expect(proto([0x42, 1, 0x80]).ok).toBe(false);             // entry of 1 byte: a tag varint that does not end
+    expect(proto([0x42, 3, 0x0a, 5, 0x71]).ok).toBe(false);    // key of 5 bytes in an entry of 3
+    expect(proto([0x42, 2, 0x11, 0]).ok).toBe(false);          // value double cut short
+    expect(proto([0x42, 0]).ok).toBe(true);                    // an empty entry is a valid (ignored) one
+  });
+
   it("reads the same report through the BIN prefix of endpoint-load-metrics", () => {
     const r = parseOrcaHeader("BIN " + FULL, Q, KV, new OrcaReport());
     expect(r.ok).toBe(true);
