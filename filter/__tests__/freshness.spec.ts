@@ -87,3 +87,12 @@ describe("orderSnapshot outcomes", () => {
     expect(orderSnapshot(stamp(BOOT_A, 5, NOW), stamp(BOOT_A, 6, NOW + YEAR), NOW, MAX_CLOCK_SKEW_MS)).toBe(ORDER_FUTURE);
   });
 });
+
+describe("SnapshotStamp.sameVersion (the poll's 'nothing new' check)", () => {
+  it("is the same boot and the same seq; either one different is a new version", () => {
+    expect(stamp(BOOT_A, 7, NOW).sameVersion(stamp(BOOT_A, 7, NOW + 5))).toBe(true);
+    expect(stamp(BOOT_A, 7, NOW).sameVersion(stamp(BOOT_A, 8, NOW))).toBe(false);
+    expect(stamp(BOOT_A, 7, NOW).sameVersion(stamp(BOOT_B, 7, NOW))).toBe(false);
+    expect(stamp(BOOT_A, 7, NOW).sameVersion(stamp(BOOT_B, 8, NOW))).toBe(false);
+  });
+});
