@@ -86,6 +86,25 @@ test('prefix affinity: the same long system prompt goes back to the instance tha
   }
 });
 
+test('prefix memory: kept across a new snapshot of the same fleet, dropped for an address that is gone', async () => {
+  const b = await bed();
+  try {
+    await b.serve(FLEET());
+    const holder = endpoint(await b.chat(chatBody(SYSTEM, 'q')))[0];
+    // a new snapshot (new seq) re-plans the service: the instance still holds the prefix
+    await b.serve(FLEET());
+    const again = await b.chat(chatBody(SYSTEM, 'q2'));
+    assert.equal(endpoint(again)[0], holder);
+    assert.match(debug(again), /cached_blocks=[1-9]\d* /);
+    // the holder replaced by a new pod (another address): nobody holds the prefix any more
+    const replaced = FLEET().map((x) => (x.addr === holder ? { ...x, addr: '10.0.0.9:80' } : x));
+    await b.serve(replaced);
+    assert.match(debug(await b.chat(chatBody(SYSTEM, 'q3'))), /cached_blocks=0 /);
+  } finally {
+    await b.host.close();
+  }
+});
+
 test('prefix affinity yields to load: the prefix holder with a long queue loses to an idle instance', async () => {
   const b = await bed();
   try {
