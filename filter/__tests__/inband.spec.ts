@@ -213,6 +213,27 @@ describe("in-band boundaries", () => {
     expect(probePick(stale, f.table, new Prober(probeEvery(0.01), 1000), f.inflight.dataStart, t, f.rng)).toBe(-1);
     expect(probePick(stale, f.table, new Prober(probeEvery(0.01), 1000), f.inflight.dataStart, 99, f.rng)).toBe(0);
   });
+
+  it("never probes an unhealthy or link-degraded instance, however idle; a slow one (priced out) it does", () => {
+    const f = new Fixture(80, 0, 80, 0);
+    const t: f64 = 5000;
+    f.table.sent(1, t); // b in use, a idle
+    const down = inst("a:1", 80, 0);
+    down.healthy = false;
+    const cases = [candidateFrom(down, MODEL_CONDITIONAL, 1e12, 0, false), candidateFrom(inst("a:1", 80, 0), MODEL_CONDITIONAL, 1e12, 0, true, 10)];
+    for (let k = 0; k < cases.length; k++) {
+      const ca = cases[k];
+      const cb = candidateFrom(inst("b:1", 80, 0), MODEL_CONDITIONAL, 1e12, 0, false);
+      ca.slot = 0; cb.slot = 1;
+      expect(probePick(new Plan([ca, cb]), f.table, new Prober(probeEvery(0.01), 1000), f.inflight.dataStart, t, f.rng)).toBe(-1);
+    }
+    const slow = inst("a:1", 80, 0);
+    slow.p99Ms = 1000; // 10x its baseline: weight 0, skip reason slow
+    const cs = candidateFrom(slow, MODEL_CONDITIONAL, 1e12, 0, false);
+    const cb = candidateFrom(inst("b:1", 80, 0), MODEL_CONDITIONAL, 1e12, 0, false);
+    cs.slot = 0; cb.slot = 1;
+    expect(probePick(new Plan([cs, cb]), f.table, new Prober(probeEvery(0.01), 1000), f.inflight.dataStart, t, f.rng)).toBe(0);
+  });
 });
 
 describe("in-band state across worker VMs", () => {
