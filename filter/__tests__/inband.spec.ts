@@ -214,6 +214,19 @@ describe("in-band boundaries", () => {
     expect(probePick(stale, f.table, new Prober(probeEvery(0.01), 1000), f.inflight.dataStart, 99, f.rng)).toBe(0);
   });
 
+  it("never probes a candidate whose slot the in-band table does not hold yet", () => {
+    const ca = candidateFrom(inst("a:1", 80, 0), MODEL_CONDITIONAL, 1e12, 0, false);
+    const cb = candidateFrom(inst("b:1", 80, 0), MODEL_CONDITIONAL, 1e12, 0, false);
+    ca.slot = 0; cb.slot = 1;
+    const table = new InbandTable();
+    table.sync(1, [0]); // slot 1 is not in the table
+    table.sent(0, 5000);
+    const inflight: Array<i32> = [0, 0];
+    expect(probePick(new Plan([ca, cb]), table, new Prober(probeEvery(0.01), 1000), inflight.dataStart, 5000, new Rng(1))).toBe(-1);
+    table.sync(2, [0, 0]);
+    expect(probePick(new Plan([ca, cb]), table, new Prober(probeEvery(0.01), 1000), inflight.dataStart, 5000, new Rng(1))).toBe(1);
+  });
+
   it("never probes an unhealthy or link-degraded instance, however idle; a slow one (priced out) it does", () => {
     const f = new Fixture(80, 0, 80, 0);
     const t: f64 = 5000;
