@@ -159,6 +159,9 @@ test('invalid bodies with onInvalid reject-400: a 400 naming the problem, nothin
     // other paths stay body-blind
     const m = await b.host.request({ ':method': 'GET', ':path': '/v1/models', ':authority': AUTH, ':scheme': 'http' });
     assert.equal(endpoint(m).length, 1);
+    // a rejected request chose no instance: only the GET counts as a choice
+    await b.host.advance(REFRESH);
+    assert.equal(b.host.metric('switchyard.lb.choice.llm'), 1);
   } finally {
     await b.host.close();
   }
