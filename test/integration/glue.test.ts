@@ -107,6 +107,22 @@ test('an upstream 500 counts as an in-band error, a 200 or a 404 does not', asyn
   }
 });
 
+test('an invalid ORCA report is counted once, not again at every tick', async () => {
+  const b = await bed();
+  try {
+    await b.serve({ peers: [], instances: [inst('10.0.0.1:80')] });
+    await b.request({ status: 200, headers: { 'endpoint-load-metrics-bin': 'not base64!' } });
+    for (let i = 0; i < 5; i++) await b.host.advance(20);
+    assert.equal(b.host.metric('switchyard.inband.orca_invalid'), 1);
+    await b.request({ status: 200, headers: { 'endpoint-load-metrics-bin': orcaBin() } });
+    for (let i = 0; i < 5; i++) await b.host.advance(20);
+    assert.equal(b.host.metric('switchyard.inband.orca_reports'), 1);
+    assert.equal(b.host.metric('switchyard.inband.orca_invalid'), 1);
+  } finally {
+    await b.host.close();
+  }
+});
+
 test('a remote instance is priced with the last RTT when the agent has no RTT average yet', async () => {
   const b = await bed();
   try {
@@ -114,6 +130,9 @@ test('a remote instance is priced with the last RTT when the agent has no RTT av
     await b.serve({ peers: [peer({ lastRttMs: 30, avgRttMs: 30 })], instances: remote });
     assert.match(header((await b.request()).responseHeaders, 'x-switchyard-debug')[0], /^instance=10\.0\.1\.1:80 w_ms=40\.0 /);
     await b.serve({ peers: [peer({ lastRttMs: 30, avgRttMs: NaN })], instances: remote });
+    assert.match(header((await b.request()).responseHeaders, 'x-switchyard-debug')[0], /^instance=10\.0\.1\.1:80 w_ms=40\.0 /);
+    // an average of 0 is no average either
+    await b.serve({ peers: [peer({ lastRttMs: 30, avgRttMs: 0 })], instances: remote });
     assert.match(header((await b.request()).responseHeaders, 'x-switchyard-debug')[0], /^instance=10\.0\.1\.1:80 w_ms=40\.0 /);
     // neither known: priced as local
     await b.serve({ peers: [peer({ lastRttMs: NaN, avgRttMs: NaN })], instances: remote });
