@@ -22,6 +22,8 @@ function inst(addr: string, over: Partial<InstanceRecord> = {}): InstanceRecord 
 interface Bed {
   host: ProxyWasmHost;
   serve(s: Omit<Snapshot, 'seq' | 'generatedAtMs'>): Promise<void>;
+  /** Serve an encoded snapshot and let the VM adopt it (two ticks). */
+  serveBody(b: Buffer): Promise<void>;
   request(response?: { status: number; headers?: Record<string, string> }): Promise<RequestResult>;
 }
 
@@ -44,6 +46,11 @@ async function bed(loadAware: Record<string, unknown> = {}, over: Record<string,
     serve: async (s) => {
       body = encodeSnapshot({ seq: ++seq, generatedAtMs: host.clock.nowMs(), ...s } as Snapshot);
       for (let i = 0; i < 8; i++) await host.advance(10);
+    },
+    serveBody: async (b) => {
+      body = b;
+      await host.advance(10);
+      await host.advance(10);
     },
     request: (response) => host.request({ ':method': 'POST', ':path': '/v1/completions', ':authority': AUTH },
       response ? { response } : {}),
@@ -155,6 +162,26 @@ test('per-rule counters: set and rule id become one metric-name segment each, [A
     assert.deepEqual(header(r.upstreamHeaders, 'x-switchyard-route'), ['dc1']);
     await b.host.advance(20);
     assert.equal(b.host.metric('switchyard.rule.applied.AZaz09___x.Zz_Aa_09_'), 1);
+  } finally {
+    await b.host.close();
+  }
+});
+
+test('a rule keeps its own counter through any number of re-plans (one counter per set and rule, not per plan)', async () => {
+  const b = await bed();
+  try {
+    const body = (v: number) => encodeSnapshot({ seq: ++seq, generatedAtMs: b.host.clock.nowMs(), peers: [], instances: [inst('10.0.0.1:80')],
+      rules: [decision(), decision({ set: 'other', authorities: ['other.example'], version: v })] } as Snapshot);
+    // more re-plans than the counter bound (MAX_RULE_COUNTERS = 256): another set's decision changes each time
+    for (let v = 1; v <= 270; v++) {
+      await b.serveBody(body(v));
+    }
+    assert.ok((b.host.metric('switchyard.snapshot.updates') ?? 0) >= 270, 'every version adopted');
+    const r = await b.request();
+    assert.deepEqual(header(r.upstreamHeaders, 'x-switchyard-route'), ['dc1']);
+    await b.host.advance(20);
+    assert.equal(b.host.metric('switchyard.rule.applied.payments.dc1_primary'), 1);
+    assert.equal(b.host.metric('switchyard.rule.applied.overflow') ?? 0, 0);
   } finally {
     await b.host.close();
   }
