@@ -24,7 +24,7 @@ interface Bed {
   serve(s: Omit<Snapshot, 'seq' | 'generatedAtMs'>): Promise<void>;
   /** Serve an encoded snapshot and let the VM adopt it (two ticks). */
   serveBody(b: Buffer): Promise<void>;
-  request(response?: { status: number; headers?: Record<string, string> }): Promise<RequestResult>;
+  request(response?: { status?: number; headers?: Record<string, string>; reset?: boolean }): Promise<RequestResult>;
 }
 
 let seq = 1;
@@ -97,7 +97,7 @@ test('the ORCA headers never reach the client, whichever of the two an upstream 
   }
 });
 
-test('an upstream 500 counts as an in-band error, a 200 or a 404 does not', async () => {
+test('an upstream 500 or a reset counts as an in-band error, a 200 or a 404 does not', async () => {
   const b = await bed();
   try {
     await b.serve({ peers: [], instances: [inst('10.0.0.1:80')] });
@@ -109,6 +109,9 @@ test('an upstream 500 counts as an in-band error, a 200 or a 404 does not', asyn
     assert.equal(await errors(), 1, 'status 500 (every digit read, 0 included)');
     await b.request({ status: 503 });
     assert.equal(await errors(), 2);
+    // a reset before any answer is an error too (recorded at the end of the stream)
+    await b.request({ reset: true });
+    assert.equal(await errors(), 3);
   } finally {
     await b.host.close();
   }
