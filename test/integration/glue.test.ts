@@ -190,6 +190,24 @@ test('a rule keeps its own counter through any number of re-plans (one counter p
   }
 });
 
+test('per-rule counters are bounded: the 257th distinct rule of a VM counts in the overflow counter', async () => {
+  const b = await bed();
+  try {
+    for (let v = 1; v <= 257; v++) {
+      await b.serveBody(encodeSnapshot({ seq: ++seq, generatedAtMs: b.host.clock.nowMs(), peers: [], instances: [inst('10.0.0.1:80')],
+        rules: [decision({ ruleId: `r${v}`, version: v })] } as Snapshot));
+    }
+    const r = await b.request();
+    assert.deepEqual(header(r.upstreamHeaders, 'x-switchyard-route'), ['dc1']);
+    await b.host.advance(20);
+    assert.equal(b.host.metric('switchyard.rule.applied.overflow'), 1);
+    assert.equal(b.host.metric('switchyard.rule.applied.payments.r257'), undefined);
+    assert.notEqual(b.host.metric('switchyard.rule.applied.payments.r256'), undefined, 'the 256th has its own counter');
+  } finally {
+    await b.host.close();
+  }
+});
+
 test('a refused rule decision is logged once, not at every re-plan, and again when its reason changes', async () => {
   const b = await bed();
   try {
