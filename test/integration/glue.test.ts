@@ -8,7 +8,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { encodeSnapshot, type InstanceRecord, type Snapshot } from '../../agent/src/snapshot/codec';
 import type { RuleDecision } from '../../agent/src/rules/engine';
-import { ProxyWasmHost, type RequestResult } from '../../host/src';
+import { ProxyWasmHost, type RequestResult, type UpstreamReply } from '../../host/src';
 import { WASM, header, pluginConfig, sleep, startHost, until } from './helpers';
 
 const AUTH = 'inference.example';
@@ -128,6 +128,34 @@ test('an invalid ORCA report is counted once, not again at every tick', async ()
     for (let i = 0; i < 5; i++) await b.host.advance(20);
     assert.equal(b.host.metric('switchyard.inband.orca_reports'), 1);
     assert.equal(b.host.metric('switchyard.inband.orca_invalid'), 1);
+  } finally {
+    await b.host.close();
+  }
+});
+
+test('an answer arriving after its instance\'s slot went to another address is not learnt for that address', async () => {
+  const b = await bed();
+  try {
+    await b.serve({ peers: [], instances: [inst('10.0.0.1:80')] });
+    let release: ((r: UpstreamReply) => void) | undefined;
+    const pending = b.host.request({ ':method': 'POST', ':path': '/v1/completions', ':authority': AUTH },
+      { response: () => new Promise<UpstreamReply>((res) => { release = res; }) });
+    for (let i = 0; i < 3 && !release; i++) await b.host.advance(10);
+    assert.ok(release, 'the request reached the upstream');
+    // 10.0.0.1 leaves the fleet; past the slot grace (10 s) its slot is freed, and 10.0.0.3 takes it
+    await b.serve({ peers: [], instances: [inst('10.0.0.2:80')] });
+    for (let i = 0; i < 120; i++) await b.host.advance(100);
+    await b.serve({ peers: [], instances: [inst('10.0.0.2:80'), inst('10.0.0.3:80')] });
+    release!({ status: 500 });
+    for (let i = 0; i < 3; i++) await b.host.advance(1);
+    const r = await pending;
+    assert.deepEqual(header(r.upstreamHeaders, 'x-switchyard-endpoint'), ['10.0.0.1:80']);
+    await b.host.advance(20);
+    assert.equal(b.host.metric('switchyard.inband.errors') ?? 0, 0, 'the late 500 is not charged to 10.0.0.3');
+    // the same 500 from a live instance is
+    await b.request({ status: 500 });
+    await b.host.advance(20);
+    assert.equal(b.host.metric('switchyard.inband.errors'), 1);
   } finally {
     await b.host.close();
   }
