@@ -268,6 +268,23 @@ describe("in-band state across worker VMs", () => {
     t2.merge(bad, i2.addresses(), (a: string): i32 => -1);
     expect(t2.hdrPeak[1]).toBe(80);
   });
+
+  it("publishes only the addresses it observed something for, and exactly as many entries as it says", () => {
+    const i1 = new Inflight();
+    i1.slotFor("a:1"); i1.slotFor("b:1"); i1.slotFor("c:1");
+    const t1 = new InbandTable(); t1.sync(i1.capacity(), i1.gen);
+    t1.sent(1, 100); t1.headers(1, 100, 180, 200); // only b:1 answered
+    const doc = t1.merge(new ArrayBuffer(0), i1.addresses(), (a: string): i32 => a == "a:1" ? 0 : a == "b:1" ? 1 : a == "c:1" ? 2 : -1);
+    expect(load<u16>(changetype<usize>(doc))).toBe(1);
+    // another VM reads it: b:1 adopted, nothing for the others
+    const i2 = new Inflight();
+    i2.slotFor("a:1"); i2.slotFor("b:1"); i2.slotFor("c:1");
+    const t2 = new InbandTable(); t2.sync(i2.capacity(), i2.gen);
+    t2.merge(doc, i2.addresses(), (a: string): i32 => a == "a:1" ? 0 : a == "b:1" ? 1 : a == "c:1" ? 2 : -1);
+    expect(t2.hdrAt[1]).toBe(180);
+    expect(t2.hdrAt[0]).toBe(0);
+    expect(t2.hdrAt[2]).toBe(0);
+  });
 });
 
 describe("inband configuration", () => {
