@@ -273,7 +273,8 @@ describe("in-band state across worker VMs", () => {
     const i1 = new Inflight();
     i1.slotFor("a:1"); i1.slotFor("b:1"); i1.slotFor("c:1");
     const t1 = new InbandTable(); t1.sync(i1.capacity(), i1.gen);
-    t1.sent(1, 100); t1.headers(1, 100, 180, 200); // only b:1 answered
+    t1.sent(1, 100); t1.headers(1, 100, 180, 200); t1.done(1, 100, 180, 400, true, 200); // only b:1 answered
+    t1.sent(1, 500); t1.headers(1, 500, 520, 503); // then failed once
     const doc = t1.merge(new ArrayBuffer(0), i1.addresses(), (a: string): i32 => a == "a:1" ? 0 : a == "b:1" ? 1 : a == "c:1" ? 2 : -1);
     expect(load<u16>(changetype<usize>(doc))).toBe(1);
     // another VM reads it: b:1 adopted, nothing for the others
@@ -281,9 +282,16 @@ describe("in-band state across worker VMs", () => {
     i2.slotFor("a:1"); i2.slotFor("b:1"); i2.slotFor("c:1");
     const t2 = new InbandTable(); t2.sync(i2.capacity(), i2.gen);
     t2.merge(doc, i2.addresses(), (a: string): i32 => a == "a:1" ? 0 : a == "b:1" ? 1 : a == "c:1" ? 2 : -1);
-    expect(t2.hdrAt[1]).toBe(180);
     expect(t2.hdrAt[0]).toBe(0);
     expect(t2.hdrAt[2]).toBe(0);
+    // every field of the entry arrives as written
+    expect(t2.hdrPeak[1]).toBe(t1.hdrPeak[1]); expect(t2.hdrRef[1]).toBe(t1.hdrRef[1]); expect(t2.hdrAt[1]).toBe(t1.hdrAt[1]);
+    expect(t2.eosPeak[1]).toBe(t1.eosPeak[1]); expect(t2.eosRef[1]).toBe(t1.eosRef[1]); expect(t2.eosAt[1]).toBe(t1.eosAt[1]);
+    expect(t2.err[1]).toBe(t1.err[1]); expect(t2.errAt[1]).toBe(t1.errAt[1]);
+    expect(t2.lastSentMs[1]).toBe(t1.lastSentMs[1]);
+    expect(t2.hdrPrev[1]).toBe(t1.hdrPrev[1]); expect(t2.eosPrev[1]).toBe(t1.eosPrev[1]);
+    expect(t1.eosPeak[1]).toBeGreaterThan(0);
+    expect(t1.err[1]).toBeGreaterThan(0);
   });
 });
 
