@@ -18,6 +18,16 @@ describe("request config", () => {
     expect(c.prefixMaxBlocks).toBe(256);
     expect(c.defaultCriticality).toBe(CRIT_STANDARD);
     expect(c.criticalityHeader).toBe("x-switchyard-criticality");
+    // the rest of the documented defaults (docs/contracts.md, request block)
+    expect(c.bytesPerToken).toBe(4.0);
+    expect(c.defaultMaxTokens).toBe(256);
+    expect(c.fallbackPrefillMsPerToken).toBe(0.1);
+    expect(c.adapterLoadMs).toBe(200.0);
+    expect(c.kvCacheFull).toBe(0.95);
+    expect(c.prefixEntries).toBe(32768);
+    expect(c.prefixMaxAgeMs).toBe(600000);
+    expect(c.shedSheddableAt).toBe(1.0);
+    expect(c.shedStandardAt).toBe(2.0);
   });
   it("a service without a request block stays body-blind", () => {
     const r = parseConfig('{"agent":{"cluster":"a"},"link":{"services":[]},"loadAware":{"services":[{"authorities":["a.example"],"service":"s"}]}}');
