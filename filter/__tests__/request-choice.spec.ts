@@ -313,6 +313,10 @@ describe("model-route: aliases and splits", () => {
     r.name = "gpt-4o"; r.aliasOf = "llama-3-70b";
     expect(routeModel(r, "gpt-4o", 0)).toBe("llama-3-70b");
     expect(routeModel(null, "x", 0)).toBe("x");
+    // a one-character target is a target too
+    const one = new ModelRule();
+    one.name = "fast"; one.aliasOf = "m";
+    expect(routeModel(one, "fast", 9999)).toBe("m");
   });
   it("a 10 % split sends the basis points below 1000 to the new version, deterministic per request id", () => {
     const r = new ModelRule();
