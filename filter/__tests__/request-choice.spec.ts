@@ -356,6 +356,8 @@ describe("rewrite: the model in the body", () => {
     expect(r.modelEnd).toBe(21);
     expect(String.UTF8.decode(withModel(body, r.modelStart, r.modelEnd, "llama-3-8b"))).toBe('{"model":"llama-3-8b","messages":[{"role":"user","content":"hi"}]}');
     expect(jsonEscape('a"b\\c\n\u0001')).toBe('a\\"b\\\\c\\n\\u0001');
+    // control characters as \u00XX, two hex digits each side of 0x10
+    expect(jsonEscape("\x0f\x10\x1f")).toBe("\\u000f\\u0010\\u001f");
     const again = parseOpenAiRequest(withModel(body, r.modelStart, r.modelEnd, 'we"ird'), API_CHAT, new ParseLimits());
     expect(again.model).toBe('we"ird');
   });
