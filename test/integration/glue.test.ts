@@ -6,7 +6,7 @@
 // mutants of docs/mutation.md that these paths let survive.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { encodeSnapshot, type InstanceRecord, type Snapshot } from '../../agent/src/snapshot/codec';
+import { encodeSnapshot, type InstanceRecord, type PeerRecord, type Snapshot } from '../../agent/src/snapshot/codec';
 import type { RuleDecision } from '../../agent/src/rules/engine';
 import { ProxyWasmHost, type RequestResult, type UpstreamReply } from '../../host/src';
 import { WASM, header, pluginConfig, sleep, startHost, until } from './helpers';
@@ -57,7 +57,7 @@ async function bed(loadAware: Record<string, unknown> = {}, over: Record<string,
   };
 }
 
-const peer = (over: Record<string, unknown> = {}) => ({ name: 'cloud-b', state: 'normal', lastRttMs: 10, avgRttMs: 10, recoverStreak: 10, lastSampleAtMs: T0, ...over });
+const peer = (over: Partial<PeerRecord> = {}): PeerRecord => ({ name: 'cloud-b', state: 'normal', lastRttMs: 10, avgRttMs: 10, recoverStreak: 10, lastSampleAtMs: T0, ...over });
 
 /** An ORCA load report (xds.data.orca.v3.OrcaLoadReport) with cpu_utilization 0.5, base64. */
 function orcaBin(): string {
