@@ -109,9 +109,11 @@ test('an upstream 500 or a reset counts as an in-band error, a 200 or a 404 does
     assert.equal(await errors(), 1, 'status 500 (every digit read, 0 included)');
     await b.request({ status: 503 });
     assert.equal(await errors(), 2);
+    await b.request({ status: 599 }); // a 9 is a digit too
+    assert.equal(await errors(), 3);
     // a reset before any answer is an error too (recorded at the end of the stream)
     await b.request({ reset: true });
-    assert.equal(await errors(), 3);
+    assert.equal(await errors(), 4);
   } finally {
     await b.host.close();
   }
@@ -165,7 +167,8 @@ test('a remote instance is priced with the last RTT when the agent has no RTT av
   const b = await bed();
   try {
     const remote = [inst('10.0.1.1:80', { peer: 'cloud-b' })];
-    await b.serve({ peers: [peer({ lastRttMs: 30, avgRttMs: 30 })], instances: remote });
+    // the average when there is one (not the last sample)
+    await b.serve({ peers: [peer({ lastRttMs: 50, avgRttMs: 30 })], instances: remote });
     assert.match(header((await b.request()).responseHeaders, 'x-switchyard-debug')[0], /^instance=10\.0\.1\.1:80 w_ms=40\.0 /);
     await b.serve({ peers: [peer({ lastRttMs: 30, avgRttMs: NaN })], instances: remote });
     assert.match(header((await b.request()).responseHeaders, 'x-switchyard-debug')[0], /^instance=10\.0\.1\.1:80 w_ms=40\.0 /);
@@ -231,6 +234,19 @@ test('per-rule counters are bounded: the 257th distinct rule of a VM counts in t
     assert.equal(b.host.metric('switchyard.rule.applied.overflow'), 1);
     assert.equal(b.host.metric('switchyard.rule.applied.payments.r257'), undefined);
     assert.notEqual(b.host.metric('switchyard.rule.applied.payments.r256'), undefined, 'the 256th has its own counter');
+  } finally {
+    await b.host.close();
+  }
+});
+
+test('the per-service choice counter names the service with [A-Za-z0-9-] kept, anything else as _', async () => {
+  const svc = 'AZaz09-x.y';
+  const b = await bed({ service: svc });
+  try {
+    await b.serve({ peers: [], instances: [inst('10.0.0.1:80', { service: svc })] });
+    assert.deepEqual(header((await b.request()).upstreamHeaders, 'x-switchyard-endpoint'), ['10.0.0.1:80']);
+    await b.host.advance(20);
+    assert.equal(b.host.metric('switchyard.lb.choice.AZaz09-x_y'), 1);
   } finally {
     await b.host.close();
   }

@@ -105,6 +105,22 @@ test('prefix memory: kept across a new snapshot of the same fleet, dropped for a
   }
 });
 
+test('a model not routed elsewhere reaches the upstream byte for byte, JSON escapes included', async () => {
+  const b = await bed();
+  try {
+    await b.serve(FLEET());
+    const body = '{"model":"llama\\u002d3-8b","messages":[{"role":"user","content":"hi"}],"max_tokens":8}';
+    const seen: string[] = [];
+    const r = await b.host.request({ ':method': 'POST', ':path': '/v1/chat/completions', ':authority': AUTH, ':scheme': 'http' },
+      { body, response: (req) => { seen.push(req.body.toString()); return { status: 200 }; } });
+    assert.equal(endpoint(r).length, 1);
+    assert.deepEqual(seen, [body]);
+    assert.match(debug(r), / model=llama-3-8b /);
+  } finally {
+    await b.host.close();
+  }
+});
+
 test('prefix affinity yields to load: the prefix holder with a long queue loses to an idle instance', async () => {
   const b = await bed();
   try {
