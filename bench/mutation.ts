@@ -5,6 +5,8 @@
 //   npx tsx bench/mutation.ts --side as --per-module 6 --seed 7 --budget-min 10
 //   npx tsx bench/mutation.ts --side ts --ts-lines 4 --only link
 //   npx tsx bench/mutation.ts --report [--markdown]  # print the last results again (docs/mutation.md)
+//   npx tsx bench/mutation.ts --side as --per-module 4 --seed 3 --add   # add a sample to the last results
+//   npx tsx bench/mutation.ts --side as --survivors  # run the last results' survivors again (new tests)
 //
 // AssemblyScript (filter/assembly/lib/**, filter/assembly/plugin/**): mutants generated from source
 // patterns (scripts/mutation/as-mutants.ts), run one at a time on a temp copy of the tree
@@ -17,6 +19,7 @@ import * as path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { generateMutants, sampleByOperator, shuffle, codeMask } from '../scripts/mutation/as-mutants';
 import { baseline, killActive, prepareCopy, runMutant, testsFor, type MutantResult } from '../scripts/mutation/as-runner';
+import { equivalentIndex, keyOf, loadEquivalents, staleEquivalents } from '../scripts/mutation/as-equivalents';
 
 type Units = Record<string, { group: string; mutate: string[]; tests: string[] }>;
 
@@ -50,14 +53,49 @@ function listTs(dir: string): string[] {
 }
 
 // ---------------------------------------------------------------- AssemblyScript
+interface AsFile { runs?: { seed: number; perModule: number; only: string; at: string }[]; results: MutantResult[] }
+const AS_FILE = path.join(REPORTS, 'as.json');
+const readAs = (): AsFile => (fs.existsSync(AS_FILE) ? JSON.parse(fs.readFileSync(AS_FILE, 'utf8')) as AsFile : { results: [] });
+
+/** The mutants of this run: a seeded sample per module, or (--survivors) the last results'
+ *  survivors that are not listed equivalents and whose line is unchanged. */
+function chooseAs(modules: string[]): ReturnType<typeof generateMutants> {
+  if (!has('survivors')) {
+    // --add samples among the mutants not measured yet, so another seed adds new ones
+    const done = has('add') ? new Set(readAs().results.map((r) => r.id)) : new Set<string>();
+    return modules.flatMap((f) => sampleByOperator(generateMutants(f, fs.readFileSync(path.join(ROOT, f), 'utf8')).filter((m) => !done.has(m.id)), perModule, seed));
+  }
+  const eq = equivalentIndex(loadEquivalents(ROOT));
+  const want = readAs().results.filter((r) => r.outcome === 'survived' && modules.includes(r.file) && !eq.has(keyOf(r)));
+  const live = new Map(modules.map((f) => [f, new Map(generateMutants(f, fs.readFileSync(path.join(ROOT, f), 'utf8')).map((m) => [m.id, m]))]));
+  return want.flatMap((r) => {
+    const m = live.get(r.file)?.get(r.id);
+    if (!m || m.before !== r.before) { console.log(`AS: ${r.id} no longer generated (the line changed); dropped`); return []; }
+    return [m];
+  });
+}
+
 async function runAs(): Promise<void> {
   const modules = [...listTs('filter/assembly/lib'), ...listTs('filter/assembly/plugin')].filter(selected);
-  const chosen = modules.flatMap((f) => sampleByOperator(generateMutants(f, fs.readFileSync(path.join(ROOT, f), 'utf8')), perModule, seed));
+  const chosen = chooseAs(modules);
+  // Results of modules not in this run (e.g. `--only plugin/` after a lib run) are kept; with
+  // --add or --survivors those of the run's modules too, a mutant run again replacing its old result.
+  // Saved after every mutant, so an interrupted run keeps what it measured.
+  const last = readAs();
+  const ran = new Set(modules);
+  const merge = has('add') || has('survivors');
+  const run = { seed, perModule: has('survivors') ? 0 : perModule, only: `${has('survivors') ? 'survivors ' : ''}${only.join(',')}`, at: new Date().toISOString() };
+  const results: MutantResult[] = [];
+  const save = (): void => {
+    const now = new Set(results.map((r) => r.id));
+    const kept = last.results.filter((r) => (merge ? !now.has(r.id) : !ran.has(r.file)));
+    fs.mkdirSync(REPORTS, { recursive: true });
+    fs.writeFileSync(AS_FILE, JSON.stringify({ runs: [...(last.runs ?? []), run], results: [...kept, ...results] }, null, 1));
+  };
   const dir = prepareCopy(ROOT);
   const interrupted = (): void => { killActive(); fs.rmSync(dir, { recursive: true, force: true }); process.exit(130); };
   process.once('SIGINT', interrupted).once('SIGTERM', interrupted);
   const started = Date.now();
-  const results: MutantResult[] = [];
   try {
     const plans = chosen.map((m) => ({ m, tests: testsFor(dir, m) }));
     const specs = new Set(plans.flatMap((p) => p.tests.specs));
@@ -70,17 +108,13 @@ async function runAs(): Promise<void> {
       if (!p.tests.specs.length && !p.tests.nodeTests.length) { console.log(`AS: no test mapped to ${p.m.file}`); continue; }
       const r = await runMutant(dir, p.m, p.tests);
       results.push(r);
+      save();
       console.log(`  ${r.outcome.padEnd(13)} ${r.file}:${r.line} ${r.operator} (${(r.ms / 1000).toFixed(1)} s${r.by ? `, ${r.by}` : ''})`);
     }
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }
-  // Results of modules not in this run (e.g. `--only plugin/` after a lib run) are kept.
-  fs.mkdirSync(REPORTS, { recursive: true });
-  const file = path.join(REPORTS, 'as.json');
-  const ran = new Set(modules);
-  const kept = fs.existsSync(file) ? (JSON.parse(fs.readFileSync(file, 'utf8')).results as MutantResult[]).filter((r) => !ran.has(r.file)) : [];
-  fs.writeFileSync(file, JSON.stringify({ seed, perModule, at: new Date().toISOString(), results: [...kept, ...results] }, null, 1));
+  save();
 }
 
 // ---------------------------------------------------------------- TypeScript (Stryker)
@@ -118,19 +152,29 @@ async function runTs(): Promise<void> {
 }
 
 // ---------------------------------------------------------------- report
-interface Row { module: string; killed: number; survived: number; timeout: number; compileError: number; survivors: string[] }
+interface Survivor { text: string; equivalent?: string }
+interface Row { module: string; killed: number; survived: number; timeout: number; compileError: number; equivalent: number; survivors: Survivor[] }
+const emptyRow = (module: string): Row => ({ module, killed: 0, survived: 0, timeout: 0, compileError: 0, equivalent: 0, survivors: [] });
+
+/** Problems with the equivalents list found while reading the results (stale entries, listed
+ *  mutants the tests kill after all). */
+const listProblems: string[] = [];
 
 function rowsFromAs(): Row[] {
-  const f = path.join(REPORTS, 'as.json');
-  if (!fs.existsSync(f)) return [];
-  const { results } = JSON.parse(fs.readFileSync(f, 'utf8')) as { results: MutantResult[] };
+  const { results } = readAs();
+  const list = loadEquivalents(ROOT);
+  const eq = equivalentIndex(list);
+  for (const e of staleEquivalents(ROOT, list)) listProblems.push(`stale equivalent (mutant no longer generated): ${e.file} ${e.operator}: ${e.before}  =>  ${e.after || '(deleted)'}`);
   const rows = new Map<string, Row>();
   for (const r of results) {
-    const row = rows.get(r.file) ?? { module: r.file, killed: 0, survived: 0, timeout: 0, compileError: 0, survivors: [] };
+    const row = rows.get(r.file) ?? emptyRow(r.file);
+    const reason = eq.get(keyOf(r));
+    const text = `${r.file}:${r.line} ${r.operator}: ${r.before.trim()}  =>  ${r.after.trim() || '(deleted)'}`;
+    if (reason && (r.outcome === 'killed' || r.outcome === 'timeout')) listProblems.push(`listed as equivalent but ${r.outcome} (${r.by ?? ''}): ${text}`);
     if (r.outcome === 'killed') row.killed++;
     else if (r.outcome === 'timeout') row.timeout++;
     else if (r.outcome === 'compile-error') row.compileError++;
-    else { row.survived++; row.survivors.push(`${r.file}:${r.line} ${r.operator}: ${r.before.trim()}  =>  ${r.after.trim() || '(deleted)'}`); }
+    else { row.survived++; if (reason) row.equivalent++; row.survivors.push({ text, equivalent: reason }); }
     rows.set(r.file, row);
   }
   return [...rows.values()];
@@ -144,7 +188,7 @@ function rowsFromStryker(): Row[] {
   for (const name of fs.readdirSync(REPORTS).filter((n) => /^ts-.*\.json$/.test(n)).sort()) {
     const rep = JSON.parse(fs.readFileSync(path.join(REPORTS, name), 'utf8')) as StrykerReport;
     for (const [file, v] of Object.entries(rep.files)) {
-      const row: Row = { module: file, killed: 0, survived: 0, timeout: 0, compileError: 0, survivors: [] };
+      const row = emptyRow(file);
       const lines = v.source.split('\n');
       for (const m of v.mutants) {
         if (m.status === 'Killed') row.killed++;
@@ -154,7 +198,7 @@ function rowsFromStryker(): Row[] {
           row.survived++;
           const { start, end } = m.location;
           const orig = start.line === end.line ? lines[start.line - 1].slice(start.column - 1, end.column - 1) : lines[start.line - 1].slice(start.column - 1) + ' …';
-          row.survivors.push(`${file}:${start.line} ${m.mutatorName}: ${orig.trim()}  =>  ${(m.replacement ?? '').replace(/\s+/g, ' ')}`);
+          row.survivors.push({ text: `${file}:${start.line} ${m.mutatorName}: ${orig.trim()}  =>  ${(m.replacement ?? '').replace(/\s+/g, ' ')}` });
         }
       }
       if (row.killed + row.survived + row.timeout + row.compileError > 0) rows.push(row);
@@ -163,23 +207,52 @@ function rowsFromStryker(): Row[] {
   return rows;
 }
 
+/** filter/assembly/lib, filter/assembly/plugin, agent/src/<dir> */
+const areaOf = (module: string): string => module.split('/').slice(0, 3).join('/');
+
+function sum(name: string, rows: Row[]): Row {
+  const t = emptyRow(name);
+  for (const r of rows) {
+    t.killed += r.killed; t.timeout += r.timeout; t.survived += r.survived; t.compileError += r.compileError; t.equivalent += r.equivalent;
+    t.survivors.push(...r.survivors);
+  }
+  return t;
+}
+
+/** killed + timeout over killed + timeout + survived; `excl`: listed equivalents left out */
+function score(r: Row, excl: boolean): string {
+  const n = r.killed + r.timeout + r.survived - (excl ? r.equivalent : 0);
+  return n ? `${((100 * (r.killed + r.timeout)) / n).toFixed(0)} %` : '-';
+}
+const ofTotal = (r: Row, excl: boolean) => `${r.killed + r.timeout} of ${r.killed + r.timeout + r.survived - (excl ? r.equivalent : 0)}`;
+
 function report(): void {
   const rows = [...rowsFromAs(), ...rowsFromStryker()];
-  const pct = (r: Row) => { const n = r.killed + r.timeout + r.survived; return n ? `${((100 * (r.killed + r.timeout)) / n).toFixed(0)} %` : '-'; };
+  const areas = [...new Set(rows.map((r) => areaOf(r.module)))].sort().map((a) => sum(a, rows.filter((r) => areaOf(r.module) === a)));
+  const total = sum('total', rows);
+  const survivorLine = (x: Survivor) => (x.equivalent ? `${x.text}  [equivalent: ${x.equivalent}]` : x.text);
   if (has('markdown')) {
-    console.log('| module | score | killed | timeout | survived | compile error |\n|---|---:|---:|---:|---:|---:|');
-    for (const r of rows) console.log(`| ${r.module} | ${pct(r)} | ${r.killed} | ${r.timeout} | ${r.survived} | ${r.compileError} |`);
-    const all = rows.reduce((a, r) => ({ ...a, killed: a.killed + r.killed + r.timeout, survived: a.survived + r.survived }), { killed: 0, survived: 0 });
-    console.log(`\ntotal: ${all.killed} of ${all.killed + all.survived} killed\n`);
-    for (const x of rows.flatMap((r) => r.survivors)) console.log(`- \`${x.replace(/`/g, "'")}\``);
-    return;
+    console.log('| area | score | killed | excluding listed equivalents |\n|---|---:|---:|---:|');
+    for (const r of [...areas, total]) console.log(`| ${r.module} | ${score(r, false)} | ${ofTotal(r, false)} | ${score(r, true)} (${ofTotal(r, true)}) |`);
+    console.log('\n| module | score | excl. equivalents | killed | timeout | survived | of which equivalent | compile error |\n|---|---:|---:|---:|---:|---:|---:|---:|');
+    for (const r of rows) console.log(`| ${r.module} | ${score(r, false)} | ${score(r, true)} | ${r.killed} | ${r.timeout} | ${r.survived} | ${r.equivalent} | ${r.compileError} |`);
+    console.log('');
+    for (const x of total.survivors) console.log(`- \`${x.text.replace(/`/g, "'")}\`${x.equivalent ? ` — equivalent (listed): ${x.equivalent}` : ''}`);
+  } else {
+    console.log('\nmodule                                         score  excl.eq  killed  timeout  survived  equivalent  compile-error');
+    const line = (r: Row) => `${r.module.padEnd(46)} ${score(r, false).padStart(5)}  ${score(r, true).padStart(7)}  ${String(r.killed).padStart(6)}  ${String(r.timeout).padStart(7)}  ${String(r.survived).padStart(8)}  ${String(r.equivalent).padStart(10)}  ${String(r.compileError).padStart(13)}`;
+    for (const r of rows) console.log(line(r));
+    console.log('');
+    for (const r of [...areas, total]) console.log(`${line(r)}   (${ofTotal(r, false)} raw, ${ofTotal(r, true)} excluding listed equivalents)`);
+    console.log(`\nsurvivors (${total.survived}, of which ${total.equivalent} listed equivalent):`);
+    for (const x of total.survivors) console.log(`  ${survivorLine(x)}`);
   }
-  console.log('\nmodule                                         score  killed  timeout  survived  compile-error');
-  for (const r of rows) console.log(`${r.module.padEnd(46)} ${pct(r).padStart(5)}  ${String(r.killed).padStart(6)}  ${String(r.timeout).padStart(7)}  ${String(r.survived).padStart(8)}  ${String(r.compileError).padStart(13)}`);
-  const survivors = rows.flatMap((r) => r.survivors);
-  console.log(`\nsurvivors (${survivors.length}):`);
-  for (const s of survivors) console.log(`  ${s}`);
+  if (listProblems.length) {
+    console.log(`\n${EQUIV_NOTE}:`);
+    for (const p of listProblems) console.log(`  ${p}`);
+  }
 }
+const EQUIV_NOTE = 'scripts/mutation/equivalent-as.json needs attention';
 
 async function main(): Promise<void> {
   if (!has('report')) {

@@ -117,6 +117,18 @@ describe("AuthorityMatcher", () => {
     expect(m.cacheBytesUsed()).toBe(one);
   });
 
+  it("keeps apart two authorities of different lengths whose hashes collide", () => {
+    // an FNV-1a (32-bit) collision found by search between a 7- and an 8-character label: a cache
+    // that took the hash for the key would answer the second with the first one's target
+    const a = "ca9yfnz.example", b = "1mu70dxh.example";
+    const m = new AuthorityMatcher();
+    m.add(a, 0);
+    expect(m.matchRaw(String.UTF8.encode(a))).toBe(0);
+    expect(m.matchRaw(String.UTF8.encode(b))).toBe(-1);
+    expect(m.matchRaw(String.UTF8.encode(a))).toBe(0);
+    expect(m.cacheSize()).toBe(1);
+  });
+
   it("matches nothing for an authority with bytes outside ASCII (Envoy answers 400 to those)", () => {
     const m = new AuthorityMatcher();
     m.add("*.payments.example", 1);

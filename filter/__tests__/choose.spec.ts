@@ -163,6 +163,40 @@ describe("pick", () => {
     expect(plan.skipped[SKIP_SATURATED]).toBe(0);
   });
 
+  it("an unhealthy instance's idle slots do not count as free: the saturated one stays in the ranking", () => {
+    const a = cand(inst("a:1", 0.97, 10, 200, 4, 4));
+    const b = cand(inst("b:1", 0.5, 100, 20000, 4, 4)); // busy
+    const down = inst("c:1", 0.1, 10, 200, 0, 4);
+    down.healthy = false; // out of the choice, however idle it looks
+    const c = cand(down);
+    a.slot = 0; b.slot = 1; c.slot = 2;
+    const plan = new Plan([a, b, c]);
+    const p = pick(plan, [0, 0, 0], 0, PICKER_BAND, 0, new Rng(1));
+    expect(p.index).toBe(0);
+    expect(p.eligible).toBe(2);
+    expect(plan.skipped[SKIP_SATURATED]).toBe(0);
+  });
+
+  it("the two pickers differ: band 0 always takes the cheapest, p2c the cheaper of two random ones", () => {
+    // costs 10 < 20 < 30: p2c gives the middle one whenever the pair leaves the cheapest out (1 in 3)
+    const a = cand(inst("a:1", 0.1, 10, 200, 0, 1));
+    const b = cand(inst("b:1", 0.1, 20, 800, 0, 1));
+    const c = cand(inst("c:1", 0.1, 30, 1800, 0, 1));
+    a.slot = 0; b.slot = 1; c.slot = 2;
+    const plan = new Plan([a, b, c]);
+    const rng = new Rng(11);
+    for (let r = 0; r < 60; r++) expect(pick(plan, [0, 0, 0], 0, PICKER_BAND, 0, rng).index).toBe(0);
+    let middle = 0;
+    for (let r = 0; r < 300; r++) {
+      const i = pick(plan, [0, 0, 0], 0, PICKER_P2C, 0, rng).index;
+      expect(i).not.toBe(2);
+      if (i == 1) middle++;
+    }
+    expect(middle).toBeGreaterThan(60);
+    expect(middle).toBeLessThan(140);
+    expect(PICKER_BAND).not.toBe(PICKER_P2C);
+  });
+
   it("has no eligible instance when every one is saturated", () => {
     const a = cand(inst("a:1", 0.97, 10, 200, 4, 4));
     const b = cand(inst("b:1", 0.95, 10, 200, 1, 1));

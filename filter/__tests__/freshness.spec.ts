@@ -75,3 +75,24 @@ describe("orderSnapshot", () => {
     expect(orderSnapshot(held, stamp(BOOT_A, 99, NOW - 3600000), NOW - 3600000, MAX_CLOCK_SKEW_MS)).toBe(ORDER_ADOPT);
   });
 });
+
+describe("orderSnapshot outcomes", () => {
+  it("are four distinct codes (the poll and shared-data paths act differently on each)", () => {
+    const codes = [ORDER_ADOPT, ORDER_SAME, ORDER_OLDER, ORDER_FUTURE];
+    for (let i = 0; i < codes.length; i++) for (let j = i + 1; j < codes.length; j++) expect(codes[i]).not.toBe(codes[j]);
+    // each reached by the case it names
+    expect(orderSnapshot(null, stamp(BOOT_A, 1, NOW), NOW, MAX_CLOCK_SKEW_MS)).toBe(ORDER_ADOPT);
+    expect(orderSnapshot(stamp(BOOT_A, 5, NOW), stamp(BOOT_A, 5, NOW), NOW, MAX_CLOCK_SKEW_MS)).toBe(ORDER_SAME);
+    expect(orderSnapshot(stamp(BOOT_A, 5, NOW), stamp(BOOT_A, 4, NOW), NOW, MAX_CLOCK_SKEW_MS)).toBe(ORDER_OLDER);
+    expect(orderSnapshot(stamp(BOOT_A, 5, NOW), stamp(BOOT_A, 6, NOW + YEAR), NOW, MAX_CLOCK_SKEW_MS)).toBe(ORDER_FUTURE);
+  });
+});
+
+describe("SnapshotStamp.sameVersion (the poll's 'nothing new' check)", () => {
+  it("is the same boot and the same seq; either one different is a new version", () => {
+    expect(stamp(BOOT_A, 7, NOW).sameVersion(stamp(BOOT_A, 7, NOW + 5))).toBe(true);
+    expect(stamp(BOOT_A, 7, NOW).sameVersion(stamp(BOOT_A, 8, NOW))).toBe(false);
+    expect(stamp(BOOT_A, 7, NOW).sameVersion(stamp(BOOT_B, 7, NOW))).toBe(false);
+    expect(stamp(BOOT_A, 7, NOW).sameVersion(stamp(BOOT_B, 8, NOW))).toBe(false);
+  });
+});

@@ -338,6 +338,69 @@ describe("probe share (no absorbing state)", () => {
   });
 });
 
+describe("in-band boundaries", () => {
+  it("a 500 is an error, a 499 is an answer", () => {
+    const f = new Fixture(80, 0, 80, 0);
+    f.answer(0, 0, 2, 2, 499);
+    expect(f.table.errors).toBe(0);
+    f.answer(0, 10, 2, 2, 500);
+    expect(f.table.errors).toBe(1);
+  });
+
+  it("probes neither an instance whose data is stale nor one with no free slot by our estimate", () => {
+    const f = new Fixture(800, 0, 80, 0);
+    const pr = new Prober(probeEvery(0.01), 1000);
+    const t: f64 = 5000;
+    // a: idle, but every one of its 4 slots busy with our requests
+    f.inflight[0] = 4;
+    expect(probePick(f.plan, f.table, pr, f.inflight.dataStart, t, f.rng)).toBe(1);
+    f.inflight[0] = 3;
+    f.table.sent(1, t);
+    expect(probePick(f.plan, f.table, pr, f.inflight.dataStart, t, f.rng)).toBe(0);
+    // the same two instances with data that went stale at t = 100
+    const ca = candidateFrom(inst("a:1", 800, 0), MODEL_CONDITIONAL, 100, 0, false);
+    const cb = candidateFrom(inst("b:1", 80, 0), MODEL_CONDITIONAL, 100, 0, false);
+    ca.slot = 0; cb.slot = 1;
+    const stale = new Plan([ca, cb]);
+    expect(probePick(stale, f.table, new Prober(probeEvery(0.01), 1000), f.inflight.dataStart, t, f.rng)).toBe(-1);
+    expect(probePick(stale, f.table, new Prober(probeEvery(0.01), 1000), f.inflight.dataStart, 99, f.rng)).toBe(0);
+  });
+
+  it("never probes a candidate whose slot the in-band table does not hold yet", () => {
+    const ca = candidateFrom(inst("a:1", 80, 0), MODEL_CONDITIONAL, 1e12, 0, false);
+    const cb = candidateFrom(inst("b:1", 80, 0), MODEL_CONDITIONAL, 1e12, 0, false);
+    ca.slot = 0; cb.slot = 1;
+    const table = new InbandTable();
+    table.sync(1, [0]); // slot 1 is not in the table
+    table.sent(0, 5000);
+    const inflight: Array<i32> = [0, 0];
+    expect(probePick(new Plan([ca, cb]), table, new Prober(probeEvery(0.01), 1000), inflight.dataStart, 5000, new Rng(1))).toBe(-1);
+    table.sync(2, [0, 0]);
+    expect(probePick(new Plan([ca, cb]), table, new Prober(probeEvery(0.01), 1000), inflight.dataStart, 5000, new Rng(1))).toBe(1);
+  });
+
+  it("never probes an unhealthy or link-degraded instance, however idle; a slow one (priced out) it does", () => {
+    const f = new Fixture(80, 0, 80, 0);
+    const t: f64 = 5000;
+    f.table.sent(1, t); // b in use, a idle
+    const down = inst("a:1", 80, 0);
+    down.healthy = false;
+    const cases = [candidateFrom(down, MODEL_CONDITIONAL, 1e12, 0, false), candidateFrom(inst("a:1", 80, 0), MODEL_CONDITIONAL, 1e12, 0, true, 10)];
+    for (let k = 0; k < cases.length; k++) {
+      const ca = cases[k];
+      const cb = candidateFrom(inst("b:1", 80, 0), MODEL_CONDITIONAL, 1e12, 0, false);
+      ca.slot = 0; cb.slot = 1;
+      expect(probePick(new Plan([ca, cb]), f.table, new Prober(probeEvery(0.01), 1000), f.inflight.dataStart, t, f.rng)).toBe(-1);
+    }
+    const slow = inst("a:1", 80, 0);
+    slow.p99Ms = 1000; // 10x its baseline: weight 0, skip reason slow
+    const cs = candidateFrom(slow, MODEL_CONDITIONAL, 1e12, 0, false);
+    const cb = candidateFrom(inst("b:1", 80, 0), MODEL_CONDITIONAL, 1e12, 0, false);
+    cs.slot = 0; cb.slot = 1;
+    expect(probePick(new Plan([cs, cb]), f.table, new Prober(probeEvery(0.01), 1000), f.inflight.dataStart, t, f.rng)).toBe(0);
+  });
+});
+
 describe("in-band state across worker VMs", () => {
   it("adopts what another VM observed more recently, per signal, for planned addresses only", () => {
     const i1 = new Inflight(); const i2 = new Inflight();
@@ -356,6 +419,31 @@ describe("in-band state across worker VMs", () => {
     store<u16>(changetype<usize>(bad), 9);
     t2.merge(bad, i2.addresses(), (a: string): i32 => -1);
     expect(t2.hdrPeak[1]).toBe(80);
+  });
+
+  it("publishes only the addresses it observed something for, and exactly as many entries as it says", () => {
+    const i1 = new Inflight();
+    i1.slotFor("a:1"); i1.slotFor("b:1"); i1.slotFor("c:1");
+    const t1 = new InbandTable(); t1.sync(i1.capacity(), i1.gen);
+    t1.sent(1, 100); t1.headers(1, 100, 180, 200); t1.done(1, 100, 180, 400, true, 200); // only b:1 answered
+    t1.sent(1, 500); t1.headers(1, 500, 520, 503); // then failed once
+    const doc = t1.merge(new ArrayBuffer(0), i1.addresses(), (a: string): i32 => a == "a:1" ? 0 : a == "b:1" ? 1 : a == "c:1" ? 2 : -1);
+    expect(load<u16>(changetype<usize>(doc))).toBe(1);
+    // another VM reads it: b:1 adopted, nothing for the others
+    const i2 = new Inflight();
+    i2.slotFor("a:1"); i2.slotFor("b:1"); i2.slotFor("c:1");
+    const t2 = new InbandTable(); t2.sync(i2.capacity(), i2.gen);
+    t2.merge(doc, i2.addresses(), (a: string): i32 => a == "a:1" ? 0 : a == "b:1" ? 1 : a == "c:1" ? 2 : -1);
+    expect(t2.hdrAt[0]).toBe(0);
+    expect(t2.hdrAt[2]).toBe(0);
+    // every field of the entry arrives as written
+    expect(t2.hdrPeak[1]).toBe(t1.hdrPeak[1]); expect(t2.hdrRef[1]).toBe(t1.hdrRef[1]); expect(t2.hdrAt[1]).toBe(t1.hdrAt[1]);
+    expect(t2.eosPeak[1]).toBe(t1.eosPeak[1]); expect(t2.eosRef[1]).toBe(t1.eosRef[1]); expect(t2.eosAt[1]).toBe(t1.eosAt[1]);
+    expect(t2.err[1]).toBe(t1.err[1]); expect(t2.errAt[1]).toBe(t1.errAt[1]);
+    expect(t2.lastSentMs[1]).toBe(t1.lastSentMs[1]);
+    expect(t2.hdrPrev[1]).toBe(t1.hdrPrev[1]); expect(t2.eosPrev[1]).toBe(t1.eosPrev[1]);
+    expect(t1.eosPeak[1]).toBeGreaterThan(0);
+    expect(t1.err[1]).toBeGreaterThan(0);
   });
 });
 

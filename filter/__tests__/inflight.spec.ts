@@ -34,6 +34,26 @@ describe("Inflight", () => {
     expect(vm1.total[vm1.slotFor("b:1")]).toBe(0);
   });
 
+  it("reads every section of a document with several VMs, each entry once", () => {
+    const vm1 = new Inflight(), vm2 = new Inflight(), vm3 = new Inflight();
+    const a1 = vm1.slotFor("a:1"), b1 = vm1.slotFor("b:1");
+    const a2 = vm2.slotFor("a:1"), b2 = vm2.slotFor("b:1");
+    const a3 = vm3.slotFor("a:1"), b3 = vm3.slotFor("b:1");
+    vm1.inc(a1); vm1.inc(a1); vm1.inc(b1);
+    vm2.inc(a2); vm2.inc(a2); vm2.inc(a2); vm2.inc(b2); vm2.inc(b2);
+    let doc = vm1.merge(new ArrayBuffer(0), 1, 1000, 500);
+    doc = vm2.merge(doc, 2, 1000, 500);
+    // vm3 sees both other sections, the second read from where the first one ends
+    doc = vm3.merge(doc, 3, 1000, 500);
+    expect(vm3.remote[a3]).toBe(5);
+    expect(vm3.remote[b3]).toBe(3);
+    // and writes both back with its own: vm1 then sees vm2's counts (vm3 has none)
+    vm1.merge(doc, 1, 1000, 500);
+    expect(vm1.remote[a1]).toBe(3);
+    expect(vm1.remote[b1]).toBe(2);
+    expect(vm1.total[a1]).toBe(5);
+  });
+
   it("treats a malformed document as empty", () => {
     const f = new Inflight();
     const junk = new ArrayBuffer(20);

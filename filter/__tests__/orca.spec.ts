@@ -1,4 +1,4 @@
-import { parseOrcaHeader, parseOrcaBinary, decodeBase64, parseNumber, OrcaReport, MAX_ORCA_BYTES } from "../assembly/lib/orca";
+import { parseOrcaHeader, parseOrcaBinary, decodeBase64, parseNumber, decodeOrcaProto, OrcaReport, MAX_ORCA_BYTES } from "../assembly/lib/orca";
 
 const Q = "queue";
 const KV = "kv";
@@ -102,6 +102,39 @@ describe("ORCA endpoint-load-metrics-bin (OrcaLoadReport protobuf)", () => {
     expect(r.eps).toBe(2);
     expect(r.queue).toBe(3);
     expect(r.kvCache).toBe(0.7);
+  });
+
+  it("skips unknown fields of every wire type, each up to the last byte, and reads what follows", () => {
+    const proto = (bytes: i32[]): OrcaReport => {
+      const b = new Uint8Array(bytes.length);
+      for (let i = 0; i < bytes.length; i++) b[i] = <u8>bytes[i];
+      return decodeOrcaProto(b, Q, KV, new OrcaReport());
+    };
+    const CPU: i32[] = [0x09, 0, 0, 0, 0, 0, 0, 0xe0, 0x3f]; // field 1 (double) 0.5
+    // field 4 (length-delimited, "abc"), field 11 (fixed32), field 12 (fixed64), field 13 (varint 300), then cpu
+    const r = proto([0x22, 3, 0x61, 0x62, 0x63, 0x5d, 1, 2, 3, 4, 0x61, 1, 2, 3, 4, 5, 6, 7, 8, 0x68, 0xac, 0x02].concat(CPU));
+    expect(r.ok).toBe(true);
+    expect(r.cpuUtil).toBe(0.5);
+    // each unknown field last, exactly filling the input
+    expect(proto(CPU.concat([0x22, 3, 0x61, 0x62, 0x63])).ok).toBe(true);
+    expect(proto(CPU.concat([0x5d, 1, 2, 3, 4])).ok).toBe(true);
+    expect(proto(CPU.concat([0x61, 1, 2, 3, 4, 5, 6, 7, 8])).ok).toBe(true);
+    // one byte short
+    expect(proto(CPU.concat([0x22, 4, 0x61, 0x62, 0x63])).ok).toBe(false);
+    expect(proto(CPU.concat([0x5d, 1, 2, 3])).ok).toBe(false);
+    expect(proto(CPU.concat([0x61, 1, 2, 3, 4, 5, 6, 7])).ok).toBe(false);
+  });
+
+  it("refuses a named_metrics entry whose own tag or key is cut short", () => {
+    const proto = (bytes: i32[]): OrcaReport => {
+      const b = new Uint8Array(bytes.length);
+      for (let i = 0; i < bytes.length; i++) b[i] = <u8>bytes[i];
+      return decodeOrcaProto(b, Q, KV, new OrcaReport());
+    };
+    expect(proto([0x42, 1, 0x80]).ok).toBe(false);             // entry of 1 byte: a tag varint that does not end
+    expect(proto([0x42, 3, 0x0a, 5, 0x71]).ok).toBe(false);    // key of 5 bytes in an entry of 3
+    expect(proto([0x42, 2, 0x11, 0]).ok).toBe(false);          // value double cut short
+    expect(proto([0x42, 0]).ok).toBe(true);                    // an empty entry is a valid (ignored) one
   });
 
   it("reads the same report through the BIN prefix of endpoint-load-metrics", () => {

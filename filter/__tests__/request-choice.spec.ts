@@ -160,10 +160,48 @@ describe("scorer-size and scorer-prefix", () => {
   it("discounts a remembered prefix as the KV cache fills", () => {
     expect(prefixKeep(NaN, 0.95)).toBe(1.0);
     expect(prefixKeep(0.5, 0.95)).toBe(1.0);
+    expect(prefixKeep(0.75, 0.95)).toBe(1.0); // full up to kvFull − 0.2 inclusive, exactly
     expect(prefixKeep(0.85, 0.95)).toBeCloseTo(0.5);
     expect(prefixKeep(0.95, 0.95)).toBe(0.0);
     expect(cachedTokens(4, 64, 4, 0.5, 0.95)).toBe(64.0);
     expect(cachedTokens(0, 64, 4, 0.5, 0.95)).toBe(0.0);
+  });
+});
+
+describe("plan-llm: what an instance's LLM numbers mean", () => {
+  it("KV-cache use in [0, 1] is known, ends included; outside it or NaN is unknown", () => {
+    const kvs: f32[] = [0, 1, 0.5, <f32>1.01, <f32>-0.01, NaN];
+    const inst4 = new Array<InstanceState>(), recs = new Array<InstanceLlm>();
+    for (let i = 0; i < kvs.length; i++) {
+      const a = "10.0.0." + (i + 1).toString() + ":80";
+      inst4.push(inst(a));
+      recs.push(llm(a, ["m"], [MODEL_BASE], 0.2, 20, kvs[i]));
+    }
+    const f = new Fixture(snapOf(inst4, recs));
+    expect(f.lp.kv[0]).toBe(0.0);
+    expect(f.lp.kv[1]).toBe(1.0);
+    expect(f.lp.kv[2]).toBe(0.5);
+    expect(isNaN(f.lp.kv[3])).toBe(true);
+    expect(isNaN(f.lp.kv[4])).toBe(true);
+    expect(isNaN(f.lp.kv[5])).toBe(true);
+  });
+
+  it("LoRA room: -1 unknown (no record, or no maxLoras), else free adapter slots floored at 0 (full)", () => {
+    const f = new Fixture(snapOf([inst("10.0.0.1:80"), inst("10.0.0.2:80"), inst("10.0.0.3:80"), inst("10.0.0.4:80"), inst("10.0.0.5:80")], [
+      llm("10.0.0.2:80", ["b", "x"], [MODEL_BASE, MODEL_LOADED], NaN, NaN, NaN, 0),
+      llm("10.0.0.3:80", ["b", "x", "y"], [MODEL_BASE, MODEL_LOADED, MODEL_LOADED], NaN, NaN, NaN, 2),
+      llm("10.0.0.4:80", ["b", "x"], [MODEL_BASE, MODEL_LOADED], NaN, NaN, NaN, 3),
+      llm("10.0.0.5:80", ["b", "x", "y", "z"], [MODEL_LOADED, MODEL_LOADED, MODEL_LOADED, MODEL_LOADED], NaN, NaN, NaN, 2),
+    ]));
+    expect(f.lp.loraRoom[0]).toBe(-1);
+    expect(f.lp.loraRoom[1]).toBe(-1);
+    expect(f.lp.loraRoom[2]).toBe(0);
+    expect(f.lp.loraRoom[3]).toBe(2);
+    expect(f.lp.loraRoom[4]).toBe(0);
+    // no record at all: every per-token time unknown too
+    expect(isNaN(f.lp.prefillMs[0])).toBe(true);
+    expect(isNaN(f.lp.decodeMs[0])).toBe(true);
+    expect(isNaN(f.lp.kv[0])).toBe(true);
   });
 });
 
@@ -326,12 +364,56 @@ describe("criticality and shedding", () => {
   });
 });
 
+describe("pickForRequest: prefix holder and empty pools", () => {
+  it("p2c: the instance holding the prompt's prefix is a third contender, at index 0 too", () => {
+    const g = new Fixture(snapOf([inst("10.0.0.1:80", 1), inst("10.0.0.2:80", 1), inst("10.0.0.3:80", 1), inst("10.0.0.4:80", 1), inst("10.0.0.5:80", 1)], []));
+    const rc = cost(5);
+    rc.cachedBlocks[0] = 8;
+    const out = new RequestPick();
+    let third = 0;
+    for (let k = 0; k < 20; k++) {
+      pickForRequest(g.plan, g.lp, g.inflight, 0, 0, 0.1, new Rng(k + 1), rc, new CostParams(), CRIT_STANDARD, 100, 100, out);
+      expect(out.pick.index).toBe(0);
+      if (out.pick.considered == 3) third++;
+    }
+    expect(third).toBeGreaterThan(0); // some draws missed it and the holder still won
+  });
+
+  it("an instance hot and with a backlog exactly at its slots is saturated: left out while another has a free slot", () => {
+    const a = inst("10.0.0.1:80", 1), b = inst("10.0.0.2:80", 0);
+    a.rho = 0.99; a.esMs = 10; a.es2Ms2 = 200; // cheap, but ρ above 0.95 and 1 waiting for its 1 slot
+    const g = new Fixture(snapOf([a, b], []));
+    const out = new RequestPick();
+    pickForRequest(g.plan, g.lp, g.inflight, 0, 0, 0, new Rng(5), cost(2), new CostParams(), CRIT_CRITICAL, 100, 100, out);
+    expect(out.pick.index).toBe(1);
+    expect(out.pick.eligible).toBe(1);
+  });
+
+  it("no eligible instance: no pick and no shedding (the all-ineligible policy decides)", () => {
+    const a = inst("10.0.0.1:80"), b = inst("10.0.0.2:80");
+    a.healthy = false; b.healthy = false;
+    const g = new Fixture(snapOf([a, b], []));
+    const out = new RequestPick();
+    const crits = [CRIT_STANDARD, CRIT_SHEDDABLE, CRIT_CRITICAL];
+    for (let k = 0; k < crits.length; k++) {
+      pickForRequest(g.plan, g.lp, g.inflight, 0, 0, 0.1, new Rng(5), cost(2), new CostParams(), crits[k], 1, 2, out);
+      expect(out.shed).toBe(false);
+      expect(out.pick.eligible).toBe(0);
+      expect(out.pick.index).toBe(-1);
+    }
+  });
+});
+
 describe("model-route: aliases and splits", () => {
   it("an alias always routes as its target", () => {
     const r = new ModelRule();
     r.name = "gpt-4o"; r.aliasOf = "llama-3-70b";
     expect(routeModel(r, "gpt-4o", 0)).toBe("llama-3-70b");
     expect(routeModel(null, "x", 0)).toBe("x");
+    // a one-character target is a target too
+    const one = new ModelRule();
+    one.name = "fast"; one.aliasOf = "m";
+    expect(routeModel(one, "fast", 9999)).toBe("m");
   });
   it("a 10 % split sends the basis points below 1000 to the new version, deterministic per request id", () => {
     const r = new ModelRule();
@@ -371,6 +453,8 @@ describe("rewrite: the model in the body", () => {
     expect(r.modelEnd).toBe(21);
     expect(String.UTF8.decode(withModel(body, r.modelStart, r.modelEnd, "llama-3-8b"))).toBe('{"model":"llama-3-8b","messages":[{"role":"user","content":"hi"}]}');
     expect(jsonEscape('a"b\\c\n\u0001')).toBe('a\\"b\\\\c\\n\\u0001');
+    // control characters as \u00XX, two hex digits each side of 0x10
+    expect(jsonEscape("\x0f\x10\x1f")).toBe("\\u000f\\u0010\\u001f");
     const again = parseOpenAiRequest(withModel(body, r.modelStart, r.modelEnd, 'we"ird'), API_CHAT, new ParseLimits());
     expect(again.model).toBe('we"ird');
   });

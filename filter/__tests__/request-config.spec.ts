@@ -19,6 +19,16 @@ describe("request config", () => {
     expect(c.defaultCriticality).toBe(CRIT_STANDARD);
     expect(c.criticalityHeader).toBe("x-switchyard-criticality");
     expect(c.priorityOn).toBe(false);
+    // the rest of the documented defaults (docs/contracts.md, request block)
+    expect(c.bytesPerToken).toBe(4.0);
+    expect(c.defaultMaxTokens).toBe(256);
+    expect(c.fallbackPrefillMsPerToken).toBe(0.1);
+    expect(c.adapterLoadMs).toBe(200.0);
+    expect(c.kvCacheFull).toBe(0.95);
+    expect(c.prefixEntries).toBe(32768);
+    expect(c.prefixMaxAgeMs).toBe(600000);
+    expect(c.shedSheddableAt).toBe(1.0);
+    expect(c.shedStandardAt).toBe(2.0);
   });
   it("reads the vLLM priority per criticality (request.priority)", () => {
     const r = parseConfig(withRequest('{"allowOnHeadersStopIteration":true,"priority":{"critical":-5,"standard":0,"sheddable":7}}'));

@@ -179,3 +179,15 @@ describe("RequestParser", () => {
     expect(p.parse(String.UTF8.encode(ok + "}"), API_COMPLETIONS).error).toBe(ReqError.None);
   });
 });
+
+describe("OpenAI body: JSON numbers and truncation", () => {
+  it("refuses a number with a dot or an exponent not followed by a digit, accepts the complete forms", () => {
+    const bad = ['{"model":"m","max_tokens":1.}', '{"model":"m","max_tokens":1.x}', '{"model":"m","max_tokens":1e}', '{"model":"m","max_tokens":1e+}'];
+    for (let i = 0; i < bad.length; i++) if (parse(bad[i]).error != ReqError.NotJson) throw new Error("accepted " + bad[i]);
+    expect(parse('{"model":"m","temperature":1.5e+2,"top_p":0.25E-1}').error).toBe(ReqError.None);
+  });
+  it("a body cut after \"stream\": is not JSON (not a wrong type)", () => {
+    expect(parse('{"model":"m","stream":').error).toBe(ReqError.NotJson);
+    expect(parse('{"model":"m","stream":1}').error).toBe(ReqError.BadField);
+  });
+});

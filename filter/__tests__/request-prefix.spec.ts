@@ -168,6 +168,21 @@ describe("PrefixIndex", () => {
     expect(idx.count()).toBe(1);
   });
 
+  it("withBudget: a budget of exactly bytesFor(n) holds n entries", () => {
+    expect(PrefixIndex.withBudget(1024, PrefixIndex.bytesFor(1024), 0).capacity()).toBe(1024);
+    expect(PrefixIndex.withBudget(1024, PrefixIndex.bytesFor(1024) - 1, 0).capacity()).toBe(512);
+  });
+
+  it("an empty prompt (no block) matches nothing, whatever the hash buffer still holds", () => {
+    const idx = new PrefixIndex(1024, 0);
+    const a = hashes(text(64 * 4, 5));
+    idx.record(a, a.length, 3, 1000);
+    const m = new PrefixMatch();
+    idx.lookup(a, 0, 1000, m);
+    expect(m.slots.length).toBe(0);
+    expect(m.blocksOf(3)).toBe(0);
+  });
+
   it("withBudget: capacity fits the byte budget; layout size as documented", () => {
     expect(PrefixIndex.bytesFor(1024)).toBe(HEADER_BYTES + 1024 * 4 + 1024 * ENTRY_BYTES);
     const idx = PrefixIndex.withBudget(1 << 20, 64 * 1024, 0);

@@ -1,7 +1,7 @@
 import { parseConfig, RulesConfig, STATUS_DEGRADED } from "../assembly/lib/config";
 import {
   planRules, splitIndex, requestIdPoint, randomPoint, decisionProblem, RuleDecision, SplitTarget,
-  ACTION_ROUTE, ACTION_SPLIT, ACTION_LOCAL_REPLY, ACTION_LINK_STATUS, MAX_RULE_SETS,
+  ACTION_ROUTE, ACTION_SPLIT, ACTION_LOCAL_REPLY, ACTION_LINK_STATUS, MAX_RULE_SETS, Because,
 } from "../assembly/lib/rule-decisions";
 
 function route(set: string, authority: string, target: string, header: string = "x-switchyard-route"): RuleDecision {
@@ -203,5 +203,117 @@ describe("decisionProblem (RULES section bounds)", () => {
     const unknown = route("a", "a.example", "dc1");
     unknown.kind = 9;
     expect(part(decisionProblem(unknown), "unknown action kind")).toBe("unknown action kind");
+  });
+});
+
+function reply(names: Array<string>, values: Array<string>): RuleDecision {
+  const d = route("a", "a.example", "x");
+  d.kind = ACTION_LOCAL_REPLY;
+  d.replyStatus = 503;
+  d.replyHeaderNames = names;
+  d.replyHeaderValues = values;
+  return d;
+}
+
+describe("decisionProblem: each bound inclusive, one past it refused", () => {
+  it("set names: 63 characters, letters and digits first, then . _ -", () => {
+    expect(decisionProblem(route("a".repeat(63), "a.example", "dc1"))).toBe("");
+    expect(part(decisionProblem(route("a".repeat(64), "a.example", "dc1")), "set name")).toBe("set name");
+    const ok = ["A", "Z", "a", "z", "0", "9", "a.b", "a_b", "a-b", "Z9.z_0-A"];
+    for (let i = 0; i < ok.length; i++) if (decisionProblem(route(ok[i], "a.example", "dc1")) != "") throw new Error("refused set " + ok[i]);
+    // the characters just outside each range, first and later
+    const bad = ["@", "[", "`", "{", "/", ":", ".a", "_a", "a/", "a:", "a@", "a[", "a`", "a{", "a b", ""];
+    for (let i = 0; i < bad.length; i++) if (decisionProblem(route(bad[i], "a.example", "dc1")) == "") throw new Error("accepted set " + bad[i]);
+  });
+
+  it("route and split targets: 128 characters, ':' allowed after the first", () => {
+    expect(decisionProblem(route("a", "a.example", "t".repeat(128)))).toBe("");
+    expect(part(decisionProblem(route("a", "a.example", "t".repeat(129))), "route target")).toBe("route target");
+    expect(decisionProblem(route("a", "a.example", "Zone-9:dc_1.a"))).toBe("");
+    expect(part(decisionProblem(route("a", "a.example", ":dc1")), "route target")).toBe("route target");
+    expect(part(decisionProblem(route("a", "a.example", "dc/1")), "route target")).toBe("route target");
+    const s = split([1]);
+    s.targets[0].target = "t:1";
+    expect(decisionProblem(s)).toBe("");
+    s.targets[0].target = "t 1";
+    expect(part(decisionProblem(s), "split target 0")).toBe("split target 0");
+  });
+
+  it("authorities, split targets, weights, rule id and because at their maxima", () => {
+    const d = route("a", "a.example", "dc1");
+    for (let i = 1; i < 64; i++) d.authorities.push("a" + i.toString() + ".example");
+    expect(decisionProblem(d)).toBe("");
+    d.authorities.push("a64.example");
+    expect(part(decisionProblem(d), "authorities")).toBe("authorities");
+    const w = new Array<u32>();
+    for (let i = 0; i < 16; i++) w.push(1);
+    const s = split(w);
+    expect(decisionProblem(s)).toBe("");
+    s.targets.push(new SplitTarget("t16", 1));
+    expect(part(decisionProblem(s), "split targets")).toBe("split targets");
+    expect(decisionProblem(split([1000000, 0]))).toBe("");
+    expect(decisionProblem(split([0, 1]))).toBe("");
+    const id = route("a", "a.example", "dc1");
+    id.ruleId = "r".repeat(200);
+    expect(decisionProblem(id)).toBe("");
+    id.ruleId = "r".repeat(201);
+    expect(part(decisionProblem(id), "rule id")).toBe("rule id");
+    id.ruleId = "";
+    expect(part(decisionProblem(id), "rule id")).toBe("rule id");
+    const b = route("a", "a.example", "dc1");
+    for (let i = 0; i < 64; i++) b.because.push(new Because("v" + i.toString(), true));
+    expect(decisionProblem(b)).toBe("");
+    b.because.push(new Because("v64", false));
+    expect(part(decisionProblem(b), "because")).toBe("because");
+  });
+
+  it("local reply: status 200..599, 16 headers, values up to 1024 bytes with spaces and tabs, body up to 4096 bytes", () => {
+    const d = reply(["x-a"], ["ok"]);
+    d.replyStatus = 200;
+    expect(decisionProblem(d)).toBe("");
+    d.replyStatus = 599;
+    expect(decisionProblem(d)).toBe("");
+    d.replyStatus = 199;
+    expect(part(decisionProblem(d), "status")).toBe("status");
+    d.replyStatus = 600;
+    expect(part(decisionProblem(d), "status")).toBe("status");
+    const names = new Array<string>(), values = new Array<string>();
+    for (let i = 0; i < 16; i++) { names.push("x-h" + i.toString()); values.push("v"); }
+    const many = reply(names, values);
+    expect(decisionProblem(many)).toBe("");
+    many.replyHeaderNames.push("x-h16"); many.replyHeaderValues.push("v");
+    expect(part(decisionProblem(many), "reply headers")).toBe("reply headers");
+    const uneven = reply(["x-a", "x-b"], ["v"]);
+    expect(part(decisionProblem(uneven), "reply headers")).toBe("reply headers");
+    // values: the byte bound (a 2-byte character counts twice), SP and HTAB allowed, controls not
+    expect(decisionProblem(reply(["x-a"], ["v".repeat(1024)]))).toBe("");
+    expect(part(decisionProblem(reply(["x-a"], ["v".repeat(1025)])), "reply header 0 value")).toBe("reply header 0 value");
+    expect(decisionProblem(reply(["x-a"], ["é".repeat(512)]))).toBe("");
+    expect(part(decisionProblem(reply(["x-a"], ["é".repeat(512) + "v"])), "reply header 0 value")).toBe("reply header 0 value");
+    expect(decisionProblem(reply(["x-a"], ["retry in 5 s\t(maintenance) ~!"]))).toBe("");
+    expect(decisionProblem(reply(["x-a"], [""]))).toBe("");
+    const controls = ["\x01", "\x1f", "\x7f", "a\x00b", "a\rb", "a\nb"];
+    for (let i = 0; i < controls.length; i++) {
+      if (decisionProblem(reply(["x-a"], [controls[i]])) == "") throw new Error("accepted control character " + i.toString());
+    }
+    // header names: lower-case tokens of 1..128 characters
+    expect(decisionProblem(reply(["x".repeat(128)], ["v"]))).toBe("");
+    expect(part(decisionProblem(reply(["x".repeat(129)], ["v"])), "reply header 0 is not")).toBe("reply header 0 is not");
+    expect(part(decisionProblem(reply([""], ["v"])), "reply header 0 is not")).toBe("reply header 0 is not");
+    expect(part(decisionProblem(reply(["X-A"], ["v"])), "reply header 0 is not")).toBe("reply header 0 is not");
+    expect(decisionProblem(reply(["a0z9!#$%&'*+.^_`|~-"], ["v"]))).toBe("");
+    expect(part(decisionProblem(reply(["x a"], ["v"])), "reply header 0 is not")).toBe("reply header 0 is not");
+    const body = reply([], []);
+    body.replyBody = "b".repeat(4096);
+    expect(decisionProblem(body)).toBe("");
+  });
+
+  it("link status: normal or degraded only", () => {
+    const d = route("a", "a.example", "dc1");
+    d.kind = ACTION_LINK_STATUS;
+    d.linkStatus = STATUS_DEGRADED;
+    expect(decisionProblem(d)).toBe("");
+    d.linkStatus = 7;
+    expect(part(decisionProblem(d), "link status")).toBe("link status");
   });
 });

@@ -3,10 +3,16 @@
 import { isEndpointAddress, isValidUtf8, judge, normalizeRtt, VALUE_OK, VALUE_UNKNOWN, VALUE_INVALID } from "../assembly/lib/snapshot-rules";
 
 const VALID: string[] = ["0.0.0.0:80", "255.255.255.255:65535", "10.0.0.7:8000", "[::]:1", "[::1]:8000", "[1:2:3:4:5:6:7:8]:80",
-  "[1::]:80", "[fd00::7]:8000", "[::ffff:1.2.3.4]:80", "[FD00:0:0:0:0:0:0:AbCd]:443"];
+  "[1::]:80", "[fd00::7]:8000", "[::ffff:1.2.3.4]:80", "[FD00:0:0:0:0:0:0:AbCd]:443",
+  // each hex range's ends; seven groups around one "::"; the longest text form (45 characters)
+  "[9:a:f:A:F:0:09af:FA90]:80", "[1:2:3:4:5:6:7::]:80", "[::2:3:4:5:6:7:8]:80", "[ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255]:1",
+  "9.9.9.9:9", "1.2.3.4:65535"];
 const INVALID: string[] = ["", ":80", "1.2.3.4:", "1.2.3.4", "1.2.3:80", "1.2.3.4.5:80", "01.2.3.4:80", "1.2.3.256:80", "1.2.3.4:0",
   "1.2.3.4:65536", "1.2.3.4:08", "1.2.3.4:+80", "a.b.c.d:80", "[1:2:3:4:5:6:7:8:9]:80", "[:1]:80", "[1:]:80", "[]:80", "[::1]80",
-  "[1::2::3]:80", "[12345::]:80", "[::1%lo]:80", "::1:80", "[::1.2.3]:80", "1.2.3.4:80\r\n", " 1.2.3.4:80"];
+  "[1::2::3]:80", "[12345::]:80", "[::1%lo]:80", "::1:80", "[::1.2.3]:80", "1.2.3.4:80\r\n", " 1.2.3.4:80",
+  // the characters just outside each hex range; eight groups with "::"; 46 characters
+  "[::/]:80", "[::@]:80", "[::G]:80", "[::`]:80", "[::g]:80", "[::1:]:80", "[1:2:3:4:5:6:7::8]:80",
+  "[ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.2550]:1", "[1:2:3:4:5:6:1.2.3.4:8]:80", "1.2.3.4:00080", "1.2.3.4:123456"];
 
 describe("isEndpointAddress", () => {
   it("accepts IPv4 dotted quads and bracketed IPv6 with a port 1..65535", () => {
@@ -50,6 +56,16 @@ describe("judge", () => {
     expect(judge(1, 0, 1, false)).toBe(VALUE_OK);
     expect(judge(<f32>1.01, 0, 1, false)).toBe(VALUE_INVALID);
     expect(judge(-Infinity, 0, 1, false)).toBe(VALUE_INVALID);
+  });
+  it("both ends of a range are in it, the smallest normal f32 is not a denormal", () => {
+    expect(judge(<f32>0.001, <f64><f32>0.001, 5, false)).toBe(VALUE_OK);
+    expect(judge(5, <f64><f32>0.001, 5, false)).toBe(VALUE_OK);
+    expect(judge(<f32>0.0009, <f64><f32>0.001, 5, false)).toBe(VALUE_INVALID);
+    expect(judge(<f32>5.001, <f64><f32>0.001, 5, false)).toBe(VALUE_INVALID);
+    expect(judge(<f32>1.1754943508222875e-38, 0, 1, false)).toBe(VALUE_OK);
+    expect(judge(<f32>-1.1754943508222875e-38, -1, 1, false)).toBe(VALUE_OK);
+    expect(judge(<f32>-1e-40, -1, 1, false)).toBe(VALUE_INVALID);
+    expect(judge(0, 0, 1, true)).toBe(VALUE_OK);
   });
   it("peer RTTs: unusable values read as NaN", () => {
     expect(normalizeRtt(12.5)).toBe(<f32>12.5);

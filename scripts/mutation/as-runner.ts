@@ -14,15 +14,16 @@ export interface MutantResult extends Mutant { outcome: Outcome; by?: string; ms
 
 /** Integration tests that exercise each plugin glue file (kept small: one mutant runs them all
  *  until one fails). */
+const GLUE = 'test/integration/glue.test.ts';
 export const PLUGIN_TESTS: Record<string, string[]> = {
-  'loadaware.ts': ['test/integration/loadaware.test.ts'],
-  'inband.ts': ['test/integration/loadaware.test.ts'],
-  'body.ts': ['test/integration/request-aware.test.ts'],
-  'request-plan.ts': ['test/integration/request-aware.test.ts'],
-  'stream.ts': ['test/integration/loadaware.test.ts', 'test/integration/link.test.ts', 'test/integration/request-aware.test.ts'],
-  'view.ts': ['test/integration/loadaware.test.ts', 'test/integration/link.test.ts', 'test/integration/rules.test.ts'],
-  'root.ts': ['test/integration/snapshot-feed.test.ts', 'test/integration/loadaware.test.ts', 'test/integration/link.test.ts'],
-  'metrics.ts': ['test/integration/snapshot-feed.test.ts', 'test/integration/loadaware.test.ts', 'test/integration/link.test.ts'],
+  'loadaware.ts': [GLUE, 'test/integration/loadaware.test.ts'],
+  'inband.ts': [GLUE, 'test/integration/loadaware.test.ts'],
+  'body.ts': [GLUE, 'test/integration/request-aware.test.ts'],
+  'request-plan.ts': [GLUE, 'test/integration/request-aware.test.ts'],
+  'stream.ts': [GLUE, 'test/integration/loadaware.test.ts', 'test/integration/link.test.ts', 'test/integration/request-aware.test.ts'],
+  'view.ts': [GLUE, 'test/integration/loadaware.test.ts', 'test/integration/link.test.ts', 'test/integration/rules.test.ts'],
+  'root.ts': [GLUE, 'test/integration/snapshot-feed.test.ts', 'test/integration/loadaware.test.ts', 'test/integration/link.test.ts'],
+  'metrics.ts': [GLUE, 'test/integration/snapshot-feed.test.ts', 'test/integration/loadaware.test.ts', 'test/integration/link.test.ts'],
 };
 
 const SKIP_COPY = new Set(['.git', 'node_modules', 'reports', '.stryker-tmp', '.rig']);
@@ -104,10 +105,11 @@ function run(cmd: string, args: string[], cwd: string, timeoutMs: number): Promi
 
 const COMPILE_ERROR = /ERROR (TS|AS)\d+|FAILURE \d+ (parse|compile) error|error\(s\)/;
 
-async function runSpec(dir: string, spec: string): Promise<Run> {
+/** Runs as-pect on the given specs in one process (120 s, plus 30 s per further spec). */
+async function runSpec(dir: string, specs: string[]): Promise<Run> {
   fs.writeFileSync(path.join(dir, '.mutation-asp.mjs'),
-    `import base from "./as-pect.config.mjs";\nexport default { ...base, entries: [${JSON.stringify(spec)}] };\n`);
-  return run(path.join(dir, 'node_modules/.bin/asp'), ['--config', '.mutation-asp.mjs', '--no-logo', '--summary'], dir, 120_000);
+    `import base from "./as-pect.config.mjs";\nexport default { ...base, entries: ${JSON.stringify(specs)} };\n`);
+  return run(path.join(dir, 'node_modules/.bin/asp'), ['--config', '.mutation-asp.mjs', '--no-logo', '--summary'], dir, 120_000 + 30_000 * (specs.length - 1));
 }
 
 async function buildFilter(dir: string): Promise<Run> {
@@ -121,7 +123,10 @@ async function runNodeTest(dir: string, file: string): Promise<Run> {
 /** The unmutated tree must pass every test a mutant will be judged by, or results mean nothing. */
 export async function baseline(dir: string, specs: Set<string>, nodeTests: Set<string>): Promise<string[]> {
   const failures: string[] = [];
-  for (const s of specs) { const r = await runSpec(dir, s); if (r.code !== 0) failures.push(`${s}: ${r.out.slice(-2000)}`); }
+  // all specs in one process; only when that fails, one by one to name the failing ones
+  if (specs.size && (await runSpec(dir, [...specs])).code !== 0) {
+    for (const s of specs) { const r = await runSpec(dir, [s]); if (r.code !== 0) failures.push(`${s}: ${r.out.slice(-2000)}`); }
+  }
   if (nodeTests.size) {
     const b = await buildFilter(dir);
     if (b.code !== 0) failures.push(`build: ${b.out.slice(-2000)}`);
@@ -142,10 +147,14 @@ export async function runMutant(dir: string, m: Mutant, tests: { specs: string[]
   fs.writeFileSync(file, applyMutant(original, m));
   const done = (outcome: Outcome, by?: string): MutantResult => ({ ...m, outcome, by, ms: Date.now() - t0 });
   try {
-    for (const spec of tests.specs) {
-      const r = await runSpec(dir, spec);
-      if (r.timedOut) return done('timeout', spec);
-      if (r.code !== 0) return done(COMPILE_ERROR.test(r.out) && !/\[Result\]/.test(r.out) ? 'compile-error' : 'killed', spec);
+    // the module's own spec (or its nearest importer) first, which kills most mutants; then the
+    // others in one as-pect process (one process start instead of one per spec)
+    const batches = tests.specs.length > 1 ? [tests.specs.slice(0, 1), tests.specs.slice(1)] : tests.specs.length ? [tests.specs] : [];
+    for (const batch of batches) {
+      const r = await runSpec(dir, batch);
+      const by = batch.length === 1 ? batch[0] : `${batch.length} specs`;
+      if (r.timedOut) return done('timeout', by);
+      if (r.code !== 0) return done(COMPILE_ERROR.test(r.out) && !/\[Result\]/.test(r.out) ? 'compile-error' : 'killed', by);
     }
     if (tests.nodeTests.length) {
       const b = await buildFilter(dir);

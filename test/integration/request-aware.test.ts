@@ -86,6 +86,41 @@ test('prefix affinity: the same long system prompt goes back to the instance tha
   }
 });
 
+test('prefix memory: kept across a new snapshot of the same fleet, dropped for an address that is gone', async () => {
+  const b = await bed();
+  try {
+    await b.serve(FLEET());
+    const holder = endpoint(await b.chat(chatBody(SYSTEM, 'q')))[0];
+    // a new snapshot (new seq) re-plans the service: the instance still holds the prefix
+    await b.serve(FLEET());
+    const again = await b.chat(chatBody(SYSTEM, 'q2'));
+    assert.equal(endpoint(again)[0], holder);
+    assert.match(debug(again), /cached_blocks=[1-9]\d* /);
+    // the holder replaced by a new pod (another address): nobody holds the prefix any more
+    const replaced = FLEET().map((x) => (x.addr === holder ? { ...x, addr: '10.0.0.9:80' } : x));
+    await b.serve(replaced);
+    assert.match(debug(await b.chat(chatBody(SYSTEM, 'q3'))), /cached_blocks=0 /);
+  } finally {
+    await b.host.close();
+  }
+});
+
+test('a model not routed elsewhere reaches the upstream byte for byte, JSON escapes included', async () => {
+  const b = await bed();
+  try {
+    await b.serve(FLEET());
+    const body = '{"model":"llama\\u002d3-8b","messages":[{"role":"user","content":"hi"}],"max_tokens":8}';
+    const seen: string[] = [];
+    const r = await b.host.request({ ':method': 'POST', ':path': '/v1/chat/completions', ':authority': AUTH, ':scheme': 'http' },
+      { body, response: (req) => { seen.push(req.body.toString()); return { status: 200 }; } });
+    assert.equal(endpoint(r).length, 1);
+    assert.deepEqual(seen, [body]);
+    assert.match(debug(r), / model=llama-3-8b /);
+  } finally {
+    await b.host.close();
+  }
+});
+
 test('prefix affinity yields to load: the prefix holder with a long queue loses to an idle instance', async () => {
   const b = await bed();
   try {
@@ -115,8 +150,12 @@ test('invalid bodies, shipped default (fallback): the body-blind choice, the rea
       assert.equal(endpoint(r).length, 1, body);
       assert.match(debug(r), why);
     }
+    // an inference call without a body: the body-blind choice too, never a 400
+    const empty = await b.host.request({ ':method': 'POST', ':path': '/v1/completions', ':authority': AUTH, ':scheme': 'http' });
+    assert.equal(empty.localReply, undefined, 'empty body');
+    assert.equal(endpoint(empty).length, 1, 'empty body');
     await b.host.advance(REFRESH);
-    assert.equal(Number(b.host.metric('switchyard.request.invalid.llm')), cases.length);
+    assert.equal(Number(b.host.metric('switchyard.request.invalid.llm')), cases.length + 1);
   } finally {
     await b.host.close();
   }
@@ -136,6 +175,9 @@ test('invalid bodies with onInvalid reject-400: a 400 naming the problem, nothin
     // other paths stay body-blind
     const m = await b.host.request({ ':method': 'GET', ':path': '/v1/models', ':authority': AUTH, ':scheme': 'http' });
     assert.equal(endpoint(m).length, 1);
+    // a rejected request chose no instance: only the GET counts as a choice
+    await b.host.advance(REFRESH);
+    assert.equal(b.host.metric('switchyard.lb.choice.llm'), 1);
   } finally {
     await b.host.close();
   }
