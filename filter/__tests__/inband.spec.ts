@@ -351,9 +351,10 @@ describe("in-band boundaries", () => {
     const f = new Fixture(800, 0, 80, 0);
     const pr = new Prober(probeEvery(0.01), 1000);
     const t: f64 = 5000;
-    // a: idle, but every one of its 4 slots busy with our requests
+    // a (priced out: 10x b): idle, but every one of its 4 slots busy with our requests; b is the
+    // cheapest, never a probe target
     f.inflight[0] = 4;
-    expect(probePick(f.plan, f.table, pr, f.inflight.dataStart, t, f.rng)).toBe(1);
+    expect(probePick(f.plan, f.table, pr, f.inflight.dataStart, t, f.rng)).toBe(-1);
     f.inflight[0] = 3;
     f.table.sent(1, t);
     expect(probePick(f.plan, f.table, pr, f.inflight.dataStart, t, f.rng)).toBe(0);
@@ -368,7 +369,7 @@ describe("in-band boundaries", () => {
 
   it("never probes a candidate whose slot the in-band table does not hold yet", () => {
     const ca = candidateFrom(inst("a:1", 80, 0), MODEL_CONDITIONAL, 1e12, 0, false);
-    const cb = candidateFrom(inst("b:1", 80, 0), MODEL_CONDITIONAL, 1e12, 0, false);
+    const cb = candidateFrom(inst("b:1", 800, 0), MODEL_CONDITIONAL, 1e12, 0, false); // priced out: a probe target
     ca.slot = 0; cb.slot = 1;
     const table = new InbandTable();
     table.sync(1, [0]); // slot 1 is not in the table
