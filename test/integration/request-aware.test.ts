@@ -309,6 +309,28 @@ test('model aliases and splits: the upstream is asked for the routed model (body
   }
 });
 
+test('an alias with no eligible instance: forwarded degraded (shipped allIneligible), still asking the upstream for the routed model', async () => {
+  const b = await bed({ models: [{ name: 'gpt-4o-mini', aliasOf: 'llama-3-8b' }] });
+  try {
+    await b.serve(FLEET().map((r) => ({ ...r, healthy: false, reason: 'unreachable' as const })));
+    const body = JSON.stringify(chatBody('sys', 'q', { model: 'gpt-4o-mini' }));
+    let seen: { model: string; length: string | undefined; bytes: number; degraded: string | undefined } | undefined;
+    const r = await b.host.request(
+      { ':method': 'POST', ':path': '/v1/chat/completions', ':authority': AUTH, ':scheme': 'http', 'content-length': String(Buffer.byteLength(body)) },
+      { body, response: (req) => {
+        const h = (k: string) => req.headers.find(([n]: [string, string]) => n === k)?.[1];
+        seen = { model: JSON.parse(req.body.toString()).model, length: h('content-length'), bytes: req.body.length, degraded: h('x-degraded') };
+        return { status: 200 };
+      } });
+    assert.deepEqual(endpoint(r), [], 'no instance chosen');
+    assert.equal(seen?.degraded, 'true', 'forwarded on the default route');
+    assert.equal(seen?.model, 'llama-3-8b', 'the default route serves the routed model, not the alias');
+    assert.equal(seen?.length, String(seen?.bytes));
+  } finally {
+    await b.host.close();
+  }
+});
+
 test('a slow upload is read, not cut short: the hold timeout counts from the last body chunk', async () => {
   const b = await bed({ holdTimeoutMs: 50 });
   try {

@@ -178,7 +178,9 @@ function chooseWithBody(s: SwitchyardStream, v: RequestView, h: BodyHold, body: 
     }
   }
   const sent = s.applyPick(v, sp, p, note);
-  if (sent && p.index >= 0) {
+  // also without a pick (forwarded degraded): the default route serves the routed model, and an
+  // alias may be a name no server knows
+  if (sent) {
     const renamed = target != r.model && r.modelStart >= 0;
     if (renamed || cfg.priorityOn) rewriteBody(body, r, renamed ? target : null, cfg.priorityOn, unchecked(cfg.priorities[crit]));
   }
