@@ -15,12 +15,12 @@ export const MUTATION_UNITS = {
   'inference-estimator': {
     group: 'inference',
     mutate: ['agent/src/inference/estimator.ts'],
-    tests: ['test/inference/estimator.test.ts'],
+    tests: ['test/inference/estimator.test.ts', 'test/inference/estimator-edges.test.ts'],
   },
   'inference-exposition': {
     group: 'inference',
     mutate: ['agent/src/inference/exposition.ts', 'agent/src/inference/mappings.ts'],
-    tests: ['test/inference/exposition.test.ts'],
+    tests: ['test/inference/exposition.test.ts', 'test/inference/mappings.test.ts'],
   },
   'inference-discovery': {
     group: 'inference',
@@ -29,18 +29,23 @@ export const MUTATION_UNITS = {
   },
   'inference-collector': {
     group: 'inference',
-    mutate: ['agent/src/inference/collector.ts', 'agent/src/inference/encode.ts', 'agent/src/inference/schema.ts'],
+    mutate: ['agent/src/inference/collector.ts', 'agent/src/inference/encode.ts'],
     tests: ['test/inference/collector.test.ts', 'test/inference/slots.test.ts'],
+  },
+  'inference-schema': {
+    group: 'inference',
+    mutate: ['agent/src/inference/schema.ts'],
+    tests: ['test/inference/schema.test.ts', 'test/inference/llm.test.ts'],
   },
   'inference-scraper': {
     group: 'inference',
     mutate: ['agent/src/inference/scraper.ts'],
-    tests: ['test/inference/scrape-stream.test.ts'],
+    tests: ['test/inference/scrape-stream.test.ts', 'test/inference/scraper.test.ts'],
   },
   'inference-llm': {
     group: 'inference',
     mutate: ['agent/src/inference/llm.ts'],
-    tests: ['test/inference/llm.test.ts'],
+    tests: ['test/inference/llm.test.ts', 'test/inference/llm-edges.test.ts'],
   },
   'snapshot-codec': {
     group: 'snapshot',

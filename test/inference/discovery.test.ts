@@ -88,3 +88,54 @@ test('static discovery and address helpers', async () => {
   assert.deepEqual(parseAddr('10.1.2.3:8000'), { host: '10.1.2.3', port: 8000 });
   assert.throws(() => parseAddr('nope'), /invalid address/);
 });
+
+test('DNS discovery: one family without records and the other failing keeps the previous set (no address answered)', async () => {
+  const res = fakeResolver();
+  res.v4 = ['10.0.0.1'];
+  const d = new Discovery({ dns: { name: 'x', port: 80, resolveIntervalMs: 3_600_000 } }, res);
+  await d.start();
+  try {
+    assert.deepEqual(d.current, ['10.0.0.1:80']);
+    res.v4 = Object.assign(new Error('queryA ENOTFOUND'), { code: 'ENOTFOUND' });
+    res.v6 = Object.assign(new Error('queryAaaa ESERVFAIL'), { code: 'ESERVFAIL' });
+    await d.refresh();
+    assert.deepEqual(d.current, ['10.0.0.1:80']);
+    assert.equal(d.failures, 1);
+    // the failing family alone does not empty the set when the other one answers
+    res.v4 = ['10.0.0.2'];
+    await d.refresh();
+    assert.deepEqual(d.current, ['10.0.0.2:80']);
+    assert.equal(d.failures, 1);
+    assert.equal(d.resolutions, 3);
+  } finally {
+    d.stop();
+  }
+});
+
+test('DNS discovery: family ipv4 / ipv6 asks only that family; concurrent refreshes share one resolution', async () => {
+  const res = fakeResolver();
+  res.v4 = ['10.0.0.1'];
+  res.v6 = ['fd00::1'];
+  const v4 = new Discovery({ dns: { name: 'x', port: 80, resolveIntervalMs: 3_600_000, family: 'ipv4' } }, res);
+  const v6 = new Discovery({ dns: { name: 'x', port: 80, resolveIntervalMs: 3_600_000, family: 'ipv6' } }, res);
+  await Promise.all([v4.refresh(), v4.refresh(), v6.refresh()]);
+  assert.deepEqual(v4.current, ['10.0.0.1:80']);
+  assert.deepEqual(v6.current, ['[fd00::1]:80']);
+  assert.equal(res.calls, 1, 'resolve4 once for the ipv4 discovery, never for the ipv6 one');
+  assert.equal(v4.resolutions, 1);
+});
+
+test('Discovery.current is a copy: changing it does not change the discovered set', async () => {
+  const d = new Discovery({ static: ['127.0.0.1:1', '127.0.0.1:2'] });
+  await d.start();
+  const a = d.current;
+  a.push('127.0.0.1:3');
+  a.shift();
+  assert.deepEqual(d.current, ['127.0.0.1:1', '127.0.0.1:2']);
+  // a second start() is a no-op (no second 'change')
+  let changes = 0;
+  d.on('change', () => changes++);
+  await d.start();
+  assert.equal(changes, 0);
+  d.stop();
+});

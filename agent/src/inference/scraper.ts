@@ -40,7 +40,10 @@ export function scrapeOnce(target: ScrapeTarget, opts: ScrapeOptions): Promise<S
   const dur = (): number => performance.now() - t0;
   return new Promise((resolve) => {
     let done = false;
+    // declared before finish(): a bad address finishes before the request (and its timer) exists
+    let timer: NodeJS.Timeout | undefined;
     const finish = (o: ScrapeOutcome): void => {
+      // Stryker disable next-line ConditionalExpression: equivalent, a second resolve() of a settled promise and a second clearTimeout() do nothing
       if (done) return;
       done = true;
       clearTimeout(timer);
@@ -65,7 +68,7 @@ export function scrapeOnce(target: ScrapeTarget, opts: ScrapeOptions): Promise<S
       // self-signed in-cluster endpoints are common; the data is load figures, not secrets
       ...(target.scheme === 'https' ? { rejectUnauthorized: false } : {}),
     });
-    const timer = setTimeout(() => {
+    timer = setTimeout(() => {
       req.destroy(new Error(`timeout after ${opts.timeoutMs} ms`));
     }, opts.timeoutMs);
     req.on('error', (e) => finish({ ok: false, reason: 'unreachable', message: e.message || String(e), durationMs: dur() }));
