@@ -30,7 +30,7 @@ export const MUTATION_UNITS = {
   'inference-collector': {
     group: 'inference',
     mutate: ['agent/src/inference/collector.ts', 'agent/src/inference/encode.ts'],
-    tests: ['test/inference/collector.test.ts', 'test/inference/slots.test.ts'],
+    tests: ['test/inference/collector.test.ts', 'test/inference/slots.test.ts', 'test/inference/collector-records.test.ts'],
   },
   'inference-schema': {
     group: 'inference',
