@@ -143,6 +143,7 @@ export function isIPv6(s: string, from = 0, to = s.length): boolean {
       if (gap) return false;
       gap = true;
       i = j + 2;
+      // Stryker disable next-line ConditionalExpression: equivalent, the loop condition i < to ends the scan as well
       if (i === to) break;
     } else {
       i = j + 1;
