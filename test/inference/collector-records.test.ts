@@ -9,6 +9,7 @@ import { Registry } from 'prom-client';
 import { buildInstanceRecord, imputeFrom, InferenceCollector, priorFrom, type RecordInputs } from '../../agent/src/inference/collector';
 import type { DnsResolver } from '../../agent/src/inference/discovery';
 import { InstanceEstimator, type EstimatorState } from '../../agent/src/inference/estimator';
+import { encodeInstancesSection, INSTANCE_FIXED_BYTES, instancesSectionSize } from '../../agent/src/inference/encode';
 
 /** an estimator state with E[S] = es (and E[S²] = 2·es²), ρ 0.5 and `completions` in the window */
 function state(es: number, completions = 10, extra: Partial<EstimatorState> = {}): EstimatorState {
@@ -211,4 +212,11 @@ test('collector: an instance DNS no longer lists is dropped from the records and
     await col.stop();
     await Promise.all(servers.map((s) => s.close()));
   }
+});
+
+test('instancesSectionSize is the encoded size: multi-byte strings, a peer, an empty peer, a record without peer (JS caller)', () => {
+  const rec = buildInstanceRecord(base({ peer: 'cloud-b' })).record;
+  const records = [rec, { ...rec, service: 'modèle-ü', peer: '' }, { ...rec, addr: '[fd00::1]:8000', peer: undefined as unknown as string }];
+  for (const rs of [[], [rec], records]) assert.equal(instancesSectionSize(rs), encodeInstancesSection(rs).length, `${rs.length} records`);
+  assert.equal(instancesSectionSize([rec]), 4 + INSTANCE_FIXED_BYTES + 3 + 13 + 7);
 });
