@@ -50,7 +50,7 @@ export const MUTATION_UNITS = {
   'snapshot-codec': {
     group: 'snapshot',
     mutate: ['agent/src/snapshot/codec.ts', 'agent/src/snapshot/llm.ts', 'agent/src/snapshot/rules.ts', 'agent/src/snapshot/rules-section.ts'],
-    tests: ['test/agent/codec.test.ts', 'test/agent/snapshot-fixtures.test.ts', 'test/agent/snapshot-llm.test.ts'],
+    tests: ['test/agent/codec.test.ts', 'test/agent/snapshot-fixtures.test.ts', 'test/agent/snapshot-llm.test.ts', 'test/agent/codec-bounds.test.ts'],
   },
   'snapshot-publisher': {
     group: 'snapshot',
