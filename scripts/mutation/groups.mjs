@@ -10,7 +10,7 @@ export const MUTATION_UNITS = {
   'link-probe': {
     group: 'link',
     mutate: ['agent/src/link/peer-monitor.ts', 'agent/src/link/probe.ts', 'agent/src/link/starvation.ts'],
-    tests: ['test/agent/probe.test.ts', 'test/agent/prober.test.ts'],
+    tests: ['test/agent/probe.test.ts', 'test/agent/prober.test.ts', 'test/agent/peer-monitor-edges.test.ts'],
   },
   'inference-estimator': {
     group: 'inference',

@@ -43,7 +43,9 @@ function httpProber(spec: { url: string; host?: string }, timeoutMs: number, max
         if (signal.aborted) return resolve({ outcome: 'aborted', rttMs: 0 });
         let done = false;
         const finish = (r: ProbeResult): void => {
+          // Stryker disable next-line ConditionalExpression,BooleanLiteral: equivalent, a second finish() only repeats idempotent steps (resolve of a settled promise, clearTimeout, removeEventListener, destroy)
           if (done) return;
+          // Stryker disable next-line BooleanLiteral: equivalent, as above
           done = true;
           clearTimeout(timer);
           signal.removeEventListener('abort', onAbort);
@@ -91,7 +93,9 @@ function tcpProber(address: string, timeoutMs: number): Prober {
         let done = false;
         const sock = net.connect({ host, port });
         const finish = (r: ProbeResult): void => {
+          // Stryker disable next-line ConditionalExpression,BooleanLiteral: equivalent, a second finish() only repeats idempotent steps (resolve of a settled promise, clearTimeout, removeEventListener, destroy)
           if (done) return;
+          // Stryker disable next-line BooleanLiteral: equivalent, as above
           done = true;
           clearTimeout(timer);
           signal.removeEventListener('abort', onAbort);
