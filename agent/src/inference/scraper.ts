@@ -42,9 +42,8 @@ export function scrapeOnce(target: ScrapeTarget, opts: ScrapeOptions): Promise<S
     let done = false;
     // declared before finish(): a bad address finishes before the request (and its timer) exists
     let timer: NodeJS.Timeout | undefined;
+    // the first outcome wins; a second call only repeats idempotent steps
     const finish = (o: ScrapeOutcome): void => {
-      // Stryker disable next-line ConditionalExpression: equivalent, a second resolve() of a settled promise and a second clearTimeout() do nothing
-      if (done) return;
       done = true;
       clearTimeout(timer);
       resolve(o);

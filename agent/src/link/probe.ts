@@ -41,12 +41,9 @@ function httpProber(spec: { url: string; host?: string }, timeoutMs: number, max
         // before the request exists: destroying a request with no 'error' listener yet would
         // throw its 'socket hang up' out of the process
         if (signal.aborted) return resolve({ outcome: 'aborted', rttMs: 0 });
-        let done = false;
+        // the first outcome wins: every step below may run again (resolve of a settled promise,
+        // clearTimeout, removeEventListener and destroy do nothing the second time)
         const finish = (r: ProbeResult): void => {
-          // Stryker disable next-line ConditionalExpression,BooleanLiteral: equivalent, a second finish() only repeats idempotent steps (resolve of a settled promise, clearTimeout, removeEventListener, destroy)
-          if (done) return;
-          // Stryker disable next-line BooleanLiteral: equivalent, as above
-          done = true;
           clearTimeout(timer);
           signal.removeEventListener('abort', onAbort);
           resolve(r);
@@ -90,13 +87,9 @@ function tcpProber(address: string, timeoutMs: number): Prober {
     run(signal) {
       return new Promise<ProbeResult>((resolve) => {
         const t0 = process.hrtime.bigint();
-        let done = false;
         const sock = net.connect({ host, port });
+        // the first outcome wins: every step below may run again (see the HTTP prober)
         const finish = (r: ProbeResult): void => {
-          // Stryker disable next-line ConditionalExpression,BooleanLiteral: equivalent, a second finish() only repeats idempotent steps (resolve of a settled promise, clearTimeout, removeEventListener, destroy)
-          if (done) return;
-          // Stryker disable next-line BooleanLiteral: equivalent, as above
-          done = true;
           clearTimeout(timer);
           signal.removeEventListener('abort', onAbort);
           sock.destroy();
