@@ -2,7 +2,7 @@
 // counter resets, layout changes, clock safety and the state before any scrape.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { healthScore, histQuantile, InstanceEstimator, invalidSignals, trimmedMedian } from '../../agent/src/inference/estimator';
+import { healthScore, histQuantile, InstanceEstimator, invalidSignals, secondMomentFromBuckets, trimmedMedian } from '../../agent/src/inference/estimator';
 import type { Hist, Signals } from '../../agent/src/inference/mappings';
 
 const close = (a: number, b: number, eps = 1e-9): void => assert.ok(Math.abs(a - b) <= eps * Math.max(1, Math.abs(b)), `${a} != ${b}`);
@@ -201,4 +201,22 @@ test('pure helpers at their edges: histQuantile, trimmedMedian, healthScore', ()
   close(healthScore(600, 100), 0.5);
   close(healthScore(600, 100, 2), 200 / 600);
   for (const [p, b] of [[NaN, 100], [600, NaN], [600, 0], [0, 100], [-1, 100], [600, -5]]) assert.equal(healthScore(p, b), 1, `${p} ${b}`);
+});
+
+test('secondMomentFromBuckets without any request: unknown (method none), not a number derived from 0/0', () => {
+  for (const counts of [[0, 0, 0], [0, 0]]) {
+    const m = secondMomentFromBuckets([10, 20].slice(0, counts.length - 1), counts, 0);
+    assert.equal(m.method, 'none');
+    assert.ok(Number.isNaN(m.es2) && Number.isNaN(m.errBound));
+  }
+});
+
+test('occupancy ρ: scrapes without a running gauge are left out of the mean, not counted as NaN or 0', () => {
+  const e = new InstanceEstimator({ concurrency: 4 });
+  e.observe(0, s({ running: 2, waiting: 0 }));
+  e.observe(1000, s({ waiting: 1 }));
+  const st = e.observe(2000, s({ running: 4, waiting: 0 }));
+  close(st.rhoOcc, 3 / 4);
+  const none = new InstanceEstimator({ concurrency: 4 }).observe(0, s({ waiting: 1 }));
+  assert.ok(Number.isNaN(none.rhoOcc));
 });

@@ -2,7 +2,7 @@
 // mapping reads, how several series combine, units, and what is reported as matched.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { parseExposition } from '../../agent/src/inference/exposition';
+import { histogramSeries, parseExposition } from '../../agent/src/inference/exposition';
 import { extractSignals, hasLoadSignal, mappedSampleFilter, resolveMappings, UNIT_TO_MS } from '../../agent/src/inference/mappings';
 
 const page = (...lines: string[]): ReturnType<typeof parseExposition> => parseExposition(lines.join('\n') + '\n');
@@ -137,4 +137,17 @@ test('mappedSampleFilter: mapped names and their _bucket/_sum/_count series pass
   assert.equal(keep('nv_inference_request_summary_us_bucket'), true);
   assert.equal(keep('nv_inference_request_summary_us_total'), false);
   assert.equal(keep('unrelated_metric'), false);
+});
+
+test('histogramSeries: duplicate le and a missing _sum are refused naming the series; _count defaults to the +Inf bucket; buckets sorted by le', () => {
+  const dup = '# TYPE h histogram\nh_bucket{a="x",le="1"} 1\nh_bucket{a="x",le="1.0"} 2\nh_bucket{a="x",le="+Inf"} 2\nh_sum{a="x"} 1\n';
+  assert.throws(() => histogramSeries(parseExposition(dup), 'h'), /histogram h\{a="x"\}: duplicate le=1/);
+  const noSum = '# TYPE h histogram\nh_bucket{le="+Inf"} 2\nh_count 2\n';
+  assert.throws(() => histogramSeries(parseExposition(noSum), 'h'), /histogram h: no _sum sample/);
+  const unsorted = '# TYPE h histogram\nh_bucket{le="+Inf"} 4\nh_bucket{le="2"} 3\nh_bucket{le="0.5"} 1\nh_sum 3.5\n';
+  assert.deepEqual(histogramSeries(parseExposition(unsorted), 'h'), [{ labels: {}, bounds: [0.5, 2], cumulative: [1, 3, 4], sum: 3.5, count: 4 }]);
+  assert.deepEqual(histogramSeries(parseExposition('up 1\n'), 'h'), []);
+  // equal counts in neighbouring buckets are fine (an empty bucket)
+  const flat = '# TYPE h histogram\nh_bucket{le="1"} 2\nh_bucket{le="2"} 2\nh_bucket{le="+Inf"} 2\nh_sum 1\nh_count 2\n';
+  assert.deepEqual(histogramSeries(parseExposition(flat), 'h')[0].cumulative, [2, 2, 2]);
 });
