@@ -55,6 +55,6 @@ export const MUTATION_UNITS = {
   'snapshot-publisher': {
     group: 'snapshot',
     mutate: ['agent/src/snapshot/publisher.ts'],
-    tests: ['test/agent/codec.test.ts', 'test/agent/http-api.test.ts'],
+    tests: ['test/agent/publisher.test.ts', 'test/agent/codec.test.ts', 'test/agent/http-api.test.ts'],
   },
 };
