@@ -220,3 +220,30 @@ test('instancesSectionSize is the encoded size: multi-byte strings, a peer, an e
   for (const rs of [[], [rec], records]) assert.equal(instancesSectionSize(rs), encodeInstancesSection(rs).length, `${rs.length} records`);
   assert.equal(instancesSectionSize([rec]), 4 + INSTANCE_FIXED_BYTES + 3 + 13 + 7);
 });
+
+test('collector: a failing /v1/models fetch is logged once per outage (with service and instance), counted every time', async () => {
+  const srv = await pageServer({ running: 0, waiting: 0, n: 0, sumS: 0 }); // answers /v1/models with a metrics page: not JSON
+  const warns: Array<{ obj: unknown; msg?: string }> = [];
+  const registry = new Registry();
+  const col = new InferenceCollector(
+    { scrapeIntervalMs: 600_000, modelsIntervalMs: 3_600_000, services: [{ name: 'llm', kind: 'vllm', instances: { static: [srv.addr] } }] },
+    { registry, logger: { warn: (obj, msg) => void warns.push({ obj, msg }) } },
+  );
+  const errors = async (): Promise<number> => (await registry.getSingleMetric('switchyard_inference_models_fetches_total')!.get()).values.find((v) => v.labels.result === 'error')?.value ?? 0;
+  try {
+    await col.start();
+    for (let i = 0; i < 200 && (await errors()) < 1; i++) await new Promise((r) => setTimeout(r, 10));
+    const inst = (col as unknown as { services: Array<{ instances: Map<string, unknown> }> }).services[0].instances.get(srv.addr);
+    await (col as unknown as { refreshModels(i: unknown): Promise<void> }).refreshModels(inst);
+    await (col as unknown as { refreshModels(i: unknown): Promise<void> }).refreshModels(inst);
+    assert.equal(await errors(), 3);
+    const modelWarns = warns.filter((w) => /\/v1\/models/.test(w.msg ?? ''));
+    assert.equal(modelWarns.length, 1, JSON.stringify(warns));
+    assert.deepEqual(modelWarns[0].obj, { service: 'llm', instance: srv.addr });
+    assert.match(modelWarns[0].msg ?? '', new RegExp(`^inference instance llm/${srv.addr.replace(/\./g, '\\.')}: /v1/models: not JSON`));
+    assert.match(col.details()[0].llm?.modelsError ?? '', /not JSON/);
+  } finally {
+    await col.stop();
+    await srv.close();
+  }
+});
