@@ -123,7 +123,6 @@ export class LatenessMonitor implements LatenessSource {
     this.totalStalledMs += end - start;
     const cutoff = end - this.horizonMs;
     let drop = 0;
-    // Stryker disable next-line ConditionalExpression,EqualityOperator: equivalent while horizonMs >= 0 (default 60 s, no config sets it): the stall just pushed ends at `end` >= cutoff, so the scan stops inside the array
     while (drop < this.stalls.length && this.stalls[drop][1] < cutoff) drop++;
     if (this.stalls.length - drop > MAX_STALLS) drop = this.stalls.length - MAX_STALLS;
     if (drop) this.stalls.splice(0, drop);

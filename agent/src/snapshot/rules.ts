@@ -142,9 +142,7 @@ export function isIPv6(s: string, from = 0, to = s.length): boolean {
     if (j + 1 < to && s.charCodeAt(j + 1) === 58) {
       if (gap) return false;
       gap = true;
-      i = j + 2;
-      // Stryker disable next-line ConditionalExpression: equivalent, the loop condition i < to ends the scan as well
-      if (i === to) break;
+      i = j + 2; // "::" at the end: the loop condition ends the scan
     } else {
       i = j + 1;
       if (i === to) return false; // trailing single ':'
