@@ -64,7 +64,7 @@ test('buildInstanceRecord: data age rounded and clamped to u32 (never scraped = 
   assert.equal(age(0, 1e12), 0xffffffff);
   const slots = (st: EstimatorState | undefined, concurrency?: number): [number, string] => {
     const r = buildInstanceRecord(base({ state: st, concurrency })).record;
-    return [r.slots, r.slotsSource as string];
+    return [r.slots as number, r.slotsSource as string];
   };
   assert.deepEqual(slots(state(20, 10, { concurrency: 6, slotsSource: 'exporter' })), [6, 'exporter']);
   assert.deepEqual(slots(state(20, 10, { concurrency: 0 })), [1, 'inferred']);
