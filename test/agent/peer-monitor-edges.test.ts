@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import type { PeerConfig } from '../../agent/src/config';
 import { PeerMonitor } from '../../agent/src/link/peer-monitor';
 import type { Prober, ProbeResult } from '../../agent/src/link/probe';
-import { judgeSlowSample, type LatenessMonitor } from '../../agent/src/link/starvation';
+import { judgeSlowSample, LatenessMonitor } from '../../agent/src/link/starvation';
 
 test('judgeSlowSample: without a stall (0, or no measurement) the sample is judged as measured, the resolution is not subtracted', () => {
   // 55 ms against a 50 ms threshold: slow, although 55 - 10 (resolution) would be below it
@@ -43,4 +43,22 @@ test('lateness monitor: a peer monitor given the shared monitor does not release
   c.stop();
   c.start();
   assert.equal(c.inFlightCount, 0, 'a stopped monitor does not start');
+});
+
+test('LatenessMonitor.stop cancels its pending timer; stop before start cancels nothing', () => {
+  const pending = new Set<number>();
+  let id = 0;
+  const sched = {
+    now: () => 0,
+    setTimeout: () => (pending.add(++id), id),
+    clearTimeout: (h: unknown) => void pending.delete(h as number),
+  };
+  const m = new LatenessMonitor({ scheduler: sched });
+  m.stop();
+  assert.equal(pending.size, 0);
+  m.start();
+  assert.equal(pending.size, 1);
+  m.stop();
+  assert.equal(pending.size, 0, 'no timer left behind');
+  assert.equal(m.stalledMs(0, 1000), 0);
 });
