@@ -49,6 +49,7 @@ export function judge(v: number, rule: { min: number; max: number; nanIsUnknown:
 
 /** A peer RTT as the filter will use it: the f32 value when valid, NaN otherwise. */
 export function normalizeRtt(v: number): number {
+  // Stryker disable next-line BooleanLiteral: equivalent, NaN is neither 'ok' when unknown nor when invalid: NaN either way
   return judge(v, { min: RTT_MIN, max: RTT_MAX, nanIsUnknown: true }) === 'ok' ? v : NaN;
 }
 
