@@ -220,3 +220,15 @@ test('occupancy ρ: scrapes without a running gauge are left out of the mean, no
   const none = new InstanceEstimator({ concurrency: 4 }).observe(0, s({ waiting: 1 }));
   assert.ok(Number.isNaN(none.rhoOcc));
 });
+
+test('quantiles from a summary when no latency histogram is exported: both, or the one that is there', () => {
+  const e = new InstanceEstimator({ concurrency: 1 });
+  e.observe(0, s({ completions: 0, serviceSumMs: 0, summaryP50Ms: 40, summaryP99Ms: 300 }));
+  let st = e.observe(1000, s({ completions: 10, serviceSumMs: 500, summaryP50Ms: 45, summaryP99Ms: 320 }));
+  assert.deepEqual([st.p50Ms, st.p99Ms], [45, 320]);
+  st = e.observe(2000, s({ completions: 20, serviceSumMs: 1000, summaryP99Ms: 350 }));
+  assert.ok(Number.isNaN(st.p50Ms), `p50 ${st.p50Ms}`);
+  assert.equal(st.p99Ms, 350);
+  st = e.observe(3000, s({ completions: 30, serviceSumMs: 1500, summaryP50Ms: 50 }));
+  assert.deepEqual([st.p50Ms, Number.isNaN(st.p99Ms)], [50, true]);
+});
