@@ -139,3 +139,42 @@ test('Discovery.current is a copy: changing it does not change the discovered se
   assert.equal(changes, 0);
   d.stop();
 });
+
+test('DNS discovery: stop() ends the re-resolution, also when called during a resolution and after a double start()', async () => {
+  const wait = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+  // stopped from inside the second resolution (a refresh in flight)
+  let calls = 0;
+  let d: Discovery | undefined;
+  const res: DnsResolver = {
+    resolve4: async () => {
+      calls++;
+      if (calls === 2) d?.stop();
+      await wait(5);
+      return ['10.0.0.1'];
+    },
+    resolve6: async () => [],
+  };
+  d = new Discovery({ dns: { name: 'x', port: 1, resolveIntervalMs: 20, family: 'ipv4' } }, res);
+  await d.start();
+  for (let i = 0; i < 100 && calls < 2; i++) await wait(10);
+  assert.equal(calls, 2);
+  await wait(120);
+  assert.equal(calls, 2, 'no resolution after stop()');
+
+  // started twice: one loop only, and stop() ends it
+  let n = 0;
+  const r2: DnsResolver = { resolve4: async () => (n++, ['10.0.0.1']), resolve6: async () => [] };
+  const d2 = new Discovery({ dns: { name: 'x', port: 1, resolveIntervalMs: 30, family: 'ipv4' } }, r2);
+  await Promise.all([d2.start(), d2.start()]);
+  assert.equal(n, 1, 'one initial resolution');
+  d2.stop();
+  await wait(120);
+  assert.equal(n, 1, 'no loop left running after stop()');
+});
+
+test('parseAddr: the whole string must be ip:port or [v6]:port', () => {
+  for (const bad of ['x[::1]:80', '[::1]:80x', 'a:b:80', '10.0.0.1:80x', ':10.0.0.1:80', '10.0.0.1:', '[::1]']) {
+    assert.throws(() => parseAddr(bad), /invalid address/, bad);
+  }
+  assert.deepEqual(parseAddr('[fd00::1]:8000'), { host: 'fd00::1', port: 8000 });
+});
