@@ -1,9 +1,13 @@
 // scrapeOnce outcomes against local servers: status classes, the non-2xx message, parse errors,
-// a bad address, a timeout, the request it sends.
+// a bad address, a timeout, the request it sends, https with a self-signed certificate
+// (fixtures/tls: a test-only key and certificate for 127.0.0.1, made with openssl req -x509).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
 import * as http from 'node:http';
+import * as https from 'node:https';
 import type { AddressInfo } from 'node:net';
+import * as path from 'node:path';
 import { scrapeOnce, type ScrapeOutcome } from '../../agent/src/inference/scraper';
 
 async function serve(handler: http.RequestListener): Promise<{ addr: string; close: () => Promise<void> }> {
@@ -100,5 +104,19 @@ test('scrape: no answer within timeoutMs is unreachable, and the outcome comes a
     assert.ok(took >= 140 && took < 1500, `took ${took} ms`);
   } finally {
     await s.close();
+  }
+});
+
+test('scrape over https: a self-signed certificate is accepted (in-cluster endpoints; the data is load figures)', async () => {
+  const dir = path.join(__dirname, 'fixtures', 'tls');
+  const srv = https.createServer({ key: fs.readFileSync(path.join(dir, 'key.pem')), cert: fs.readFileSync(path.join(dir, 'cert.pem')) }, (_req, res) => res.end('up 1\n'));
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', () => r()));
+  try {
+    const o = await scrapeOnce({ addr: `127.0.0.1:${(srv.address() as AddressInfo).port}`, path: '/metrics', scheme: 'https' }, OPTS);
+    assert.equal(o.ok, true, o.ok ? '' : o.message);
+    assert.equal(o.ok && o.exposition.samples.get('up')?.[0].value, 1);
+  } finally {
+    srv.closeAllConnections();
+    await new Promise<void>((r) => srv.close(() => r()));
   }
 });

@@ -109,9 +109,8 @@ export function scrapeOnce(target: ScrapeTarget, opts: ScrapeOptions): Promise<S
         // page would be parsed in one long run; one chunk per event-loop turn lets timers (the
         // link probes) run between chunks
         res.pause();
-        setImmediate(() => {
-          if (!done) res.resume();
-        });
+        // resume() of a stream finish() destroyed or that ended does nothing
+        setImmediate(() => res.resume());
       });
       res.on('error', (e) => finish({ ok: false, reason: 'unreachable', message: `while reading the body: ${e.message}`, durationMs: dur() }));
       res.on('end', () => {
