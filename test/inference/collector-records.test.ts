@@ -247,3 +247,27 @@ test('collector: a failing /v1/models fetch is logged once per outage (with serv
     await srv.close();
   }
 });
+
+test('collector: one scrape of an instance at a time (a scrape still running is not started again)', async () => {
+  let requests = 0;
+  const page: Page = { running: 0, waiting: 0, n: 0, sumS: 0 };
+  const s = http.createServer((_q, res) => {
+    requests++;
+    setTimeout(() => res.writeHead(200, { 'content-type': 'text/plain' }).end(render(page)), 30);
+  });
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', () => r()));
+  const addr = `127.0.0.1:${(s.address() as AddressInfo).port}`;
+  const col = new InferenceCollector({ scrapeIntervalMs: 600_000, services: [{ name: 'llm', kind: 'vllm', llm: false, fetchModels: false, instances: { static: [addr] } }] }, { registry: new Registry() });
+  try {
+    await col.start();
+    await new Promise((r) => setTimeout(r, 250)); // the first scrape the start schedules
+    assert.equal(requests, 1);
+    await Promise.all([col.scrapeAll(), col.scrapeAll(), col.scrapeAll()]);
+    assert.equal(requests, 2);
+    assert.equal(col.details()[0].scrapesOk, 2);
+  } finally {
+    await col.stop();
+    s.closeAllConnections();
+    await new Promise<void>((r) => s.close(() => r()));
+  }
+});
