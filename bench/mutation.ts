@@ -153,7 +153,7 @@ async function runTs(): Promise<void> {
 
 // ---------------------------------------------------------------- report
 interface Survivor { text: string; equivalent?: string }
-interface Row { module: string; killed: number; survived: number; timeout: number; compileError: number; equivalent: number; survivors: Survivor[] }
+interface Row { module: string; killed: number; survived: number; timeout: number; compileError: number; equivalent: number; survivors: Survivor[]; disabled?: string[] }
 const emptyRow = (module: string): Row => ({ module, killed: 0, survived: 0, timeout: 0, compileError: 0, equivalent: 0, survivors: [] });
 
 /** Problems with the equivalents list found while reading the results (stale entries, listed
@@ -180,7 +180,7 @@ function rowsFromAs(): Row[] {
   return [...rows.values()];
 }
 
-interface StrykerReport { files: Record<string, { source: string; mutants: { mutatorName: string; replacement?: string; status: string; location: { start: { line: number; column: number }; end: { line: number; column: number } } }[] }> }
+interface StrykerReport { files: Record<string, { source: string; mutants: { mutatorName: string; replacement?: string; status: string; statusReason?: string; location: { start: { line: number; column: number }; end: { line: number; column: number } } }[] }> }
 
 function rowsFromStryker(): Row[] {
   if (!fs.existsSync(REPORTS)) return [];
@@ -188,9 +188,14 @@ function rowsFromStryker(): Row[] {
   for (const name of fs.readdirSync(REPORTS).filter((n) => /^ts-.*\.json$/.test(n)).sort()) {
     const rep = JSON.parse(fs.readFileSync(path.join(REPORTS, name), 'utf8')) as StrykerReport;
     for (const [file, v] of Object.entries(rep.files)) {
-      const row = emptyRow(file);
+      const row: Row = { ...emptyRow(file), disabled: [] };
       const lines = v.source.split('\n');
       for (const m of v.mutants) {
+        // Ignored: an excluded mutator (StringLiteral, not counted) or a `// Stryker disable` comment
+        // (an equivalent mutant, not counted in the score but listed with its reason)
+        if (m.status === 'Ignored' && !/^Ignored because of excluded mutation/.test(m.statusReason ?? '')) {
+          row.disabled?.push(`${file}:${m.location.start.line} ${m.mutatorName} — ${m.statusReason ?? ''}`);
+        }
         if (m.status === 'Killed') row.killed++;
         else if (m.status === 'Timeout') row.timeout++;
         else if (m.status === 'CompileError' || m.status === 'RuntimeError') row.compileError++;
@@ -201,7 +206,7 @@ function rowsFromStryker(): Row[] {
           row.survivors.push({ text: `${file}:${start.line} ${m.mutatorName}: ${orig.trim()}  =>  ${(m.replacement ?? '').replace(/\s+/g, ' ')}` });
         }
       }
-      if (row.killed + row.survived + row.timeout + row.compileError > 0) rows.push(row);
+      if (row.killed + row.survived + row.timeout + row.compileError + (row.disabled?.length ?? 0) > 0) rows.push(row);
     }
   }
   return rows;
@@ -225,6 +230,33 @@ function score(r: Row, excl: boolean): string {
   return n ? `${((100 * (r.killed + r.timeout)) / n).toFixed(0)} %` : '-';
 }
 const ofTotal = (r: Row, excl: boolean) => `${r.killed + r.timeout} of ${r.killed + r.timeout + r.survived - (excl ? r.equivalent : 0)}`;
+
+/** TS: totals per area (agent/src/<area>), the mutants disabled as equivalent, and the disable comments in the source. */
+function reportTsExtras(rows: Row[], markdown: boolean): void {
+  const ts = rows.filter((r) => r.module.startsWith('agent/src/'));
+  if (!ts.length) return;
+  const areas = new Map<string, { k: number; n: number; disabled: number }>();
+  for (const r of ts) {
+    const area = r.module.split('/').slice(0, 3).join('/');
+    const a = areas.get(area) ?? { k: 0, n: 0, disabled: 0 };
+    a.k += r.killed + r.timeout;
+    a.n += r.killed + r.timeout + r.survived;
+    a.disabled += r.disabled?.length ?? 0;
+    areas.set(area, a);
+  }
+  console.log(markdown ? '\n| TS area | score | killed of | disabled (equivalent) |\n|---|---:|---:|---:|' : '\nTS area                          score  killed of  disabled (equivalent)');
+  for (const [area, a] of [...areas].sort()) {
+    const pct = a.n ? `${((100 * a.k) / a.n).toFixed(0)} %` : '-';
+    console.log(markdown ? `| ${area} | ${pct} | ${a.k} of ${a.n} | ${a.disabled} |` : `${area.padEnd(32)} ${pct.padStart(5)}  ${`${a.k} of ${a.n}`.padStart(9)}  ${a.disabled}`);
+  }
+  const disabled = ts.flatMap((r) => r.disabled ?? []);
+  console.log(`\nTS mutants in this sample disabled by \`// Stryker disable\` comments (equivalent, not in the score): ${disabled.length}`);
+  for (const d of disabled) console.log(markdown ? `- \`${d.replace(/`/g, "'")}\`` : `  ${d}`);
+  const comments = ['agent/src/link', 'agent/src/inference', 'agent/src/snapshot'].flatMap((d) => listTs(d)).flatMap((f) =>
+    fs.readFileSync(path.join(ROOT, f), 'utf8').split('\n').flatMap((l, i) => (/\/\/ Stryker disable/.test(l) ? [`${f}:${i + 2}`] : [])),
+  );
+  console.log(`Stryker disable comments in agent/src/{link,inference,snapshot}: ${comments.length} (${comments.join(', ')})`);
+}
 
 function report(): void {
   const rows = [...rowsFromAs(), ...rowsFromStryker()];
@@ -251,6 +283,7 @@ function report(): void {
     console.log(`\n${EQUIV_NOTE}:`);
     for (const p of listProblems) console.log(`  ${p}`);
   }
+  reportTsExtras(rows, has('markdown'));
 }
 const EQUIV_NOTE = 'scripts/mutation/equivalent-as.json needs attention';
 

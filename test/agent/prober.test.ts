@@ -69,3 +69,45 @@ test('TCP prober: a listening port is ok, a closed port is an error, an abort en
     await close(server);
   }
 });
+
+test('HTTP prober: the configured Host header is sent; no answer within timeoutMs is a timeout; an abort in flight ends the probe; refused is an error', { timeout: 10_000 }, async () => {
+  const hosts: Array<string | undefined> = [];
+  let answer = true;
+  const server = http.createServer((req, res) => {
+    hosts.push(req.headers.host);
+    if (answer) res.end('ok');
+    // else: never answers
+  });
+  const port = await listen(server);
+  const prober = createProber({ kind: 'http', url: `http://127.0.0.1:${port}/healthz`, host: 'peer.example' }, 200, 4);
+  try {
+    assert.equal((await prober.run(new AbortController().signal)).outcome, 'ok');
+    assert.deepEqual(hosts, ['peer.example']);
+
+    answer = false;
+    const t0 = Date.now();
+    const slow = await prober.run(new AbortController().signal);
+    assert.equal(slow.outcome, 'timeout');
+    assert.equal(slow.error, 'no answer within 200 ms');
+    assert.ok(slow.rttMs >= 190 && Date.now() - t0 < 2000, `rtt ${slow.rttMs}`);
+
+    const ac = new AbortController();
+    const pending = prober.run(ac.signal);
+    setTimeout(() => ac.abort(), 50);
+    const aborted = await pending;
+    assert.equal(aborted.outcome, 'aborted');
+    assert.ok(aborted.rttMs >= 40 && aborted.rttMs < 190, `aborted after ${aborted.rttMs} ms, before the timeout`);
+
+    const pre = new AbortController();
+    pre.abort();
+    assert.equal((await prober.run(pre.signal)).outcome, 'aborted');
+  } finally {
+    prober.close();
+    server.closeAllConnections();
+    await close(server);
+  }
+  const refused = createProber({ kind: 'http', url: `http://127.0.0.1:${await closedPort()}/` }, 1000, 4);
+  const r = await refused.run(new AbortController().signal);
+  refused.close();
+  assert.deepEqual([r.outcome, r.error], ['error', 'ECONNREFUSED']);
+});

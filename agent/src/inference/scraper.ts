@@ -40,8 +40,10 @@ export function scrapeOnce(target: ScrapeTarget, opts: ScrapeOptions): Promise<S
   const dur = (): number => performance.now() - t0;
   return new Promise((resolve) => {
     let done = false;
+    // declared before finish(): a bad address finishes before the request (and its timer) exists
+    let timer: NodeJS.Timeout | undefined;
+    // the first outcome wins; a second call only repeats idempotent steps
     const finish = (o: ScrapeOutcome): void => {
-      if (done) return;
       done = true;
       clearTimeout(timer);
       resolve(o);
@@ -65,7 +67,7 @@ export function scrapeOnce(target: ScrapeTarget, opts: ScrapeOptions): Promise<S
       // self-signed in-cluster endpoints are common; the data is load figures, not secrets
       ...(target.scheme === 'https' ? { rejectUnauthorized: false } : {}),
     });
-    const timer = setTimeout(() => {
+    timer = setTimeout(() => {
       req.destroy(new Error(`timeout after ${opts.timeoutMs} ms`));
     }, opts.timeoutMs);
     req.on('error', (e) => finish({ ok: false, reason: 'unreachable', message: e.message || String(e), durationMs: dur() }));
@@ -107,9 +109,8 @@ export function scrapeOnce(target: ScrapeTarget, opts: ScrapeOptions): Promise<S
         // page would be parsed in one long run; one chunk per event-loop turn lets timers (the
         // link probes) run between chunks
         res.pause();
-        setImmediate(() => {
-          if (!done) res.resume();
-        });
+        // resume() of a stream finish() destroyed or that ended does nothing
+        setImmediate(() => res.resume());
       });
       res.on('error', (e) => finish({ ok: false, reason: 'unreachable', message: `while reading the body: ${e.message}`, durationMs: dur() }));
       res.on('end', () => {

@@ -139,7 +139,7 @@ export class PeerMonitor extends EventEmitter<PeerMonitorEvents> {
     if (this.ticker) clearInterval(this.ticker);
     this.ticker = undefined;
     for (const p of this.inFlight.values()) {
-      if (p.slowTimer) clearTimeout(p.slowTimer);
+      clearTimeout(p.slowTimer);
       p.abort.abort();
     }
     this.inFlight.clear();
@@ -193,7 +193,7 @@ export class PeerMonitor extends EventEmitter<PeerMonitorEvents> {
     this.emit('probe-start', { peer: this.name, probeId, inFlight: this.inFlight.size });
 
     this.prober.run(abort.signal).then((res) => {
-      if (entry.slowTimer) clearTimeout(entry.slowTimer);
+      clearTimeout(entry.slowTimer);
       this.inFlight.delete(probeId);
       if (this.stopped || res.outcome === 'aborted') return;
       const late = counted;

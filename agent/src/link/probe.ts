@@ -38,10 +38,12 @@ function httpProber(spec: { url: string; host?: string }, timeoutMs: number, max
     run(signal) {
       return new Promise<ProbeResult>((resolve) => {
         const t0 = process.hrtime.bigint();
-        let done = false;
+        // before the request exists: destroying a request with no 'error' listener yet would
+        // throw its 'socket hang up' out of the process
+        if (signal.aborted) return resolve({ outcome: 'aborted', rttMs: 0 });
+        // the first outcome wins: every step below may run again (resolve of a settled promise,
+        // clearTimeout, removeEventListener and destroy do nothing the second time)
         const finish = (r: ProbeResult): void => {
-          if (done) return;
-          done = true;
           clearTimeout(timer);
           signal.removeEventListener('abort', onAbort);
           resolve(r);
@@ -55,7 +57,7 @@ function httpProber(spec: { url: string; host?: string }, timeoutMs: number, max
           finish({ outcome: 'aborted', rttMs: elapsedMs(t0) });
           req.destroy();
         };
-        if (signal.aborted) return onAbort();
+        // Stryker disable next-line BooleanLiteral,ObjectLiteral: equivalent, an AbortSignal fires 'abort' once and finish() removes the listener
         signal.addEventListener('abort', onAbort, { once: true });
         req.on('response', (res) => {
           res.on('data', () => {});
@@ -85,11 +87,9 @@ function tcpProber(address: string, timeoutMs: number): Prober {
     run(signal) {
       return new Promise<ProbeResult>((resolve) => {
         const t0 = process.hrtime.bigint();
-        let done = false;
         const sock = net.connect({ host, port });
+        // the first outcome wins: every step below may run again (see the HTTP prober)
         const finish = (r: ProbeResult): void => {
-          if (done) return;
-          done = true;
           clearTimeout(timer);
           signal.removeEventListener('abort', onAbort);
           sock.destroy();
@@ -98,6 +98,7 @@ function tcpProber(address: string, timeoutMs: number): Prober {
         const timer = setTimeout(() => finish({ outcome: 'timeout', rttMs: elapsedMs(t0), error: `no connect within ${timeoutMs} ms` }), timeoutMs);
         const onAbort = (): void => finish({ outcome: 'aborted', rttMs: elapsedMs(t0) });
         if (signal.aborted) return onAbort();
+        // Stryker disable next-line BooleanLiteral,ObjectLiteral: equivalent, an AbortSignal fires 'abort' once and finish() removes the listener
         signal.addEventListener('abort', onAbort, { once: true });
         sock.once('connect', () => finish({ outcome: 'ok', rttMs: elapsedMs(t0) }));
         sock.once('error', (err) => finish({ outcome: 'error', rttMs: elapsedMs(t0), error: (err as NodeJS.ErrnoException).code ?? err.message }));

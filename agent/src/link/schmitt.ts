@@ -81,12 +81,14 @@ export function step(s: SchmittState, sampleMs: number | null, cfg: SchmittConfi
     case 'high':
       degradeStreak = Math.min(degradeStreak + 1, STREAK_MAX);
       recoverStreak = 0;
-      if (s.state === 'normal' && degradeStreak >= cfg.degradeAfter) want = 'degraded';
+      // in state degraded, want = 'degraded' is no change
+      if (degradeStreak >= cfg.degradeAfter) want = 'degraded';
       break;
     case 'low':
       recoverStreak = Math.min(recoverStreak + 1, STREAK_MAX);
       degradeStreak = 0;
-      if (s.state === 'degraded' && recoverStreak >= cfg.recoverAfter) want = 'normal';
+      // in state normal, want = 'normal' is no change
+      if (recoverStreak >= cfg.recoverAfter) want = 'normal';
       break;
     case 'mid':
       degradeStreak = 0;

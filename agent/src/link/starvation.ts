@@ -102,7 +102,7 @@ export class LatenessMonitor implements LatenessSource {
 
   stop(): void {
     this.running = false;
-    if (this.handle !== undefined) this.sched.clearTimeout(this.handle);
+    this.sched.clearTimeout(this.handle); // undefined before start(): a no-op, as clearTimeout(undefined)
     this.handle = undefined;
   }
 

@@ -42,10 +42,12 @@ export interface InstanceLlmRecord {
 
 /** A per-token term as published: the value when in [1e-6, 60000] ms (judged as f32), NaN otherwise. */
 export function llmTermOrNaN(v: number): number {
+  // Stryker disable next-line BooleanLiteral: equivalent, NaN is neither 'ok' when unknown nor when invalid: NaN either way
   return judge(v, { min: LLM_TERM_MIN_MS, max: LLM_TERM_MAX_MS, nanIsUnknown: true }) === 'ok' ? v : NaN;
 }
 
 export function kvUsageOrNaN(v: number): number {
+  // Stryker disable next-line BooleanLiteral: equivalent, NaN is neither 'ok' when unknown nor when invalid: NaN either way
   return judge(v, { min: 0, max: 1, nanIsUnknown: true }) === 'ok' ? v : NaN;
 }
 

@@ -62,6 +62,7 @@ export function decisionProblem(d: RuleDecision): string | undefined {
       for (let k = 0; k < a.targets.length; k++) {
         if (!TARGET_RE.test(a.targets[k].target)) return `${at}: split target ${k} must match ${TARGET_RE.source}`;
         if (a.targets[k].weight > MAX_SPLIT_WEIGHT) return `${at}: split weight ${k} above ${MAX_SPLIT_WEIGHT}`;
+        // Stryker disable next-line AssignmentOperator: equivalent, only sum === 0 is asked, and -Σw is 0 exactly when Σw is
         sum += a.targets[k].weight;
       }
       if (sum === 0) return `${at}: split weights sum to 0`;

@@ -49,6 +49,7 @@ export function judge(v: number, rule: { min: number; max: number; nanIsUnknown:
 
 /** A peer RTT as the filter will use it: the f32 value when valid, NaN otherwise. */
 export function normalizeRtt(v: number): number {
+  // Stryker disable next-line BooleanLiteral: equivalent, NaN is neither 'ok' when unknown nor when invalid: NaN either way
   return judge(v, { min: RTT_MIN, max: RTT_MAX, nanIsUnknown: true }) === 'ok' ? v : NaN;
 }
 
@@ -142,8 +143,7 @@ export function isIPv6(s: string, from = 0, to = s.length): boolean {
     if (j + 1 < to && s.charCodeAt(j + 1) === 58) {
       if (gap) return false;
       gap = true;
-      i = j + 2;
-      if (i === to) break;
+      i = j + 2; // "::" at the end: the loop condition ends the scan
     } else {
       i = j + 1;
       if (i === to) return false; // trailing single ':'
