@@ -2,7 +2,7 @@
 // request scoring pass with KV-cache saturation, shedding by criticality, model aliases/splits.
 import { Snapshot, InstanceState } from "../assembly/lib/snapshot";
 import { InstanceLlm, MODEL_BASE, MODEL_LOADED, MODEL_WAITING } from "../assembly/lib/snapshot-llm";
-import { Candidate, candidateFrom, Plan, MODEL_CONDITIONAL } from "../assembly/lib/choose";
+import { Candidate, candidateFrom, Plan, MODEL_CONDITIONAL, PICKER_P2C } from "../assembly/lib/choose";
 import { LlmPlan, buildLlmPlan } from "../assembly/lib/choice/plan-llm";
 import { modelCostMs } from "../assembly/lib/choice/filter-model";
 import { serviceMs } from "../assembly/lib/choice/scorer-size";
@@ -11,7 +11,7 @@ import { RequestCost, CostParams, scoreRequest } from "../assembly/lib/choice/sc
 import { pickForRequest, RequestPick } from "../assembly/lib/choose-request";
 import { CRIT_CRITICAL, CRIT_STANDARD, CRIT_SHEDDABLE, criticalityOf, resolveCriticality, shouldShed } from "../assembly/lib/criticality";
 import { routeModel, basisPointsOf } from "../assembly/lib/request/model-route";
-import { ModelRule, ModelSplit } from "../assembly/lib/request/config";
+import { ModelRule, ModelSplit, RequestConfig } from "../assembly/lib/request/config";
 import { Rng } from "../assembly/lib/inflight";
 import { apiOfPath } from "../assembly/lib/request/endpoint";
 import { API_CHAT, API_COMPLETIONS, parseOpenAiRequest, ParseLimits } from "../assembly/lib/request/openai";
@@ -281,6 +281,35 @@ describe("score-request: size, prefix and KV cache in one pass", () => {
     pickForRequest(g.plan, g.lp, g.inflight, 0, 1, 0, new Rng(1), rc, new CostParams(), CRIT_CRITICAL, 1, 2, out);
     expect(out.shed).toBe(false);
     expect(out.pick.index).toBe(0);
+  });
+
+  it("shipped request-aware picker (band): every eligible candidate priced, the cheap one never missed; p2c misses it", () => {
+    // 8 instances: instance 5 prefills 20× faster (e.g. a cached prefix, a faster GPU); the rest equal
+    const insts = new Array<InstanceState>(), ls = new Array<InstanceLlm>();
+    for (let i = 0; i < 8; i++) {
+      const a = "10.0.0." + (i + 1).toString() + ":80";
+      insts.push(inst(a, 0, 4));
+      ls.push(llm(a, ["m"], [MODEL_BASE], i == 5 ? 0.1 : 2, 1));
+    }
+    const g = new Fixture(snapOf(insts, ls));
+    const out = new RequestPick();
+    const shipped = new RequestConfig().picker;
+    let bandHits = 0, p2cHits = 0;
+    for (let k = 0; k < 64; k++) {
+      // a fresh request cost each time: a pick charges its prefill to the instance chosen
+      let rc = cost(8);
+      rc.modelCol = 0;
+      pickForRequest(g.plan, g.lp, g.inflight, 0, shipped, 0.1, new Rng(k + 1), rc, new CostParams(), CRIT_STANDARD, 1, 2, out);
+      if (out.pick.index == 5) bandHits++;
+      rc = cost(8);
+      rc.modelCol = 0;
+      pickForRequest(g.plan, g.lp, g.inflight, 0, PICKER_P2C, 0.1, new Rng(k + 1), rc, new CostParams(), CRIT_STANDARD, 1, 2, out);
+      if (out.pick.index == 5) p2cHits++;
+    }
+    expect(bandHits).toBe(64);
+    // a draw of two holds instance 5 with probability 1 − (7/8 · 6/7) = 1/4
+    expect(p2cHits).toBeLessThan(40);
+    expect(p2cHits).toBeGreaterThan(0);
   });
 
   it("pressure is the least loaded eligible instance's backlog per slot", () => {

@@ -99,6 +99,27 @@ test('prefix affinity yields to load: the prefix holder with a long queue loses 
   }
 });
 
+test('shipped request-aware picker (band): every candidate priced, the cheapest never missed; request.picker p2c draws two', async () => {
+  // instance 3 serves in a fifth of the time of the others; prompts all distinct (no prefix holder)
+  const fleet = () => FLEET().map((x) => (x.addr === '10.0.0.3:80' ? { ...x, esMs: 2, es2Ms2: 8, p50Ms: 2 } : x));
+  const dflt = await bed();
+  try {
+    await dflt.serve(fleet());
+    for (let i = 0; i < 20; i++) assert.deepEqual(endpoint(await dflt.chat(chatBody(`distinct ${i} `.repeat(30), 'q'))), ['10.0.0.3:80'], `request ${i}`);
+  } finally {
+    await dflt.host.close();
+  }
+  const p2c = await bed({ picker: 'p2c' });
+  try {
+    await p2c.serve(fleet());
+    const to = new Set<string>();
+    for (let i = 0; i < 20; i++) to.add(endpoint(await p2c.chat(chatBody(`distinct ${i} `.repeat(30), 'q')))[0]);
+    assert.ok(to.size > 1, `p2c sent every request to ${[...to]}`);
+  } finally {
+    await p2c.host.close();
+  }
+});
+
 test('invalid bodies, shipped default (fallback): the body-blind choice, the reason in the debug header, counted', async () => {
   const b = await bed();
   try {
