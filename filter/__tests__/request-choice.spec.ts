@@ -342,35 +342,36 @@ describe("criticality and shedding", () => {
     expect(shouldShed(CRIT_STANDARD, 2, 0, 1, 2)).toBe(true);
     expect(shouldShed(CRIT_CRITICAL, 1e9, 1e9, 1, 2)).toBe(false);
   });
-  it("pool at half of sheddableAt (no instance with half its slots free): both thresholds halve, headroom for critical", () => {
-    // pool below sheddableAt / 2: the configured thresholds (normal load sheds nothing new)
+  it("pool at half of sheddableAt (no instance with half its slots free): the sheddable threshold halves; standard unchanged", () => {
+    // pool below sheddableAt / 2: the configured thresholds
     expect(shouldShed(CRIT_SHEDDABLE, 0.9, 0.49, 1, 2)).toBe(false);
     expect(shouldShed(CRIT_STANDARD, 1.9, 0.49, 1, 2)).toBe(false);
-    // pool at sheddableAt / 2: sheddable at 0.5, standard at 1 where the request would go
+    // pool at sheddableAt / 2: sheddable at 0.5 where it would go; standard still at 2
     expect(shouldShed(CRIT_SHEDDABLE, 0.5, 0.5, 1, 2)).toBe(true);
-    expect(shouldShed(CRIT_STANDARD, 0.99, 0.5, 1, 2)).toBe(false);
-    expect(shouldShed(CRIT_STANDARD, 1, 0.5, 1, 2)).toBe(true);
+    expect(shouldShed(CRIT_SHEDDABLE, 0.49, 0.5, 1, 2)).toBe(false);
+    expect(shouldShed(CRIT_STANDARD, 1.99, 1.5, 1, 2)).toBe(false);
+    expect(shouldShed(CRIT_STANDARD, 2, 1.5, 1, 2)).toBe(true);
     // no eligible instance at all: +Inf
     expect(shouldShed(CRIT_STANDARD, Infinity, Infinity, 1, 2)).toBe(true);
     expect(shouldShed(CRIT_CRITICAL, 3, 3, 1, 2)).toBe(false);
-    // pickForRequest: every instance with 3 of 4 slots busy, the chosen one at 1: standard shed, critical sent to the cheapest
+    // pickForRequest: every instance with 3 of 4 slots busy: sheddable shed, standard and critical sent
     const g = new Fixture(snapOf([inst("10.0.0.1:80", 4, 4), inst("10.0.0.2:80", 3, 4)], []));
     const out = new RequestPick();
     let rc = cost(2);
-    pickForRequest(g.plan, g.lp, g.inflight, 0, 1, 0, new Rng(5), rc, new CostParams(), CRIT_STANDARD, 1, 2, out);
+    pickForRequest(g.plan, g.lp, g.inflight, 0, 1, 0, new Rng(5), rc, new CostParams(), CRIT_SHEDDABLE, 1, 2, out);
     expect(rc.pressure).toBeCloseTo(0.75);
-    expect(out.shed).toBe(false); // the cheapest (0.75) is below the halved standard threshold
-    g.inflight[1] = 1; // our own request there: 4 of 4 busy
+    expect(out.shed).toBe(true);
     rc = cost(2);
     pickForRequest(g.plan, g.lp, g.inflight, 0, 1, 0, new Rng(5), rc, new CostParams(), CRIT_STANDARD, 1, 2, out);
-    expect(out.shed).toBe(true);
+    expect(out.shed).toBe(false);
     rc = cost(2);
     pickForRequest(g.plan, g.lp, g.inflight, 0, 1, 0, new Rng(5), rc, new CostParams(), CRIT_CRITICAL, 1, 2, out);
     expect(out.shed).toBe(false);
-    // one instance mostly free: the configured thresholds, standard admitted at pressure 1.5 elsewhere is not asked
-    const h = new Fixture(snapOf([inst("10.0.0.1:80", 1.5), inst("10.0.0.2:80", 0.25)], []));
+    expect(out.pick.index).toBe(1);
+    // one instance with most slots free: the configured threshold, sheddable sent there
+    const h = new Fixture(snapOf([inst("10.0.0.1:80", 4, 4), inst("10.0.0.2:80", 1, 4)], []));
     rc = cost(2);
-    pickForRequest(h.plan, h.lp, h.inflight, 0, 1, 0, new Rng(5), rc, new CostParams(), CRIT_STANDARD, 1, 2, out);
+    pickForRequest(h.plan, h.lp, h.inflight, 0, 1, 0, new Rng(5), rc, new CostParams(), CRIT_SHEDDABLE, 1, 2, out);
     expect(out.shed).toBe(false);
     expect(out.pick.index).toBe(1);
   });

@@ -196,7 +196,7 @@ test('shedding order: sheddable gets 429 + retry-after first, standard next; cri
     await b.serve(pool(0));
     for (const c of ['sheddable', 'standard', 'critical']) assert.equal((await b.chat(chatBody('s', 'q'), { 'x-switchyard-criticality': c })).localReply, undefined, c);
     // pressure 0.75 where the request would go (the cheapest, also the pool's least loaded): the pool
-    // is at sheddableAt / 2 or more, so the thresholds halve (0.5 / 1): sheddable shed, standard served
+    // is at sheddableAt / 2 or more, so the sheddable threshold halves (0.5): sheddable shed, standard served
     await b.serve(pool(0.75));
     const s = await b.chat(chatBody('s', 'q'), { 'x-switchyard-criticality': 'sheddable' });
     assert.equal(s.localReply?.status, 429);
@@ -204,8 +204,8 @@ test('shedding order: sheddable gets 429 + retry-after first, standard next; cri
     assert.match(String(s.localReply?.body), /sheddable request shed/);
     assert.equal((await b.chat(chatBody('s', 'q', { model: 'batch-model' }))).localReply?.status, 429, 'model default sheddable');
     assert.equal((await b.chat(chatBody('s', 'q'))).localReply, undefined, 'standard (service default) served');
-    // pressure 1 (every slot busy even on the least loaded): standard shed too; critical goes to the cheapest instance
-    await b.serve(pool(1));
+    // pressure 2.5: standard shed too; critical goes to the cheapest instance
+    await b.serve(pool(2.5));
     assert.equal((await b.chat(chatBody('s', 'q'))).localReply?.status, 429);
     for (let i = 0; i < 5; i++) {
       const c = await b.chat(chatBody('s', 'q'), { 'x-switchyard-criticality': 'critical' });
