@@ -40,16 +40,16 @@ const NO_SHED = { shedSheddableMs: Infinity, shedStandardMs: Infinity, shedShedd
 const NO_SHED_NAME = 'switchyard-request (250 ms, no shedding)';
 /** the compiled filter (build/switchyard.wasm) in the embedded host, the real agent code scraping
  *  every 1 s (the agent's default) and every 250 ms */
-const FILTER_NAMES = ['switchyard-filter (1000 ms)', 'switchyard-filter (250 ms)', 'switchyard-filter (1000 ms, band picker)', 'switchyard-filter (1000 ms, vLLM priority)',
-  'switchyard-filter (1000 ms, vLLM priority, shedding 0.5 / 1)'];
+const FILTER_NAMES = ['switchyard-filter (1000 ms)', 'switchyard-filter (250 ms)', 'switchyard-filter (1000 ms, p2c picker)', 'switchyard-filter (1000 ms, vLLM priority)',
+  'switchyard-filter (1000 ms, vLLM priority, shedding 0.5 / 1)', 'switchyard-filter (1000 ms, 2 workers)'];
 
 function policies(): RoutingPolicy[] {
   return [
     new RoundRobin(), new LeastRequest(), new GieScheduler(), prefixOnly(), new SwitchyardBodyBlind(1000),
     new RequestAwarePrototype({ scrapeMs: 1000 }), new RequestAwarePrototype({ scrapeMs: 250 }), new RequestAwarePrototype({ scrapeMs: 250, ...NO_SHED }, NO_SHED_NAME),
     new SwitchyardFilterPolicy({ agent: { scrapeIntervalMs: 1000 } }), new SwitchyardFilterPolicy({ agent: { scrapeIntervalMs: 250 } }),
-    // loadAware.services[].picker: band (cheapest within 10 %) instead of the default p2c
-    new SwitchyardFilterPolicy({ agent: { scrapeIntervalMs: 1000 }, service: { picker: 'band' }, name: FILTER_NAMES[2] }),
+    // request.picker: p2c (two draws plus the prefix holder) instead of the default band (cheapest within 10 %)
+    new SwitchyardFilterPolicy({ agent: { scrapeIntervalMs: 1000 }, request: { picker: 'p2c' }, name: FILTER_NAMES[2] }),
     // the instances run vLLM --scheduling-policy priority; the filter writes each request's
     // priority into its body from its criticality (request.priority)
     new SwitchyardFilterPolicy({ agent: { scrapeIntervalMs: 1000 }, engine: { schedulingPolicy: 'priority' }, request: { priority: { critical: 0, standard: 1, sheddable: 2 } }, name: FILTER_NAMES[3] }),
@@ -58,6 +58,9 @@ function policies(): RoutingPolicy[] {
       agent: { scrapeIntervalMs: 1000 }, engine: { schedulingPolicy: 'priority' }, name: FILTER_NAMES[4],
       request: { priority: { critical: 0, standard: 1, sheddable: 2 }, shedding: { sheddableAt: 0.5, standardAt: 1 } },
     }),
+    // two Envoy workers (one VM each, requests alternating): the in-flight table and the prefix
+    // index are shared across VMs, the pending prefill per slot is each VM's own
+    new SwitchyardFilterPolicy({ agent: { scrapeIntervalMs: 1000 }, workers: 2, name: FILTER_NAMES[5] }),
   ];
 }
 

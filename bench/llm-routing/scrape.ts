@@ -11,7 +11,7 @@ export interface Scraped {
   numRequestsRunning: number;
   /** vllm:kv_cache_usage_perc (0..1) */
   kvCacheUsagePerc: number;
-  /** vllm:prompt_tokens_total (computed prefill tokens) */
+  /** vllm:prompt_tokens_total (whole prompts, cached tokens included, as vLLM) */
   promptTokensTotal: number;
   /** vllm:generation_tokens_total */
   generationTokensTotal: number;

@@ -53,7 +53,10 @@ export class WindowEstimator {
     const b = this.base((m) => m.ttftCount);
     const l = this.last;
     if (!b || !l) return undefined;
-    const tok = l.promptTokensTotal - b.promptTokensTotal;
+    // prompt_tokens_total counts cached tokens too (as vLLM): keep the computed share
+    const q = l.prefixCacheQueriesTotal - b.prefixCacheQueriesTotal;
+    const computed = q > 0 ? 1 - Math.min(1, (l.prefixCacheHitsTotal - b.prefixCacheHitsTotal) / q) : 1;
+    const tok = (l.promptTokensTotal - b.promptTokensTotal) * computed;
     const nFirst = l.ttftCount - b.ttftCount;
     const nQ = l.queueTimeCount - b.queueTimeCount;
     if (tok <= 0 || nFirst <= 0 || nQ <= 0) return undefined;

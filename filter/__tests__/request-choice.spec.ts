@@ -2,7 +2,7 @@
 // request scoring pass with KV-cache saturation, shedding by criticality, model aliases/splits.
 import { Snapshot, InstanceState } from "../assembly/lib/snapshot";
 import { InstanceLlm, MODEL_BASE, MODEL_LOADED, MODEL_WAITING } from "../assembly/lib/snapshot-llm";
-import { Candidate, candidateFrom, Plan, MODEL_CONDITIONAL } from "../assembly/lib/choose";
+import { Candidate, candidateFrom, Plan, MODEL_CONDITIONAL, PICKER_P2C } from "../assembly/lib/choose";
 import { LlmPlan, buildLlmPlan } from "../assembly/lib/choice/plan-llm";
 import { modelCostMs } from "../assembly/lib/choice/filter-model";
 import { serviceMs } from "../assembly/lib/choice/scorer-size";
@@ -11,7 +11,7 @@ import { RequestCost, CostParams, scoreRequest } from "../assembly/lib/choice/sc
 import { pickForRequest, RequestPick } from "../assembly/lib/choose-request";
 import { CRIT_CRITICAL, CRIT_STANDARD, CRIT_SHEDDABLE, criticalityOf, resolveCriticality, shouldShed } from "../assembly/lib/criticality";
 import { routeModel, basisPointsOf } from "../assembly/lib/request/model-route";
-import { ModelRule, ModelSplit } from "../assembly/lib/request/config";
+import { ModelRule, ModelSplit, RequestConfig } from "../assembly/lib/request/config";
 import { Rng } from "../assembly/lib/inflight";
 import { apiOfPath } from "../assembly/lib/request/endpoint";
 import { API_CHAT, API_COMPLETIONS, parseOpenAiRequest, ParseLimits } from "../assembly/lib/request/openai";
@@ -321,6 +321,35 @@ describe("score-request: size, prefix and KV cache in one pass", () => {
     expect(out.pick.index).toBe(0);
   });
 
+  it("shipped request-aware picker (band): every eligible candidate priced, the cheap one never missed; p2c misses it", () => {
+    // 8 instances: instance 5 prefills 20× faster (e.g. a cached prefix, a faster GPU); the rest equal
+    const insts = new Array<InstanceState>(), ls = new Array<InstanceLlm>();
+    for (let i = 0; i < 8; i++) {
+      const a = "10.0.0." + (i + 1).toString() + ":80";
+      insts.push(inst(a, 0, 4));
+      ls.push(llm(a, ["m"], [MODEL_BASE], i == 5 ? 0.1 : 2, 1));
+    }
+    const g = new Fixture(snapOf(insts, ls));
+    const out = new RequestPick();
+    const shipped = new RequestConfig().picker;
+    let bandHits = 0, p2cHits = 0;
+    for (let k = 0; k < 64; k++) {
+      // a fresh request cost each time: a pick charges its prefill to the instance chosen
+      let rc = cost(8);
+      rc.modelCol = 0;
+      pickForRequest(g.plan, g.lp, g.inflight, 0, shipped, 0.1, new Rng(k + 1), rc, new CostParams(), CRIT_STANDARD, 1, 2, out);
+      if (out.pick.index == 5) bandHits++;
+      rc = cost(8);
+      rc.modelCol = 0;
+      pickForRequest(g.plan, g.lp, g.inflight, 0, PICKER_P2C, 0.1, new Rng(k + 1), rc, new CostParams(), CRIT_STANDARD, 1, 2, out);
+      if (out.pick.index == 5) p2cHits++;
+    }
+    expect(bandHits).toBe(64);
+    // a draw of two holds instance 5 with probability 1 − (7/8 · 6/7) = 1/4
+    expect(p2cHits).toBeLessThan(40);
+    expect(p2cHits).toBeGreaterThan(0);
+  });
+
   it("pressure is the least loaded eligible instance's backlog per slot", () => {
     const g = new Fixture(snapOf([inst("10.0.0.1:80", 3), inst("10.0.0.2:80", 1.5)], []));
     const rc = cost(2);
@@ -344,11 +373,45 @@ describe("criticality and shedding", () => {
     expect(resolveCriticality(null, -1, CRIT_STANDARD)).toBe(CRIT_STANDARD);
   });
   it("sheds sheddable first, standard next, critical never", () => {
-    expect(shouldShed(CRIT_SHEDDABLE, 0.99, 1, 2)).toBe(false);
-    expect(shouldShed(CRIT_SHEDDABLE, 1, 1, 2)).toBe(true);
-    expect(shouldShed(CRIT_STANDARD, 1.5, 1, 2)).toBe(false);
-    expect(shouldShed(CRIT_STANDARD, 2, 1, 2)).toBe(true);
-    expect(shouldShed(CRIT_CRITICAL, 1e9, 1, 2)).toBe(false);
+    // (criticality, chosen instance's pressure, pool's least loaded pressure, sheddableAt, standardAt)
+    expect(shouldShed(CRIT_SHEDDABLE, 0.99, 0, 1, 2)).toBe(false);
+    expect(shouldShed(CRIT_SHEDDABLE, 1, 0, 1, 2)).toBe(true);
+    expect(shouldShed(CRIT_STANDARD, 1.5, 0.4, 1, 2)).toBe(false);
+    expect(shouldShed(CRIT_STANDARD, 2, 0, 1, 2)).toBe(true);
+    expect(shouldShed(CRIT_CRITICAL, 1e9, 1e9, 1, 2)).toBe(false);
+  });
+  it("pool at half of sheddableAt (no instance with half its slots free): the sheddable threshold halves; standard unchanged", () => {
+    // pool below sheddableAt / 2: the configured thresholds
+    expect(shouldShed(CRIT_SHEDDABLE, 0.9, 0.49, 1, 2)).toBe(false);
+    expect(shouldShed(CRIT_STANDARD, 1.9, 0.49, 1, 2)).toBe(false);
+    // pool at sheddableAt / 2: sheddable at 0.5 where it would go; standard still at 2
+    expect(shouldShed(CRIT_SHEDDABLE, 0.5, 0.5, 1, 2)).toBe(true);
+    expect(shouldShed(CRIT_SHEDDABLE, 0.49, 0.5, 1, 2)).toBe(false);
+    expect(shouldShed(CRIT_STANDARD, 1.99, 1.5, 1, 2)).toBe(false);
+    expect(shouldShed(CRIT_STANDARD, 2, 1.5, 1, 2)).toBe(true);
+    // no eligible instance at all: +Inf
+    expect(shouldShed(CRIT_STANDARD, Infinity, Infinity, 1, 2)).toBe(true);
+    expect(shouldShed(CRIT_CRITICAL, 3, 3, 1, 2)).toBe(false);
+    // pickForRequest: every instance with 3 of 4 slots busy: sheddable shed, standard and critical sent
+    const g = new Fixture(snapOf([inst("10.0.0.1:80", 4, 4), inst("10.0.0.2:80", 3, 4)], []));
+    const out = new RequestPick();
+    let rc = cost(2);
+    pickForRequest(g.plan, g.lp, g.inflight, 0, 1, 0, new Rng(5), rc, new CostParams(), CRIT_SHEDDABLE, 1, 2, out);
+    expect(rc.pressure).toBeCloseTo(0.75);
+    expect(out.shed).toBe(true);
+    rc = cost(2);
+    pickForRequest(g.plan, g.lp, g.inflight, 0, 1, 0, new Rng(5), rc, new CostParams(), CRIT_STANDARD, 1, 2, out);
+    expect(out.shed).toBe(false);
+    rc = cost(2);
+    pickForRequest(g.plan, g.lp, g.inflight, 0, 1, 0, new Rng(5), rc, new CostParams(), CRIT_CRITICAL, 1, 2, out);
+    expect(out.shed).toBe(false);
+    expect(out.pick.index).toBe(1);
+    // one instance with most slots free: the configured threshold, sheddable sent there
+    const h = new Fixture(snapOf([inst("10.0.0.1:80", 4, 4), inst("10.0.0.2:80", 1, 4)], []));
+    rc = cost(2);
+    pickForRequest(h.plan, h.lp, h.inflight, 0, 1, 0, new Rng(5), rc, new CostParams(), CRIT_SHEDDABLE, 1, 2, out);
+    expect(out.shed).toBe(false);
+    expect(out.pick.index).toBe(1);
   });
   it("pickForRequest: the shed flag under pressure, the cheapest instance for critical requests", () => {
     const g = new Fixture(snapOf([inst("10.0.0.1:80", 4), inst("10.0.0.2:80", 2.5), inst("10.0.0.3:80", 6)], []));

@@ -1,6 +1,7 @@
 import { parseConfig } from "../assembly/lib/config";
 import { ON_INVALID_FALLBACK, ON_INVALID_REJECT } from "../assembly/lib/request/config";
 import { CRIT_STANDARD, CRIT_SHEDDABLE, CRIT_CRITICAL } from "../assembly/lib/criticality";
+import { PICKER_BAND, PICKER_P2C } from "../assembly/lib/choose";
 
 function withRequest(req: string): string {
   return '{"agent":{"cluster":"a"},"link":{"services":[]},"loadAware":{"services":[{"authorities":["llm.example"],"service":"llm","request":' + req + '}]}}';
@@ -29,6 +30,16 @@ describe("request config", () => {
     expect(c.prefixMaxAgeMs).toBe(600000);
     expect(c.shedSheddableAt).toBe(1.0);
     expect(c.shedStandardAt).toBe(2.0);
+    // the request-aware picker defaults to band, whatever the service's body-blind picker
+    expect(c.picker).toBe(PICKER_BAND);
+    expect(r.config!.loadAware.services[0].picker).toBe(PICKER_P2C);
+  });
+  it("request.picker: p2c or band; anything else names the field", () => {
+    const p = parseConfig(withRequest('{"allowOnHeadersStopIteration":true,"picker":"p2c"}'));
+    expect(p.error).toBe("");
+    expect(p.config!.loadAware.services[0].request!.picker).toBe(PICKER_P2C);
+    const bad = parseConfig(withRequest('{"allowOnHeadersStopIteration":true,"picker":"argmin"}'));
+    expect(bad.error.includes("loadAware.services[0].request.picker: must be one of band, p2c")).toBe(true);
   });
   it("reads the vLLM priority per criticality (request.priority)", () => {
     const r = parseConfig(withRequest('{"allowOnHeadersStopIteration":true,"priority":{"critical":-5,"standard":0,"sheddable":7}}'));

@@ -138,6 +138,67 @@ test('term estimator: vLLM\'s prefill-time histogram is preferred over TTFT − 
   assert.ok(Math.abs(r.prefillMsPerToken - 0.12) < 1e-9);
 });
 
+test('term estimator: prefill is priced per computed prompt token — cached tokens (prefix-cache counters) are left out', () => {
+  // 40 requests of 1000 prompt tokens, 750 of them cached: 20 ms of prefill each = 0.08 ms per computed token
+  const warm = (n: number, withCounters: boolean): LlmSignals => ({
+    ...cum(n, 1000, 20, 5, 5, 4),
+    ...(withCounters ? { prefixQueries: n * 1000, prefixHits: n * 750 } : {}),
+  });
+  const e = new LlmTermEstimator();
+  e.observe(0, warm(0, true));
+  const r = e.observe(1000, warm(40, true));
+  assert.ok(Math.abs(r.prefillMsPerToken - 20 / 250) < 1e-9, String(r.prefillMsPerToken));
+  assert.equal(r.prefillTokens, 'prefix-counters');
+  assert.ok(Math.abs(r.cachedShare - 0.75) < 1e-12);
+  // a cold instance computing all 1000 tokens in 80 ms has the same per-token cost: the cache no longer makes the warm one look 4× faster
+  const c = new LlmTermEstimator();
+  c.observe(0, { ...cum(0, 1000, 80, 5, 5, 4), prefixQueries: 0, prefixHits: 0 });
+  const rc = c.observe(1000, { ...cum(40, 1000, 80, 5, 5, 4), prefixQueries: 40_000, prefixHits: 0 });
+  assert.ok(Math.abs(rc.prefillMsPerToken - r.prefillMsPerToken) < 1e-9);
+  // without any prefix-cache metric: every prompt token counts (documented fallback, right with caching off)
+  const f = new LlmTermEstimator();
+  f.observe(0, warm(0, false));
+  const rf = f.observe(1000, warm(40, false));
+  assert.ok(Math.abs(rf.prefillMsPerToken - 20 / 1000) < 1e-9, String(rf.prefillMsPerToken));
+  assert.equal(rf.prefillTokens, 'all-prompt');
+  assert.equal(rf.cachedShare, 0);
+});
+
+test('term estimator: V0\'s hit-rate gauge is the fallback; a fully cached window still divides by ≥ 1 computed token per request', () => {
+  const e = new LlmTermEstimator();
+  e.observe(0, { ...cum(0, 1000, 20, 5, 5, 4), prefixHitRate: 0.5 });
+  const r = e.observe(1000, { ...cum(40, 1000, 20, 5, 5, 4), prefixHitRate: 0.5 });
+  assert.ok(Math.abs(r.prefillMsPerToken - 20 / 500) < 1e-9, String(r.prefillMsPerToken));
+  assert.equal(r.prefillTokens, 'hit-rate-gauge');
+  // hits == queries (every token cached: impossible in vLLM, the last token is computed): finite, per 1 token
+  const all = new LlmTermEstimator();
+  all.observe(0, { ...cum(0, 64, 3, 1, 5, 4), prefixQueries: 0, prefixHits: 0 });
+  const ra = all.observe(1000, { ...cum(10, 64, 3, 1, 5, 4), prefixQueries: 640, prefixHits: 640 });
+  assert.ok(Math.abs(ra.prefillMsPerToken - 3) < 1e-9, String(ra.prefillMsPerToken));
+});
+
+test('LLM signals: V1 prefix-cache counters (and the early gpu_ spelling), V0 hit-rate gauge, label-restricted', () => {
+  const text = [
+    'vllm:prefix_cache_queries_total{model_name="a"} 1000',
+    'vllm:prefix_cache_hits_total{model_name="a"} 600',
+    'vllm:prefix_cache_queries_total{model_name="b"} 5',
+    'vllm:prefix_cache_hits_total{model_name="b"} 1',
+    'vllm:gpu_prefix_cache_queries_total{model_name="a"} 7',
+    'vllm:gpu_prefix_cache_hits_total{model_name="a"} 7',
+    '',
+  ].join('\n');
+  const s = extractLlmSignals(parseExposition(text, { keep: llmSampleFilter }), { model_name: 'a' });
+  assert.equal(s.prefixQueries, 1000);
+  assert.equal(s.prefixHits, 600);
+  const early = extractLlmSignals(parseExposition('vllm:gpu_prefix_cache_queries_total 70\nvllm:gpu_prefix_cache_hits_total 7\n', { keep: llmSampleFilter }));
+  assert.deepEqual([early.prefixQueries, early.prefixHits], [70, 7]);
+  const v0 = extractLlmSignals(parseExposition('vllm:gpu_prefix_cache_hit_rate 0.25\n', { keep: llmSampleFilter }));
+  assert.equal(v0.prefixHitRate, 0.25);
+  assert.equal(v0.prefixQueries, undefined);
+  const bad = extractLlmSignals(parseExposition('vllm:gpu_prefix_cache_hit_rate 7\n', { keep: llmSampleFilter }));
+  assert.equal(bad.prefixHitRate, undefined, 'a rate outside [0, 1] is not used');
+});
+
 test('cold start: no own E[S] -> the service median (esSource service-median), none anywhere -> the prior (esSource prior)', async () => {
   const { buildInstanceRecord } = await import('../../agent/src/inference/collector');
   const base = { service: 'llm', addr: '10.0.0.1:80', peer: '', reason: 'ok' as const, state: undefined, baselineMs: NaN, lastOkAt: 0, now: 10, concurrency: 4 };

@@ -234,14 +234,16 @@ test('LoRA affinity: the instance with the adapter loaded is preferred; an insta
   await new Promise((r) => setTimeout(r, 300)); // the filter's next poll adopts that document
 
   // the base model (no adapter restriction) goes to L3, the least loaded: the pins load the others
-  // (p2c draws two of three: compare the priced cost of each pick, from the debug header)
+  // (the shipped request picker draws within 10 % of the cheapest: compare the lowest priced cost
+  // of each instance's picks, from the debug header, with that tolerance)
   const costs = new Map<string, number>();
   for (let i = 0; i < 20; i++) {
     const r = await sendTiny('llama-3-8b');
-    costs.set(endpoint(r)[0], Number(/ cost_ms=([\d.]+)/.exec(debug(r))?.[1]));
+    const c = Number(/ cost_ms=([\d.]+)/.exec(debug(r))?.[1]);
+    costs.set(endpoint(r)[0], Math.min(c, costs.get(endpoint(r)[0]) ?? Infinity));
   }
   const l3 = costs.get(L3.addr);
-  assert.ok(l3 !== undefined && [...costs].every(([a, c]) => a === L3.addr || c >= l3),
+  assert.ok(l3 !== undefined && [...costs].every(([a, c]) => a === L3.addr || c >= l3 / 1.1),
     `L3 is the cheapest by load, so the avoidance below is the adapter capacity: ${JSON.stringify([...costs])}`);
   // sql-lora: loaded on L1; L2 would have to load it; L3 has no room
   for (let i = 0; i < 10; i++) {

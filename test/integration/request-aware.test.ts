@@ -134,6 +134,27 @@ test('prefix affinity yields to load: the prefix holder with a long queue loses 
   }
 });
 
+test('shipped request-aware picker (band): every candidate priced, the cheapest never missed; request.picker p2c draws two', async () => {
+  // instance 3 serves in a fifth of the time of the others; prompts all distinct (no prefix holder)
+  const fleet = () => FLEET().map((x) => (x.addr === '10.0.0.3:80' ? { ...x, esMs: 2, es2Ms2: 8, p50Ms: 2 } : x));
+  const dflt = await bed();
+  try {
+    await dflt.serve(fleet());
+    for (let i = 0; i < 20; i++) assert.deepEqual(endpoint(await dflt.chat(chatBody(`distinct ${i} `.repeat(30), 'q'))), ['10.0.0.3:80'], `request ${i}`);
+  } finally {
+    await dflt.host.close();
+  }
+  const p2c = await bed({ picker: 'p2c' });
+  try {
+    await p2c.serve(fleet());
+    const to = new Set<string>();
+    for (let i = 0; i < 20; i++) to.add(endpoint(await p2c.chat(chatBody(`distinct ${i} `.repeat(30), 'q')))[0]);
+    assert.ok(to.size > 1, `p2c sent every request to ${[...to]}`);
+  } finally {
+    await p2c.host.close();
+  }
+});
+
 test('invalid bodies, shipped default (fallback): the body-blind choice, the reason in the debug header, counted', async () => {
   const b = await bed();
   try {
@@ -216,8 +237,9 @@ test('shedding order: sheddable gets 429 + retry-after first, standard next; cri
     // light load: nobody is shed
     await b.serve(pool(0));
     for (const c of ['sheddable', 'standard', 'critical']) assert.equal((await b.chat(chatBody('s', 'q'), { 'x-switchyard-criticality': c })).localReply, undefined, c);
-    // pressure 1.5 where the request would go (the cheapest: 1.5 requests per slot): sheddable shed, standard served
-    await b.serve(pool(1.5));
+    // pressure 0.75 where the request would go (the cheapest, also the pool's least loaded): the pool
+    // is at sheddableAt / 2 or more, so the sheddable threshold halves (0.5): sheddable shed, standard served
+    await b.serve(pool(0.75));
     const s = await b.chat(chatBody('s', 'q'), { 'x-switchyard-criticality': 'sheddable' });
     assert.equal(s.localReply?.status, 429);
     assert.deepEqual(header(s.localReply?.headers, 'retry-after'), ['3']);

@@ -26,11 +26,21 @@ export const VLLM_LLM_SERIES = {
   timePerOutputToken: 'vllm:time_per_output_token_seconds',
   loraInfo: 'vllm:lora_requests_info',
   kvCacheUsage: ['vllm:kv_cache_usage_perc', 'vllm:gpu_cache_usage_perc'],
+  /**
+   * Prefix-cache counters, in prompt tokens (V1: queried at admission / found cached); the
+   * first V1 releases spelled them `vllm:gpu_prefix_cache_*`. `prompt_tokens_total` counts
+   * whole prompts, cached tokens included, so these say which share of it was computed.
+   */
+  prefixCacheQueries: ['vllm:prefix_cache_queries_total', 'vllm:gpu_prefix_cache_queries_total'],
+  prefixCacheHits: ['vllm:prefix_cache_hits_total', 'vllm:gpu_prefix_cache_hits_total'],
+  /** V0 only: a block hit-rate gauge over the engine's lifetime (approximate fallback) */
+  prefixCacheHitRate: 'vllm:gpu_prefix_cache_hit_rate',
 } as const;
 
 const HIST_NAMES = [VLLM_LLM_SERIES.prefillTime, VLLM_LLM_SERIES.ttft, VLLM_LLM_SERIES.queueTime, VLLM_LLM_SERIES.interTokenLatency, VLLM_LLM_SERIES.timePerOutputToken];
 const KEEP = new Set<string>([
   VLLM_LLM_SERIES.promptTokens, VLLM_LLM_SERIES.generationTokens, VLLM_LLM_SERIES.loraInfo, ...VLLM_LLM_SERIES.kvCacheUsage,
+  ...VLLM_LLM_SERIES.prefixCacheQueries, ...VLLM_LLM_SERIES.prefixCacheHits, VLLM_LLM_SERIES.prefixCacheHitRate,
   ...HIST_NAMES.flatMap((n) => [`${n}_sum`, `${n}_count`]),
 ]);
 
@@ -61,6 +71,11 @@ export interface LlmSignals {
   itl?: SumCount;
   kvCacheUsage?: number;
   lora?: LoraInfo;
+  /** prefix-cache counters (tokens queried / found cached), cumulative; both or neither */
+  prefixQueries?: number;
+  prefixHits?: number;
+  /** V0's lifetime block hit-rate gauge, in [0, 1] */
+  prefixHitRate?: number;
 }
 
 function sumOf(exp: Exposition, name: string, match?: Record<string, string>): number | undefined {
@@ -108,13 +123,24 @@ export function extractLlmSignals(exp: Exposition, match?: Record<string, string
     }
   }
   out.lora = loraInfo(exp);
+  for (let i = 0; i < VLLM_LLM_SERIES.prefixCacheQueries.length; i++) {
+    const q = sumOf(exp, VLLM_LLM_SERIES.prefixCacheQueries[i], match);
+    const h = sumOf(exp, VLLM_LLM_SERIES.prefixCacheHits[i], match);
+    if (q !== undefined && h !== undefined) {
+      out.prefixQueries = q;
+      out.prefixHits = h;
+      break;
+    }
+  }
+  const rates = exp.samples.get(VLLM_LLM_SERIES.prefixCacheHitRate)?.filter((s) => labelsMatch(s.labels, match) && Number.isFinite(s.value) && s.value >= 0 && s.value <= 1);
+  if (rates && rates.length > 0) out.prefixHitRate = rates.reduce((a, s) => a + s.value, 0) / rates.length;
   return out;
 }
 
 // ---------------------------------------------------------------- per-token terms
 
 export interface LlmTerms {
-  /** ms per prompt token (mean prefill time per request / mean prompt tokens per request); NaN unknown */
+  /** ms per computed (uncached) prompt token: mean prefill time per request / mean computed prompt tokens per request; NaN unknown */
   prefillMsPerToken: number;
   /** ms per output token after the first; NaN unknown */
   decodeMsPerToken: number;
@@ -123,6 +149,14 @@ export interface LlmTerms {
   decodeTokens: number;
   /** 'prefill-histogram' (vLLM's request_prefill_time) or 'ttft-minus-queue' */
   prefillSource: 'prefill-histogram' | 'ttft-minus-queue' | 'none';
+  /**
+   * How the computed prompt tokens were told from cached ones: 'prefix-counters' (V1 queries /
+   * hits), 'hit-rate-gauge' (V0), 'all-prompt' (no prefix-cache metric: every prompt token
+   * counts as computed, right when prefix caching is off, too fast per token when it is on).
+   */
+  prefillTokens: 'prefix-counters' | 'hit-rate-gauge' | 'all-prompt';
+  /** share of prompt tokens found cached behind the current prefill term (0 with 'all-prompt') */
+  cachedShare: number;
 }
 
 interface Interval {
@@ -134,6 +168,8 @@ interface Interval {
   /** TTFT − queue form: TTFT and queue sums/counts kept apart (their counts differ: queue time is observed at finish) */
   ttftMs: number;
   queueMs: number;
+  prefixQueries: number;
+  prefixHits: number;
   queueCount: number;
   itlMs: number;
   itlCount: number;
@@ -150,9 +186,11 @@ const MAX_INTERVALS = 1024;
 
 /**
  * Learns the prefill and decode terms from successive cumulative scrapes (docs/inference-llm.md):
- *   prefill = (Σ prefill time / n) / (Σ prompt tokens / n), prefill time = vLLM's
+ *   prefill = (Σ prefill time / n) / (Σ computed prompt tokens / n), prefill time = vLLM's
  *             request_prefill_time when exported, else TTFT − queue time (per-request means,
  *             because queue time is observed when a request finishes, TTFT at its first token);
+ *             computed = prompt tokens × (1 − prefix-cache hits / queries) over the window
+ *             (V0: × (1 − the hit-rate gauge); neither exported: all prompt tokens);
  *   decode  = Σ inter-token latency / its count (time per output token as the fallback).
  * A counter that goes down (restart) re-bases without using the interval. With no new
  * requests the last terms are kept.
@@ -160,7 +198,7 @@ const MAX_INTERVALS = 1024;
 export class LlmTermEstimator {
   private prev?: LlmSignals;
   private intervals: Interval[] = [];
-  private last: LlmTerms = { prefillMsPerToken: NaN, decodeMsPerToken: NaN, prefillRequests: 0, decodeTokens: 0, prefillSource: 'none' };
+  private last: LlmTerms = { prefillMsPerToken: NaN, decodeMsPerToken: NaN, prefillRequests: 0, decodeTokens: 0, prefillSource: 'none', prefillTokens: 'all-prompt', cachedShare: 0 };
   private readonly windowMs: number;
   private readonly minRequests: number;
 
@@ -187,6 +225,8 @@ export class LlmTermEstimator {
         prefillCount: d(p.prefillTime?.count, s.prefillTime?.count),
         ttftMs: d(p.ttft?.sumMs, s.ttft?.sumMs),
         queueMs: d(p.queueTime?.sumMs, s.queueTime?.sumMs),
+        prefixQueries: d(p.prefixQueries, s.prefixQueries),
+        prefixHits: d(p.prefixHits, s.prefixHits),
         queueCount: d(p.queueTime?.count, s.queueTime?.count),
         itlMs: d(p.itl?.sumMs, s.itl?.sumMs),
         itlCount: d(p.itl?.count, s.itl?.count),
@@ -213,13 +253,25 @@ export class LlmTermEstimator {
   }
 
   private compute(s: LlmSignals): void {
-    let prompt = 0, first = 0, prefill = 0, prefillN = 0, ttft = 0, queue = 0, queueN = 0, itl = 0, itlN = 0;
+    let prompt = 0, first = 0, prefill = 0, prefillN = 0, ttft = 0, queue = 0, queueN = 0, itl = 0, itlN = 0, pq = 0, ph = 0;
     for (const iv of this.intervals) {
       prompt += iv.prompt; first += iv.firstTokens; prefill += iv.prefillMs; prefillN += iv.prefillCount; ttft += iv.ttftMs;
-      queue += iv.queueMs; queueN += iv.queueCount; itl += iv.itlMs; itlN += iv.itlCount;
+      queue += iv.queueMs; queueN += iv.queueCount; itl += iv.itlMs; itlN += iv.itlCount; pq += iv.prefixQueries; ph += iv.prefixHits;
+    }
+    // vLLM's prompt-token counter includes cached tokens, which cost no prefill: dividing by it
+    // makes an instance serving cached prefixes look fast per token and draws new prompts to it
+    let cached = 0;
+    let basis: LlmTerms['prefillTokens'] = 'all-prompt';
+    if (s.prefixQueries !== undefined && pq > 0) {
+      cached = Math.min(1, ph / pq);
+      basis = 'prefix-counters';
+    } else if (s.prefixHitRate !== undefined) {
+      cached = s.prefixHitRate;
+      basis = 'hit-rate-gauge';
     }
     if (first > 0 && prompt > 0) {
-      const promptPerReq = prompt / first;
+      // at least the last prompt token is computed for every request (it yields the first token's logits)
+      const promptPerReq = Math.max(1, (prompt * (1 - cached)) / first);
       let perReq = NaN;
       let source: LlmTerms['prefillSource'] = 'none';
       if (s.prefillTime !== undefined && prefillN > 0) {
@@ -234,6 +286,8 @@ export class LlmTermEstimator {
         this.last.prefillMsPerToken = perReq / promptPerReq;
         this.last.prefillRequests = first;
         this.last.prefillSource = source;
+        this.last.prefillTokens = basis;
+        this.last.cachedShare = cached;
       }
     }
     if (itlN > 0 && itl > 0) {

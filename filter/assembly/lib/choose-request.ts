@@ -45,7 +45,7 @@ export function pickForRequest(plan: Plan, lp: LlmPlan, inflight: Array<i32>, no
     // judged where the request would go: admitting on the account of the pool's least loaded
     // instance, which the picker may not have drawn, loads the busy ones; judged on the chosen
     // one, the share shed follows the share of busy instances (docs/architecture-choice.md)
-    if (p.index >= 0 && shouldShed(crit, unchecked(rc.pressureOf[p.index]), sheddableAt, standardAt)) { out.shed = true; return out; }
+    if (p.index >= 0 && shouldShed(crit, unchecked(rc.pressureOf[p.index]), rc.pressure, sheddableAt, standardAt)) { out.shed = true; return out; }
   }
   if (p.index >= 0) rc.charge(p.index, unchecked(plan.slot[p.index]), nowMs, modelCostMs(lp, lp.hasData ? rc.modelCol : -1, p.index, cp.adapterLoadMs));
   return out;

@@ -24,11 +24,17 @@ export function resolveCriticality(headerValue: string | null, modelDefault: i32
 }
 
 /**
- * Whether a request of criticality `crit` is shed at pool pressure `pressure` (the least loaded
- * eligible instance's backlog per slot, +Inf when none is eligible for the request).
+ * Whether a request of criticality `crit` is shed: `pressure` is the pressure of the instance it
+ * would be sent to, `poolPressure` the least loaded eligible instance's (+Inf when none is
+ * eligible). Sheddable at `sheddableAt` where it would go, standard at `standardAt` there; the
+ * sheddable threshold halves while the pool's least loaded instance is at sheddableAt / 2 or
+ * more: near capacity, what is admitted queues ahead of the critical requests still to come
+ * (docs/architecture-choice.md, "Shedding").
  */
-export function shouldShed(crit: i32, pressure: f64, sheddableAt: f64, standardAt: f64): bool {
-  if (crit == CRIT_SHEDDABLE) return pressure >= sheddableAt;
+export function shouldShed(crit: i32, pressure: f64, poolPressure: f64, sheddableAt: f64, standardAt: f64): bool {
+  // near capacity only the sheddable threshold tightens: standard is never shed below standardAt
+  const s = poolPressure >= sheddableAt * 0.5 ? sheddableAt * 0.5 : sheddableAt;
+  if (crit == CRIT_SHEDDABLE) return pressure >= s;
   if (crit == CRIT_STANDARD) return pressure >= standardAt;
   return false;
 }

@@ -132,6 +132,7 @@ export const TPOT_BUCKETS = [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4,
 export const E2E_BUCKETS = [0.01, 0.025, 0.05, 0.1, 0.25, 0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0];
 
 export class LlmEngineStats {
+  /** whole prompts (cached tokens included) counted at their first token, as vLLM's prompt_tokens_total */
   promptTokens = 0;
   generationTokens = 0;
   /** prompt tokens looked up in the prefix cache / found there (vLLM counts tokens) */
@@ -354,7 +355,6 @@ export class LlmEngine {
       if (prefill > 0) {
         r.computed += prefill;
         r.kvLen += prefill;
-        this.stats.promptTokens += prefill;
         this.registerFullBlocks(r);
         if (r.computed < r.target.length) continue; // more prefill chunks to come
       } else r.kvLen++;
@@ -363,6 +363,8 @@ export class LlmEngine {
       this.stats.generationTokens++;
       if (r.firstTokenMs === undefined) {
         r.firstTokenMs = end;
+        // as vLLM: the whole prompt (cached tokens included), once, at the first token
+        this.stats.promptTokens += r.promptTokens.length;
         this.stats.ttft.observe((end - r.arrivalMs) / 1000);
         res.firstTokens.push(r);
       } else {

@@ -5,6 +5,7 @@
 import { JKind, JValue } from "../json";
 import { ObjectReader, Problems, join, isHeaderName, reservedHeaderReason } from "../fields";
 import { CRIT_STANDARD, criticalityOf, CRITICALITY_NAMES } from "../criticality";
+import { PICKER_BAND, PICKER_P2C } from "../choose";
 
 export const ON_INVALID_FALLBACK: i32 = 0;
 export const ON_INVALID_REJECT: i32 = 1;
@@ -55,6 +56,12 @@ export class RequestConfig {
   /** ... and standard ones. Critical requests are never shed. */
   shedStandardAt: f64 = 2;
   models: Array<ModelRule> = [];
+  /**
+   * Picker of the request-aware choice (PICKER_*; the service's loadAware `picker` is for its
+   * body-blind choice). Default band: every model-eligible candidate is priced for the request
+   * anyway, and a draw of two misses the cheap one (docs/architecture-choice.md, "Picker").
+   */
+  picker: i32 = PICKER_BAND;
   /** request.priority set: the vLLM `priority` written into the body per criticality (CRIT_* index). */
   priorityOn: bool = false;
   priorities: StaticArray<i32> = new StaticArray<i32>(3);
@@ -67,7 +74,7 @@ export class RequestConfig {
 
 export const REQUEST_KEYS: Array<string> = ["api", "allowOnHeadersStopIteration", "maxBodyBytes", "onInvalid", "holdTimeoutMs",
   "bytesPerToken", "defaultMaxTokens", "fallbackPrefillMsPerToken", "adapterLoadMs", "kvCacheFull", "prefix", "criticalityHeader",
-  "criticality", "shedding", "models", "priority"];
+  "criticality", "shedding", "models", "priority", "picker"];
 
 function modelName(r: ObjectReader, key: string, required: bool): string {
   const s = r.str(key, "", required);
@@ -113,6 +120,7 @@ export function parseRequestConfig(r: ObjectReader): RequestConfig {
     c.shedStandardAt = sh.num("standardAt", c.shedStandardAt, 0, 1000);
     if (p.ok && c.shedStandardAt < c.shedSheddableAt) p.add(join(sh.path, "standardAt"), "must be at least sheddableAt");
   }
+  c.picker = r.oneOf("picker", "band", ["band", "p2c"]) == "p2c" ? PICKER_P2C : PICKER_BAND;
   const models = r.arr("models");
   if (models != null) parseModels(models, join(r.path, "models"), p, c);
   const pr = r.obj("priority", CRITICALITY_NAMES);
