@@ -275,6 +275,9 @@ export class InbandTable {
     this.orcaAt[s] = -Infinity; this.orcaErr[s] = 0; this.orcaUtil[s] = NaN; this.orcaKv[s] = NaN;
   }
 
+  /** Slot s's cost factor (the debug header shows it). */
+  @inline factorOf(s: i32): f64 { return unchecked(this.adj[s * ADJ_STRIDE]); }
+
   /** Whether a stream's (slot, generation) still names the slot's current address. */
   @inline valid(slot: i32, gen: u32): bool { return slot >= 0 && slot < this.gen.length && unchecked(this.gen[slot]) == gen; }
 
