@@ -177,7 +177,9 @@ export async function fuzzSnapshots(count: number, seed = 1): Promise<FuzzReport
     pluginConfig: JSON.stringify({
       agent: { cluster: 'switchyard_agent', pollMs: 10, longPollMs: 0, timeoutMs: 500 }, refreshMs: 10, leaseMs: 200,
       link: { stalenessMs: 3_600_000, failMode: 'degraded', services: [{ authorities: [PAY], peer: 'cloud-b' }] },
-      loadAware: { services: [{ authorities: [LLM], service: 'llm', stalenessMs: 3_600_000, picker: 'band', band: 0, debug: true }] },
+      // in-band learning off: its answers are evidence newer than a re-served scrape (a request that
+      // found a free slot caps the queue), so decisions would legitimately differ from state A's
+      loadAware: { services: [{ authorities: [LLM], service: 'llm', stalenessMs: 3_600_000, picker: 'band', band: 0, debug: true, inband: { enabled: false } }] },
     }),
     clusters: { switchyard_agent: { handler: () => { polls++; return { status: 200, body }; } } },
   });

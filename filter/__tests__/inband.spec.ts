@@ -161,6 +161,56 @@ describe("in-band fusion moves the choice", () => {
     expect(f.toA(20, t + 1)).toBe(20);
   });
 
+  it("a wait in the time to headers reads the other proxies' queue until a newer scrape", () => {
+    const f = new Fixture(80, 0, 80, 1); // scraped: a idle, b one queued: a is the cheaper
+    f.table.fuseAll(0);
+    expect(f.toA(20, 0)).toBe(20);
+    // answers with headers after 8 ms (no wait): the unqueued time to headers
+    let t: f64 = 10;
+    for (let k = 0; k < 10; k++) { f.table.headers(0, t, t + 8, 200, 0); f.table.headers(1, t, t + 8, 200, 0); t += 50; }
+    expect(f.toA(20, t)).toBe(20);
+    // a request to a waited 100 ms = 5 × E[S]/c: a held c − 1 + 5 requests, none of them ours
+    f.table.headers(0, t, t + 108, 200, 0);
+    expect(f.table.adj[0 * ADJ_STRIDE + 1]).toBeGreaterThan(7);
+    expect(f.toA(20, t + 108)).toBe(0);
+    // our own in-flight requests are not the others' queue: the same wait with 8 of ours there
+    f.table.onScrape(0, t + 1, 80, 4);
+    f.table.headers(0, t + 2, t + 110, 200, 8);
+    expect(f.table.adj[0 * ADJ_STRIDE + 1]).toBe(0);
+    // a scrape taken after that request started: the scraped queue again
+    f.table.onScrape(0, t + 200, 80, 4);
+    expect(isNaN(f.table.adj[0 * ADJ_STRIDE + 1])).toBe(true);
+    expect(f.toA(20, t + 200)).toBe(20);
+  });
+
+  it("a request that found a free slot caps a stale scraped queue at c - 1 less ours", () => {
+    const f = new Fixture(80, 3, 80, 2); // scraped: a 3 in it, b 2: b is the cheaper
+    f.table.fuseAll(0);
+    expect(f.toA(20, 0)).toBe(0);
+    let t: f64 = 10;
+    for (let k = 0; k < 10; k++) { f.table.headers(1, t, t + 8, 200, 0); t += 50; }
+    f.table.headers(0, t, t + 8, 200, 0);
+    expect(f.toA(20, t)).toBe(0); // the first answer only sets the unqueued time to headers
+    f.table.headers(0, t + 20, t + 28, 200, 2); // no wait, 2 of ours there: at most 1 other in a, below b's 2
+    expect(f.table.adj[0 * ADJ_STRIDE + 2]).toBe(1);
+    expect(f.toA(20, t + 28)).toBe(20);
+    f.table.onScrape(0, t + 100, 80, 4); // a newer scrape lifts the cap
+    expect(f.table.adj[0 * ADJ_STRIDE + 2]).toBe(Infinity);
+    expect(f.toA(20, t + 100)).toBe(0);
+  });
+
+  it("a slowed instance's long time to headers is its slowdown, not a queue", () => {
+    const f = new Fixture(80, 0, 80, 1);
+    let t = f.warm(0);
+    f.table.onScrape(0, t, 80, 4); f.table.onScrape(1, t, 80, 4);
+    for (let k = 0; k < 3; k++) { f.table.headers(0, t, t + 8, 200, 0); t += 50; }
+    // two slow answers (10x) make a slow; then its waits are not read
+    f.answer(0, t, 80, 800); f.answer(0, t + 1, 80, 801);
+    t += 1000;
+    f.table.headers(0, t, t + 300, 200, 0);
+    expect(isNaN(f.table.adj[0 * ADJ_STRIDE + 1])).toBe(true);
+  });
+
   it("ORCA errors per second count like observed errors", () => {
     const f = new Fixture(80, 0, 80, 1);
     const t = f.warm(0);

@@ -3,8 +3,8 @@
 //
 // Indexed like the in-flight table (lib/inflight.ts): one entry per slot, bounded by the live
 // fleet; a slot reused for another address (its generation changed) starts from nothing. The
-// request path reads only `adj` (factor, queue override per slot); everything else is written on
-// the response path and on the tick.
+// request path reads only `adj` (factor, queue override, queue cap per slot); everything else is
+// written on the response path and on the tick.
 //
 // Estimators (t = time of the sample, at = time of the previous one, τ = tauMs):
 //   peak   y > peak ? y : peak·w + y·(1 − w), w = e^(−(t − at)/τ)      (Finagle / tower PeakEwma)
@@ -18,8 +18,18 @@
 // answers; 5xx and resets only count as errors).
 import { OrcaReport } from "./orca";
 
-/** Stride of `adj`: [factor, queue override (NaN: none)] per slot. */
-export const ADJ_STRIDE: i32 = 2;
+/** Stride of `adj`: [factor, queue override (NaN: none), queue cap (Infinity: none)] per slot. */
+export const ADJ_STRIDE: i32 = 3;
+/**
+ * The queue seen in the time to headers (InbandTable.headers): a wait above this fraction of
+ * E[S]/c says every slot was busy and requests were queued ahead; at or below it, the instance
+ * had a free slot when the request started (at most c − 1 others in it).
+ */
+export const WAIT_BUSY: f64 = 0.25;
+/** Requests ahead counted from one wait at most this many times c (a heavy-tailed residual is not a queue). */
+export const WAIT_MAX_SLOTS: f64 = 8;
+/** Weight of a new wait sample in the queue estimate (the previous one, when newer than the scrape, keeps the rest). */
+export const WAIT_STEP: f64 = 0.5;
 /**
  * The level correction needs answers this many times faster than the scraped E[S]: the service
  * sample (headers to end, a pair minimum of a heavy-tailed time) is often half the mean on a
@@ -166,13 +176,20 @@ export class InbandTable {
   /** Default parameters; each slot uses its service's (paramsOf, set on rebuild). */
   params: InbandParams = new InbandParams();
   paramsOf: Array<InbandParams> = [];
-  /** Per slot [factor, queue override]: what the request path reads (ADJ_STRIDE). */
+  /** Per slot [factor, queue override, queue cap]: what the request path reads (ADJ_STRIDE). */
   adj: Array<f64> = [];
   gen: Array<u32> = [];
   hdrPeak: Array<f64> = [];
   hdrRef: Array<f64> = [];
   hdrAt: Array<f64> = [];
   hdrPrev: Array<f64> = [];
+  /**
+   * The time to headers of an unqueued request: a floor that follows lower samples quickly and
+   * higher ones slowly (about the 2nd percentile), so that time to headers − floor is the wait.
+   */
+  hdrFloor: Array<f64> = [];
+  /** When the queue override/cap's observation was made (request start for a wait, report time for ORCA). */
+  qAt: Array<f64> = [];
   eosPrev: Array<f64> = [];
   eosPeak: Array<f64> = [];
   eosRef: Array<f64> = [];
@@ -229,8 +246,9 @@ export class InbandTable {
       const s = this.gen.length;
       this.gen.push(s < gens.length ? gens[s] : 0);
       this.paramsOf.push(this.params);
-      this.adj.push(1); this.adj.push(NaN);
+      this.adj.push(1); this.adj.push(NaN); this.adj.push(Infinity);
       this.hdrPeak.push(0); this.hdrRef.push(0); this.hdrAt.push(0); this.hdrPrev.push(0); this.eosPrev.push(0);
+      this.hdrFloor.push(NaN); this.qAt.push(-Infinity);
       this.eosPeak.push(0); this.eosRef.push(0); this.eosAt.push(0);
       this.err.push(0); this.errAt.push(0);
       this.slowAt.push(0); this.normalRun.push(0); this.normalAt.push(0); this.eosN.push(0);
@@ -244,8 +262,9 @@ export class InbandTable {
   }
 
   private clear(s: i32): void {
-    this.adj[s * ADJ_STRIDE] = 1; this.adj[s * ADJ_STRIDE + 1] = NaN;
+    this.adj[s * ADJ_STRIDE] = 1; this.adj[s * ADJ_STRIDE + 1] = NaN; this.adj[s * ADJ_STRIDE + 2] = Infinity;
     this.hdrPeak[s] = 0; this.hdrRef[s] = 0; this.hdrAt[s] = 0; this.hdrPrev[s] = 0; this.eosPrev[s] = 0;
+    this.hdrFloor[s] = NaN; this.qAt[s] = -Infinity;
     this.eosPeak[s] = 0; this.eosRef[s] = 0; this.eosAt[s] = 0;
     this.err[s] = 0; this.errAt[s] = 0;
     this.slowAt[s] = 0; this.normalRun[s] = 0; this.normalAt[s] = 0; this.eosN[s] = 0;
@@ -255,6 +274,9 @@ export class InbandTable {
     this.esScrape[s] = 0; this.calib[s] = 0; this.slots[s] = 1; this.scrapeAt[s] = -1;
     this.orcaAt[s] = -Infinity; this.orcaErr[s] = 0; this.orcaUtil[s] = NaN; this.orcaKv[s] = NaN;
   }
+
+  /** Slot s's cost factor (the debug header shows it). */
+  @inline factorOf(s: i32): f64 { return unchecked(this.adj[s * ADJ_STRIDE]); }
 
   /** Whether a stream's (slot, generation) still names the slot's current address. */
   @inline valid(slot: i32, gen: u32): bool { return slot >= 0 && slot < this.gen.length && unchecked(this.gen[slot]) == gen; }
@@ -272,7 +294,10 @@ export class InbandTable {
     }
     this.slots[s] = slots >= 1 ? slots : 1;
     this.scrapeAt[s] = scrapeAtMs;
-    if (this.orcaAt[s] <= scrapeAtMs) this.adj[s * ADJ_STRIDE + 1] = NaN;
+    if (this.orcaAt[s] <= scrapeAtMs && this.qAt[s] <= scrapeAtMs) {
+      this.adj[s * ADJ_STRIDE + 1] = NaN;
+      this.adj[s * ADJ_STRIDE + 2] = Infinity;
+    }
   }
 
   /**
@@ -292,13 +317,14 @@ export class InbandTable {
 
 
   /** Response headers of a request started at `start`, at `t`, with HTTP status `status` (the TTFT sample). */
-  headers(s: i32, start: f64, t: f64, status: i32): void {
+  headers(s: i32, start: f64, t: f64, status: i32, inflightNow: i32 = -1): void {
     if (status >= 500) { this.error(s, t, true); this.fuse(s, t); return; }
     this.openN[s]++;
     this.openSum[s] += t;
     this.error(s, t, false);
     const x = t - start;
     if (!(x >= 0)) return;
+    if (inflightNow >= 0) this.waitQueue(s, start, x, inflightNow);
     const dt = t - this.hdrAt[s];
     const p = this.paramsOf[s];
     const prev = this.hdrPrev[s];
@@ -395,6 +421,46 @@ export class InbandTable {
     return this.recovered(slot, this.nowMs) && unchecked(this.adj[slot * ADJ_STRIDE]) <= 1;
   }
 
+  /**
+   * The other proxies' load from the time to headers `x` of a request started at `start`: the
+   * wait (x − floor) is the queue ahead of it in units of E[S]/c, so the instance then held about
+   * c − 1 + wait · c / E[S] requests (ours included; `inflightNow` is our count now); without a
+   * wait it had a free slot: at most c − 1. The first replaces the scraped queue (as an ORCA
+   * queue does) and the second caps it, until a scrape taken after `start`; an ORCA report newer
+   * than the scrape takes precedence (it counts the whole queue, at its answer).
+   */
+  private waitQueue(s: i32, start: f64, x: f64, inflightNow: i32): void {
+    const f = this.hdrFloor[s];
+    this.hdrFloor[s] = f == f ? (x < f ? f + 0.5 * (x - f) : f + 0.01 * (x - f)) : x;
+    // the unit of the wait is the instance's usual E[S] / c (calib × norm, when known): a slowed
+    // instance's scrape is stale, and its own inflated service time would hide its wait
+    const cal = this.calib[s] * this.eosRef[s];
+    const es = cal > 0 && cal < this.esScrape[s] ? cal : this.esScrape[s];
+    const c = this.slots[s];
+    if (!(es > 0) || f != f) return;
+    if (this.orcaAt[s] > this.scrapeAt[s] || start <= this.qAt[s] || start <= this.scrapeAt[s]) return;
+    // a slowed instance is priced by the slowdown (fuseFactor); its long waits are its own
+    // service, not other proxies' load, and its free slots no news
+    if (this.slowAt[s] > 0 && start - this.slowAt[s] <= RECOVERY_MEMORY_MS && this.normalRun[s] == 0) return;
+    const unit = es / c;
+    const w = x - f;
+    const base = this.adj[s * ADJ_STRIDE + 1];
+    const fresh = base == base && this.qAt[s] > this.scrapeAt[s];
+    if (w > WAIT_BUSY * unit) {
+      let ahead = w / unit;
+      if (ahead > WAIT_MAX_SLOTS * c) ahead = WAIT_MAX_SLOTS * c;
+      // the others' share: never below none (our count now includes requests sent after this one)
+      const q = Math.max(0, c - 1 + ahead - <f64>inflightNow);
+      this.adj[s * ADJ_STRIDE + 1] = fresh ? base + WAIT_STEP * (q - base) : q;
+      this.adj[s * ADJ_STRIDE + 2] = Infinity;
+    } else {
+      // a free slot at its start: what the scrape says, at most c − 1 in the instance
+      this.adj[s * ADJ_STRIDE + 1] = NaN;
+      this.adj[s * ADJ_STRIDE + 2] = Math.max(0, c - 1 - <f64>inflightNow);
+    }
+    this.qAt[s] = start;
+  }
+
   private error(s: i32, t: f64, isError: bool): void {
     const p = this.paramsOf[s];
     let e = this.err[s] * decay(t, this.errAt[s], p.errorTauMs);
@@ -419,6 +485,8 @@ export class InbandTable {
     if (!isNaN(r.queue)) {
       const running = u >= 0 && u < Infinity ? Math.min(u, 1) * this.slots[s] : 0;
       this.adj[s * ADJ_STRIDE + 1] = r.queue + running - <f64>inflightNow;
+      this.adj[s * ADJ_STRIDE + 2] = Infinity;
+      this.qAt[s] = t;
     }
     this.fuse(s, t);
   }

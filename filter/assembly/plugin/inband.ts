@@ -70,7 +70,7 @@ export function responseStatus(): i32 {
  */
 export function recordHeaders(t: InbandTable, inflight: Inflight, slot: i32, startMs: f64, now: f64, cfg: InbandConfig): i32 {
   const status = responseStatus();
-  t.headers(slot, startMs, now, status);
+  t.headers(slot, startMs, now, status, unchecked(inflight.total[slot]));
   if (!cfg.orca) {
     if (cfg.stripOrca) stripOrcaHeaders();
     return status;

@@ -189,7 +189,7 @@ export class SwitchyardStream extends Context {
     if (sp.cfg.debug) {
       this.debug = "instance=" + unchecked(plan.addr[i]) + " w_ms=" + plan.waitMs(i, unchecked(la.inflight.total[slot])).toString() +
         " rho=" + unchecked(plan.rho[i]).toString() + " eligible=" + p.eligible.toString() + " considered=" + p.considered.toString() + note +
-        (sp.inbandOn && slot < la.inband.size() ? " inband=" + unchecked(la.inband.adj[slot * 2]).toString() + (probe ? " probe" : "") : "");
+        (sp.inbandOn && slot < la.inband.size() ? " inband=" + la.inband.factorOf(slot).toString() + (probe ? " probe" : "") : "");
     }
     replaceHeader(MAP_REQUEST_HEADERS, v.endpointHeader, unchecked(plan.addrBytes[i]));
     this.held = la.inflight.acquire(slot);

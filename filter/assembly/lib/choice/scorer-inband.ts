@@ -13,11 +13,17 @@ import { SKIP_NONE, SKIP_SLOW } from "./skip";
   return adjP == 0 ? 1.0 : load<f64>(adjP + (<usize>(slot * ADJ_STRIDE) << 3));
 }
 
-/** The queue term of the backlog: the ORCA override when present, else the scraped qAdj. */
+/**
+ * The queue term of the backlog: the in-band override (ORCA queue, or the queue read from the
+ * wait) when present, else the scraped qAdj; at most the cap (a request that found a free slot).
+ */
 @inline export function inbandQueue(adjP: usize, slot: i32, qAdj: f64): f64 {
   if (adjP == 0) return qAdj;
-  const q = load<f64>(adjP + (<usize>(slot * ADJ_STRIDE + 1) << 3));
-  return q == q ? q : qAdj;
+  const p = adjP + (<usize>(slot * ADJ_STRIDE + 1) << 3);
+  const q = load<f64>(p);
+  const v = q == q ? q : qAdj;
+  const cap = load<f64>(p, 8);
+  return v < cap ? v : cap;
 }
 
 /**
