@@ -7,6 +7,7 @@
 //
 // Shared document: repeated sections `u32 vmToken, u64 updatedAtMs, u16 count,
 // count × (u8 addrLen, addr, u32 inflight)`; only non-zero counts are written.
+import { concatSections } from "./shared-doc";
 
 /** Stream handle for "no slot held". */
 export const NO_HOLD: i64 = -1;
@@ -202,15 +203,7 @@ export class Inflight {
     }
     for (let i = 0; i < this.total.length; i++) this.total[i] = this.local[i] + this.remote[i];
     keep.push(this.encodeOwn(token, nowMs));
-    let size = 0;
-    for (let i = 0; i < keep.length; i++) size += keep[i].byteLength;
-    const out = new ArrayBuffer(size);
-    let o: usize = 0;
-    for (let i = 0; i < keep.length; i++) {
-      memory.copy(changetype<usize>(out) + o, changetype<usize>(keep[i]), keep[i].byteLength);
-      o += <usize>keep[i].byteLength;
-    }
-    return out;
+    return concatSections(keep);
   }
 }
 

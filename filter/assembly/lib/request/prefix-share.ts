@@ -16,6 +16,7 @@
 // index; 0xffff = none). Record k of a section has sequence number firstSeq + k.
 import { Inflight } from "../inflight";
 import { PrefixIndex } from "./prefix";
+import { concatSections } from "../shared-doc";
 
 export const SECTION_HEADER_BYTES: i32 = 26;
 export const RECORD_BYTES: i32 = 10;
@@ -160,15 +161,7 @@ export class PrefixShare {
     this.seenTokens = tokens;
     this.seenNext = nexts;
     keep.push(this.encodeOwn(token, nowMs, inflight, max(MIN_SECTION_RECORDS, MAX_DOC_RECORDS / (keep.length + 1))));
-    let size = 0;
-    for (let i = 0; i < keep.length; i++) size += keep[i].byteLength;
-    const out = new ArrayBuffer(size);
-    let o: usize = 0;
-    for (let i = 0; i < keep.length; i++) {
-      memory.copy(changetype<usize>(out) + o, changetype<usize>(keep[i]), keep[i].byteLength);
-      o += <usize>keep[i].byteLength;
-    }
-    return out;
+    return concatSections(keep);
   }
 
   /** Our section: the ring's records since the publication before last (the newest `maxRecords`), slots as addresses. */
