@@ -211,6 +211,52 @@ describe("in-band fusion moves the choice", () => {
     expect(isNaN(f.table.adj[0 * ADJ_STRIDE + 1])).toBe(true);
   });
 
+  it("a slowed instance's waits are not read as queue for RECOVERY_MEMORY_MS, late in the clock too", () => {
+    const f = new Fixture(80, 0, 80, 1);
+    let t = f.warm(1e6);
+    f.table.onScrape(0, t, 80, 4); f.table.onScrape(1, t, 80, 4);
+    for (let k = 0; k < 3; k++) { f.table.headers(0, t, t + 8, 200, 0); t += 50; }
+    f.answer(0, t, 80, 800); f.answer(0, t + 1, 80, 801);
+    expect(f.table.slowAt[0]).toBeGreaterThan(1e6);
+    t += 1000;
+    f.table.headers(0, t, t + 300, 200, 0);
+    expect(isNaN(f.table.adj[0 * ADJ_STRIDE + 1])).toBe(true);
+  });
+
+  it("a wait read as queue gives way to a scrape taken after the request started and to a newer ORCA report", () => {
+    const f = new Fixture(80, 0, 80, 1);
+    f.table.fuseAll(0);
+    let t: f64 = 10;
+    for (let k = 0; k < 10; k++) { f.table.headers(0, t, t + 8, 200, 0); f.table.headers(1, t, t + 8, 200, 0); t += 50; }
+    // a scrape at t + 50 of a request started at t: its wait is older than the scrape
+    f.table.onScrape(0, t + 50, 80, 4);
+    f.table.headers(0, t, t + 108, 200, 0);
+    expect(isNaN(f.table.adj[0 * ADJ_STRIDE + 1])).toBe(true);
+    expect(f.table.adj[0 * ADJ_STRIDE + 2]).toBe(Infinity);
+    expect(f.toA(20, t + 108)).toBe(20);
+    // an ORCA queue newer than the scrape: a later wait (or free slot) does not override it
+    f.table.orca(0, parseOrcaHeader("TEXT named_metrics.queue=6", "queue", "kv", new OrcaReport()), t + 120, 0);
+    expect(f.table.adj[0 * ADJ_STRIDE + 1]).toBe(6);
+    f.table.headers(0, t + 130, t + 330, 200, 0);
+    expect(f.table.adj[0 * ADJ_STRIDE + 1]).toBe(6);
+    f.table.headers(0, t + 340, t + 348, 200, 0);
+    expect(f.table.adj[0 * ADJ_STRIDE + 1]).toBe(6);
+    expect(f.table.adj[0 * ADJ_STRIDE + 2]).toBe(Infinity);
+  });
+
+  it("an instance is not probed at the instant its data goes stale", () => {
+    const f = new Fixture(800, 0, 80, 0);
+    f.table.fuseAll(0);
+    const t: f64 = 5000;
+    f.table.sent(1, t);
+    const pr = new Prober(100, 1000);
+    f.plan.staleAtMs[0] = t + 1;
+    expect(probePick(f.plan, f.table, pr, f.inflight.dataStart, t, f.rng)).toBe(0); // fresh until then
+    const q = new Prober(100, 1000);
+    f.plan.staleAtMs[0] = t;
+    expect(probePick(f.plan, f.table, q, f.inflight.dataStart, t, f.rng)).toBe(-1);
+  });
+
   it("ORCA errors per second count like observed errors", () => {
     const f = new Fixture(80, 0, 80, 1);
     const t = f.warm(0);

@@ -442,6 +442,20 @@ describe("pickForRequest: prefix holder and empty pools", () => {
     expect(third).toBeGreaterThan(0); // some draws missed it and the holder still won
   });
 
+  it("p2c: the prefix holder counts as a third contender only when the draw missed it", () => {
+    // two instances: p2c draws both, the holder (cheaper by its cached prefix) wins the draw itself
+    const g = new Fixture(snapOf([inst("10.0.0.1:80", 1), inst("10.0.0.2:80", 1)], []));
+    const rc = cost(2);
+    rc.cachedBlocks[1] = 8;
+    const out = new RequestPick();
+    for (let k = 0; k < 10; k++) {
+      pickForRequest(g.plan, g.lp, g.inflight, 0, 0, 0.1, new Rng(k + 1), rc, new CostParams(), CRIT_STANDARD, 100, 100, out);
+      expect(rc.affinity).toBe(1);
+      expect(out.pick.index).toBe(1);
+      expect(out.pick.considered).toBe(2);
+    }
+  });
+
   it("an instance hot and with a backlog exactly at its slots is saturated: left out while another has a free slot", () => {
     const a = inst("10.0.0.1:80", 1), b = inst("10.0.0.2:80", 0);
     a.rho = 0.99; a.esMs = 10; a.es2Ms2 = 200; // cheap, but ρ above 0.95 and 1 waiting for its 1 slot

@@ -201,6 +201,31 @@ describe("PrefixShare: the prefix index across worker VMs", () => {
     expect(v2.index.count()).toBe(0);
   });
 
+  it("a record naming an address index past the section's table is skipped, at exactly the count too", () => {
+    const v1 = new Vm(1, [A1]);
+    const p = hashes(text(64 * 2, 12));
+    v1.index.record(p, p.length, 0, 0);
+    const doc = v1.tick(new ArrayBuffer(0), 1);
+    const nAddr = <i32>load<u16>(changetype<usize>(doc), 20);
+    const nRec = <i32>load<u32>(changetype<usize>(doc), 22);
+    expect(nAddr).toBe(1);
+    expect(nRec).toBeGreaterThan(0);
+    const recAt = SECTION_HEADER_BYTES + 1 + A1.length;
+    for (let k = 0; k < 2; k++) {
+      const bad = doc.slice(0);
+      for (let r = 0; r < nRec; r++) store<u16>(changetype<usize>(bad) + <usize>(recAt + r * RECORD_BYTES), <u16>(nAddr + k), 8);
+      const v2 = new Vm(2, [A1, A2, A3]);
+      v2.tick(bad, 2);
+      expect(v2.share.learned).toBe(0);
+      expect(v2.index.count()).toBe(0);
+    }
+    // the same document with its index intact applies
+    const v3 = new Vm(3, [A1]);
+    v3.tick(doc, 2);
+    expect(v3.share.learned).toBe(<u64>nRec);
+    expect(v3.held(p, A1, 3)).toBe(2);
+  });
+
   it("malformed documents end the read without a trap: the returned document is valid", () => {
     const v1 = new Vm(1, [A1]);
     const p = hashes(text(64 * 2, 11));
