@@ -1,11 +1,12 @@
 // Request-aware choice end to end in the embedded host: the real filter reads OpenAI bodies
 // (headers held, body buffered: Envoy >= 1.35 allow_on_headers_stop_iteration, modelled by the
 // host's allowOnHeadersStopIteration), and with Envoy's default it must not hang. Snapshots come
-// from the agent's codec (INSTANCES only: model routing from the LLM section is covered by the
-// as-pect specs until the agent publishes it).
+// from the agent's codec (INSTANCES, and an LLM section where model routing is the point; the
+// agent's own LLM section is pinned in model-routing.test.ts).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { encodeSnapshot, type InstanceRecord } from '../../agent/src/snapshot/codec';
+import { MODEL_BASE, MODEL_LOADED, type InstanceLlmRecord } from '../../agent/src/snapshot/llm';
 import { ProxyWasmHost, HeaderMap, type HttpStream, type RequestResult } from '../../host/src';
 import { WASM, header } from './helpers';
 
@@ -21,7 +22,7 @@ function inst(addr: string, over: Partial<InstanceRecord> = {}): InstanceRecord 
 let seq = 1;
 interface Bed {
   host: ProxyWasmHost;
-  serve(instances: InstanceRecord[]): Promise<void>;
+  serve(instances: InstanceRecord[], llm?: InstanceLlmRecord[]): Promise<void>;
   chat(body: unknown, extra?: Record<string, string>): Promise<RequestResult>;
 }
 
@@ -40,9 +41,9 @@ async function bed(request: Record<string, unknown> = {}, opts: { allow?: boolea
   });
   return {
     host,
-    serve: async (instances) => {
+    serve: async (instances, llm) => {
       const now = host.clock.nowMs();
-      body = encodeSnapshot({ seq: ++seq, generatedAtMs: now, peers: [], instances });
+      body = encodeSnapshot({ seq: ++seq, generatedAtMs: now, peers: [], instances, llm });
       for (let i = 0; i < 8; i++) await host.advance(REFRESH);
     },
     chat: (b, extra = {}) => host.request({ ':method': 'POST', ':path': '/v1/chat/completions', ':authority': AUTH, ':scheme': 'http',
@@ -375,6 +376,62 @@ test('a slow upload is read, not cut short: the hold timeout counts from the las
     await b.host.advance(REFRESH);
     assert.equal(Number(b.host.metric('switchyard.request.hold_timeout.llm') ?? 0), 0);
     assert.equal(Number(b.host.metric('switchyard.request.parsed.llm')), 1);
+  } finally {
+    await b.host.close();
+  }
+});
+
+test('Envoy default: a held request whose client goes away does not take another held request out of the watchdog', async () => {
+  // three requests held at once; the first one's client resets while the others wait for the
+  // watchdog (no body callback with Envoy's default): both others must still be released
+  const b = await bed({ holdTimeoutMs: 50 }, { allow: false });
+  try {
+    await b.serve(FLEET());
+    const upstream = new Map<string, HeaderMap>();
+    const start = (user: string) => b.host.startStream(
+      new HeaderMap('request', { ':method': 'POST', ':path': '/v1/chat/completions', ':authority': AUTH, ':scheme': 'http' }),
+      [Buffer.from(JSON.stringify(chatBody('sys', user)))], true, { headers() {}, data() {}, reset() {} },
+      { send: (_s: HttpStream, headers: HeaderMap, data: Buffer) => { upstream.set(JSON.parse(data.toString()).messages[1].content, headers); } },
+      undefined, () => {}).stream;
+    const first = start('first');
+    start('second');
+    start('third');
+    await b.host.advance(20);
+    assert.equal(upstream.size, 0, 'all three held');
+    first.resetStream('downstream_remote_disconnect');
+    await b.host.advance(60);
+    assert.deepEqual([...upstream.keys()].sort(), ['second', 'third'], 'both remaining requests released by the watchdog');
+    for (const k of ['second', 'third']) assert.equal(upstream.get(k)!.get('x-switchyard-endpoint')?.length ? 1 : 0, 1, `${k} has an endpoint`);
+    await b.host.advance(REFRESH);
+    assert.equal(Number(b.host.metric('switchyard.request.hold_timeout.llm')), 2);
+  } finally {
+    await b.host.close();
+  }
+});
+
+test('with an LLM section, every listed model is routed by model (the first one listed too); an unlisted one gets the fallback', async () => {
+  const b = await bed();
+  try {
+    const model = (name: string) => ({ name, flags: MODEL_BASE | MODEL_LOADED });
+    const llm = (addr: string, models: string[]): InstanceLlmRecord =>
+      ({ service: 'llm', addr, prefillMsPerToken: 0.1, decodeMsPerToken: 10, kvCacheUsage: 0.2, maxLoras: 0, models: models.map(model) });
+    // llama-3-8b only on instance 1: whichever model the plan lists first, both requests below must
+    // go by model, not body-blind
+    await b.serve([inst('10.0.0.1:80'), inst('10.0.0.2:80')], [llm('10.0.0.1:80', ['llama-3-8b', 'mistral-7b']), llm('10.0.0.2:80', ['mistral-7b'])]);
+    for (let i = 0; i < 12; i++) {
+      const r = await b.chat(chatBody('sys', `llama ${i}`));
+      assert.deepEqual(endpoint(r), ['10.0.0.1:80'], `llama-3-8b request ${i}: ${debug(r)}`);
+      assert.match(debug(r), / model=llama-3-8b /);
+      const m = await b.chat(chatBody('sys', `mistral ${i}`, { model: 'mistral-7b' }));
+      assert.equal(endpoint(m).length, 1);
+      assert.match(debug(m), / model=mistral-7b /, `mistral-7b request ${i} routed by model: ${debug(m)}`);
+    }
+    await b.host.advance(REFRESH);
+    assert.equal(Number(b.host.metric('switchyard.request.unknown_model.llm') ?? 0), 0);
+    const u = await b.chat(chatBody('sys', 'q', { model: 'gpt-5' }));
+    assert.match(debug(u), /fallback="model "gpt-5" is not served by llm"/);
+    await b.host.advance(REFRESH);
+    assert.equal(Number(b.host.metric('switchyard.request.unknown_model.llm')), 1);
   } finally {
     await b.host.close();
   }
