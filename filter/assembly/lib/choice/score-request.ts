@@ -12,8 +12,7 @@
 // counting 1 and a full one 2 (lib/choose-request.ts judges it where the request would go).
 import { Plan, Scan } from "./plan";
 import { LlmPlan } from "./plan-llm";
-import { SKIP_NONE, SKIP_STALE } from "./skip";
-import { anyStale } from "./filter-stale";
+import { anyStale, leftOutAt } from "./filter-stale";
 import { modelCostMs } from "./filter-model";
 import { serviceMs } from "./scorer-size";
 import { cachedTokens } from "./scorer-prefix";
@@ -85,14 +84,7 @@ export function scoreRequest(plan: Plan, lp: LlmPlan, inflightP: usize, nowMs: f
   let affinityBlocks = 0;
   if (rc.prefillMs.length < n) { rc.prefillMs = new StaticArray<f64>(n); rc.pressureOf = new StaticArray<f64>(n); }
   for (let i = 0; i < n; i++) {
-    let skip = i32At(skipP, i);
-    if (checkStale && skip == SKIP_NONE && nowMs >= f64At(staleP, i)) skip = SKIP_STALE;
-    if (skip != SKIP_NONE) {
-      const at = skippedP + (<usize>skip << 3);
-      store<i64>(at, load<i64>(at) + 1);
-      setF64At(costP, i, Infinity);
-      continue;
-    }
+    if (leftOutAt(skipP, staleP, skippedP, costP, checkStale, nowMs, i)) continue;
     const extra = modelCostMs(lp, col, i, cp.adapterLoadMs);
     if (extra == Infinity) { setF64At(costP, i, Infinity); excluded++; continue; }
     const kv = unchecked(lp.kv[i]);

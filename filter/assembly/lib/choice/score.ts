@@ -3,8 +3,7 @@
 // path cannot decide. This loop runs over every instance: the per-candidate stage tests
 // (staleAt, backlogAt, costAt, saturatedAt) are written inline on raw pointers (flat.ts).
 import { Plan, Scan } from "./plan";
-import { SKIP_NONE, SKIP_STALE } from "./skip";
-import { anyStale } from "./filter-stale";
+import { anyStale, leftOutAt } from "./filter-stale";
 import { ptr, f64At, setF64At, i32At } from "./flat";
 import { inbandFactor, inbandQueue } from "./scorer-inband";
 
@@ -18,14 +17,7 @@ export function scoreAll(plan: Plan, inflightP: usize, nowMs: f64, adjP: usize =
   let eligible = 0;
   let saturated = 0;
   for (let i = 0; i < n; i++) {
-    let skip = i32At(skipP, i);
-    if (checkStale && skip == SKIP_NONE && nowMs >= f64At(staleP, i)) skip = SKIP_STALE;
-    if (skip != SKIP_NONE) {
-      const at = skippedP + (<usize>skip << 3);
-      store<i64>(at, load<i64>(at) + 1);
-      setF64At(costP, i, Infinity);
-      continue;
-    }
+    if (leftOutAt(skipP, staleP, skippedP, costP, checkStale, nowMs, i)) continue;
     const slot = i32At(slotP, i);
     let b = inbandQueue(adjP, slot, f64At(qP, i)) + <f64>i32At(inflightP, slot);
     if (b < 0) b = 0;
