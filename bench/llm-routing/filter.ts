@@ -29,7 +29,7 @@ import { HeaderMap, ProxyWasmHost, type ClusterRequest, type ClusterResponse, ty
 import { CONTENT_TYPE } from '../../agent/src/snapshot/codec';
 import { LlmEngine, type LlmEngineConfig } from '../../sim/inference/llm/engine';
 import { mulberry32, type Rng } from '../../sim/inference/prng';
-import { wasmBytes } from '../routing/switchyard';
+import { choiceOf, wasmBytes } from '../routing/switchyard';
 import { DEFAULT_LLM_AGENT, LLM_SERVICE, LlmAgentModel, type LlmAgentSpec, modelsAnswer } from './agent';
 import type { PolicyCtx, RouteRequest, RoutingPolicy } from './fleet';
 
@@ -118,14 +118,7 @@ export class SwitchyardFilterPolicy implements RoutingPolicy {
   private readonly upstream = {
     send: (_s: HttpStream, headers: HeaderMap, body: Buffer): void => {
       this.lastBody = body.toString('utf8');
-      const ep = headers.get('x-switchyard-endpoint');
-      if (ep === undefined) {
-        this.lastChoice = headers.get('x-degraded') === 'true' ? -1 : -3;
-        return;
-      }
-      const j = this.addrIndex.get(ep);
-      if (j === undefined) throw new Error(`filter chose unknown endpoint ${ep}`);
-      this.lastChoice = j;
+      this.lastChoice = choiceOf(headers, this.addrIndex);
     },
   };
 

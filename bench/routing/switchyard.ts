@@ -32,6 +32,16 @@ import { mulberry32, type Rng } from '../../sim/inference/prng';
 import { AgentModel, type AgentSpec, SERVICE, type Published } from './agent-model';
 import { type Answer, type EngineCtx, leastRequestPick, type RoutingPolicy } from './des';
 
+/** The instance the filter chose, read as the upstream sees the request: its index in `addrIndex`,
+ *  -1 forwarded degraded (no endpoint, `x-degraded: true`), -3 neither. */
+export function choiceOf(headers: HeaderMap, addrIndex: Map<string, number>): number {
+  const ep = headers.get('x-switchyard-endpoint');
+  if (ep === undefined) return headers.get('x-degraded') === 'true' ? -1 : -3;
+  const j = addrIndex.get(ep);
+  if (j === undefined) throw new Error(`filter chose unknown endpoint ${ep}`);
+  return j;
+}
+
 export const START_EPOCH_MS = 1_700_000_000_000;
 export const AUTHORITY = 'inference.prod.svc.cluster.local';
 
@@ -124,14 +134,7 @@ export class SwitchyardPolicy implements RoutingPolicy {
   private lastChoice = -2;
   private readonly upstream = {
     send: (_s: HttpStream, headers: HeaderMap): void => {
-      const ep = headers.get('x-switchyard-endpoint');
-      if (ep === undefined) {
-        this.lastChoice = headers.get('x-degraded') === 'true' ? -1 : -3;
-        return;
-      }
-      const j = this.addrIndex.get(ep);
-      if (j === undefined) throw new Error(`filter chose unknown endpoint ${ep}`);
-      this.lastChoice = j;
+      this.lastChoice = choiceOf(headers, this.addrIndex);
     },
   };
   readonly stats: SwitchyardStats = {
