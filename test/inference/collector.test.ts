@@ -366,3 +366,25 @@ test('collector (virtual clock): an instance 10x slower for 30 s, then priced ou
     for (const s of servers) await new Promise<void>((r) => s.close(() => r()));
   }
 });
+
+test('collector: switchyard_inference_instances counts every fleet of a service name (local and per peer), not the last discovered', async () => {
+  const registry = new Registry();
+  const [a, b, c] = [await deadPort(), await deadPort(), await deadPort()];
+  const col = new InferenceCollector(
+    {
+      scrapeIntervalMs: 600_000,
+      services: [
+        { name: 'llm', kind: 'vllm', instances: { static: [`127.0.0.1:${a}`, `127.0.0.1:${b}`] } },
+        { name: 'llm', kind: 'vllm', peer: 'cloud-b', instances: { static: [`127.0.0.1:${c}`] } },
+      ],
+    },
+    { registry },
+  );
+  try {
+    await col.start();
+    const g = (await registry.getSingleMetric('switchyard_inference_instances')!.get()).values;
+    assert.deepEqual(g.map((v) => [v.labels.service, v.value]), [['llm', 3]]);
+  } finally {
+    await col.stop();
+  }
+});

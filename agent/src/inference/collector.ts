@@ -252,7 +252,11 @@ export class InferenceCollector extends EventEmitter {
       this.schedule(inst, Math.random() * Math.min(100, this.config.scrapeIntervalMs));
       if (inst.llm && this.fetchesModels(svc.cfg)) void this.refreshModels(inst);
     }
-    this.m.instances.set({ service: svc.cfg.name }, svc.instances.size);
+    // One service name may be configured once per peer (local fleet + a remote one): the gauge is
+    // per name, so it counts every fleet of that name, not the last one discovered.
+    let n = 0;
+    for (const s of this.services) if (s.cfg.name === svc.cfg.name) n += s.instances.size;
+    this.m.instances.set({ service: svc.cfg.name }, n);
     this.emit('instances', { service: svc.cfg.name, ...ch });
     if (ch.added.length || ch.removed.length) this.changed();
   }
