@@ -316,15 +316,19 @@ export class InbandTable {
   }
 
 
-  /** Response headers of a request started at `start`, at `t`, with HTTP status `status` (the TTFT sample). */
-  headers(s: i32, start: f64, t: f64, status: i32, inflightNow: i32 = -1): void {
+  /**
+   * Response headers of a request started at `start`, at `t`, with HTTP status `status` (the TTFT
+   * sample); `sentWith` is our in-flight count to the instance when it was sent, before it (-1:
+   * unknown, the wait is not read).
+   */
+  headers(s: i32, start: f64, t: f64, status: i32, sentWith: i32 = -1): void {
     if (status >= 500) { this.error(s, t, true); this.fuse(s, t); return; }
     this.openN[s]++;
     this.openSum[s] += t;
     this.error(s, t, false);
     const x = t - start;
     if (!(x >= 0)) return;
-    if (inflightNow >= 0) this.waitQueue(s, start, x, inflightNow);
+    if (sentWith >= 0) this.waitQueue(s, start, x, sentWith);
     const dt = t - this.hdrAt[s];
     const p = this.paramsOf[s];
     const prev = this.hdrPrev[s];
@@ -424,12 +428,13 @@ export class InbandTable {
   /**
    * The other proxies' load from the time to headers `x` of a request started at `start`: the
    * wait (x − floor) is the queue ahead of it in units of E[S]/c, so the instance then held about
-   * c − 1 + wait · c / E[S] requests (ours included; `inflightNow` is our count now); without a
-   * wait it had a free slot: at most c − 1. The first replaces the scraped queue (as an ORCA
-   * queue does) and the second caps it, until a scrape taken after `start`; an ORCA report newer
-   * than the scrape takes precedence (it counts the whole queue, at its answer).
+   * c − 1 + wait · c / E[S] requests besides this one, `sentWith` of them ours (our in-flight
+   * count when it was sent); without a wait it had a free slot: at most c − 1. The first replaces
+   * the scraped queue (as an ORCA queue does) and the second caps it, until a scrape taken after
+   * `start`; an ORCA report newer than the scrape takes precedence (it counts the whole queue, at
+   * its answer).
    */
-  private waitQueue(s: i32, start: f64, x: f64, inflightNow: i32): void {
+  private waitQueue(s: i32, start: f64, x: f64, sentWith: i32): void {
     const f = this.hdrFloor[s];
     this.hdrFloor[s] = f == f ? (x < f ? f + 0.5 * (x - f) : f + 0.01 * (x - f)) : x;
     // the unit of the wait is the instance's usual E[S] / c (calib × norm, when known): a slowed
@@ -449,14 +454,14 @@ export class InbandTable {
     if (w > WAIT_BUSY * unit) {
       let ahead = w / unit;
       if (ahead > WAIT_MAX_SLOTS * c) ahead = WAIT_MAX_SLOTS * c;
-      // the others' share: never below none (our count now includes requests sent after this one)
-      const q = Math.max(0, c - 1 + ahead - <f64>inflightNow);
+      // the others' share then (never below none: the wait is a noisy reading of the queue)
+      const q = Math.max(0, c - 1 + ahead - <f64>sentWith);
       this.adj[s * ADJ_STRIDE + 1] = fresh ? base + WAIT_STEP * (q - base) : q;
       this.adj[s * ADJ_STRIDE + 2] = Infinity;
     } else {
       // a free slot at its start: what the scrape says, at most c − 1 in the instance
       this.adj[s * ADJ_STRIDE + 1] = NaN;
-      this.adj[s * ADJ_STRIDE + 2] = Math.max(0, c - 1 - <f64>inflightNow);
+      this.adj[s * ADJ_STRIDE + 2] = Math.max(0, c - 1 - <f64>sentWith);
     }
     this.qAt[s] = start;
   }

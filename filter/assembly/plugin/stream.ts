@@ -54,6 +54,8 @@ export class SwitchyardStream extends Context {
   inbandSlot: i32 = -1;
   inbandGen: u32 = 0;
   startMs: f64 = 0;
+  /** Our in-flight count to the chosen instance before this request (lib/inband.ts waitQueue: the backlog it was sent with). */
+  sentWith: i32 = 0;
   headersMs: f64 = 0;
   headersSeen: bool = false;
   status: i32 = 0;
@@ -192,6 +194,7 @@ export class SwitchyardStream extends Context {
         (sp.inbandOn && slot < la.inband.size() ? " inband=" + la.inband.factorOf(slot).toString() + (probe ? " probe" : "") : "");
     }
     replaceHeader(MAP_REQUEST_HEADERS, v.endpointHeader, unchecked(plan.addrBytes[i]));
+    this.sentWith = unchecked(la.inflight.total[slot]);
     this.held = la.inflight.acquire(slot);
     unchecked(plan.chosen[i]++);
     if (sp.inbandOn && slot < la.inband.size()) {
@@ -231,7 +234,7 @@ export class SwitchyardStream extends Context {
       this.headersSeen = true;
       if (this.inbandLive(la)) {
         this.headersMs = clockMs();
-        this.status = recordHeaders(la.inband, la.inflight, this.inbandSlot, this.startMs, this.headersMs, ip.cfg.inband);
+        this.status = recordHeaders(la.inband, la.inflight, this.inbandSlot, this.startMs, this.sentWith, this.headersMs, ip.cfg.inband);
       }
       else if (ip.cfg.inband.stripOrca) stripOrcaHeaders();
     }
