@@ -21,11 +21,16 @@ import { OrcaReport } from "./orca";
 /** Stride of `adj`: [factor, queue override (NaN: none), queue cap (Infinity: none)] per slot. */
 export const ADJ_STRIDE: i32 = 3;
 /**
- * The queue seen in the time to headers (InbandTable.headers): a wait above this fraction of
- * E[S]/c says every slot was busy and requests were queued ahead; at or below it, the instance
- * had a free slot when the request started (at most c − 1 others in it).
+ * The queue seen in the time to headers (InbandTable.headers): a wait above this many E[S]/c (the
+ * mean time between departures of a busy instance) says every slot was busy and requests were
+ * queued ahead; at or below it, the instance had a free slot when the request started (at most
+ * c − 1 others in it). The unqueued time to headers is not a constant: it grows with the request
+ * (prefill; in the benchmark 0.1 × its service time, 0.4 × E[S]/c on average, heavy-tailed), so
+ * the wait above its floor is often a fraction of E[S]/c with no queue at all. At ¼ almost half
+ * the unqueued answers of the benchmark read as "all c slots busy", a phantom queue of c − 1 less
+ * ours on every instance.
  */
-export const WAIT_BUSY: f64 = 0.25;
+export const WAIT_BUSY: f64 = 1;
 /** Requests ahead counted from one wait at most this many times c (a heavy-tailed residual is not a queue). */
 export const WAIT_MAX_SLOTS: f64 = 8;
 /** Weight of a new wait sample in the queue estimate (the previous one, when newer than the scrape, keeps the rest). */
