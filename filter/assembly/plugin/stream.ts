@@ -13,9 +13,9 @@
 //  on response headers: the debug header is replaced when this request produced one and removed
 //  otherwise, and an upstream-set copy of the other filter-owned headers (route headers included)
 //  never reaches the client (an echoing upstream would otherwise reveal instance addresses and link state).
-//  in-band learning (plugin/inband.ts, docs/inband.md): the chosen instance's slot, generation and
-//  start time are kept; response headers and end of stream feed the per-instance estimates, and
-//  the ORCA headers are read and stripped.
+//  in-band learning (plugin/inband.ts, docs/inband.md): the chosen instance's slot, generation,
+//  start time and our in-flight count to it before this request are kept; response headers and
+//  end of stream feed the per-instance estimates, and the ORCA headers are read and stripped.
 // No decoding of agent data on this path. In-band on: one clock read per stream phase (choice,
 // response headers, end of stream), since the tick's clock is refreshMs coarse. Values only looked
 // at (:authority, :status, a client's link-status copy) are read into the scratch area
