@@ -3,7 +3,7 @@
 // with ORCA) beside the compiled filter, round-robin, random and the oracle.
 //
 //   npx tsx bench/routing/inband.ts --quick [--scenario slow|blackhole|proxies|all] [--orca off|on|both]
-//        [--ttft 0.1] [--seed N] [--wasm build/switchyard.wasm] [--out build/bench]
+//        [--ttft 0.1] [--seed N] [--wasm build/switchyard.wasm] [--out build/bench] [--only switchyard]
 //
 // Scenarios (virtual time; every policy of a scenario sees the same sample path; quick mode:
 // 2 sample paths for slow / blackhole, 5 for proxies, ~20-60 s; full: 5 and 10, rho 0.85 too):
@@ -13,6 +13,8 @@
 //            fleet at rho 0.6;
 //  proxies   4 proxies in front of fleet A, one carrying 70 % of the arrivals (and uniform for
 //            comparison), rho 0.95, agent scrape 1 s.
+// --only NAME[,NAME]: the proxies scenario runs only the policies whose name starts with one of
+// these (least-request x4, the denominator, always runs): a filter variant in a few minutes.
 // --orca on: the simulated instances attach an ORCA `endpoint-load-metrics` header (TEXT) to
 // every answer the filter sees (both: rows with and without); Envoy's WRR always gets it.
 // Prints tables and the issue's targets (met / not met); writes build/bench/routing-inband.json
@@ -153,6 +155,8 @@ interface Cli {
   SCEN: string;
   ORCA: string;
   TTFT: number;
+  /** proxies scenario: run only policies whose name starts with one of these (least-request x4 always) */
+  ONLY: string[];
   MODE: { name: string; seeds: number; proxySeeds: number; proxyRhos: number[]; proxyMeasured: number; proxyWarmupMs: number };
 }
 
@@ -276,6 +280,7 @@ async function main(c: Cli): Promise<void> {
           [new SedOracle(), false],
         ];
         for (const [p, orca] of policies) {
+          if (c.ONLY.length > 0 && p.name !== `least-request x${PROXIES}` && !c.ONLY.some((o) => p.name.startsWith(o))) continue;
           const r = await runPolicy(DEFAULT_FLEET, sp, p, { ttftFraction: c.TTFT, orca });
           if (p instanceof MultiProxy) for (const m of p.members) if (m instanceof SwitchyardPolicy) checkFilter(m, `${p.name} rho ${rho}`);
           out.push({ rho, seed, split: splitName, policy: p.name, summary: summarize(r.responseMs), wallMs: Math.round(r.wallMs) });
@@ -330,12 +335,13 @@ if (require.main === module) {
   const SCEN = arg('--scenario', 'all')!;
   const ORCA = arg('--orca', 'off')!;
   const TTFT = Number(arg('--ttft', '0.1'));
+  const ONLY = (arg('--only', '') ?? '').split(',').filter((x) => x.length > 0);
   if (!['slow', 'blackhole', 'proxies', 'all'].includes(SCEN)) throw new Error(`--scenario must be slow|blackhole|proxies|all, got ${SCEN}`);
   if (!['off', 'on', 'both'].includes(ORCA)) throw new Error(`--orca must be off|on|both, got ${ORCA}`);
   const MODE = QUICK
     ? { name: 'quick', seeds: 2, proxySeeds: 5, proxyRhos: [0.95], proxyMeasured: 8000, proxyWarmupMs: 20_000 }
     : { name: 'full', seeds: 5, proxySeeds: 10, proxyRhos: [0.85, 0.95], proxyMeasured: 50_000, proxyWarmupMs: 30_000 };
-  main({ QUICK, SEED, WASM, OUT, SCEN, ORCA, TTFT, MODE }).catch((e) => {
+  main({ QUICK, SEED, WASM, OUT, SCEN, ORCA, TTFT, ONLY, MODE }).catch((e) => {
     console.error(e);
     process.exit(1);
   });

@@ -2,6 +2,9 @@
 // build/bench/routing.svg.
 //
 //   npx tsx bench/routing/run.ts [--quick] [--seed N] [--wasm build/switchyard.wasm] [--out build/bench]
+//   npx tsx bench/routing/run.ts --quick --ratios A,B --rhos 0.95 [--paths 5]
+//        only the P99 ratio of the filter (defaults, 1 s scrape) to LEAST_REQUEST, per fleet and rho on
+//        --paths sample paths (seeds --seed, +1000, ...; path 1 is the main table's): a few minutes
 //
 // Sections:
 //  1. main table -- Envoy ROUND_ROBIN / RANDOM / LEAST_REQUEST (P2C) emulations and Switchyard,
@@ -110,7 +113,36 @@ const FILTER_DEFAULTS: Partial<ChooseVariant> = { ...PROPOSAL, picker: 'p2c', ma
 const AGENT_1S: AgentSpec = { ...DEFAULT_AGENT, scrapeIntervalMs: 1000 };
 const AGENT_250: AgentSpec = { ...DEFAULT_AGENT, scrapeIntervalMs: 250 };
 
+/** --ratios: P99 ÷ LEAST_REQUEST of the filter's defaults on several sample paths, nothing else. */
+async function ratiosOnly(fleets: string[], rhos: number[], paths: number): Promise<void> {
+  const wasm = wasmBytes(WASM);
+  log(`Switchyard P99 / LEAST_REQUEST (${MODE.name} mode), ${paths} sample paths from seed ${SEED}; filter sha256 ${wasm.sha256.slice(0, 16)}…`);
+  for (const f of fleets) {
+    if (f !== 'A' && f !== 'B') throw new Error(`--ratios takes fleets A and/or B, got ${f}`);
+    const fleet = f === 'A' ? FLEET : MIXED_FLEET;
+    for (const rho of rhos) {
+      if (!(rho > 0 && rho < 1)) throw new Error(`--rhos must be in (0, 1), got ${rho}`);
+      const rs: number[] = [];
+      for (let k = 0; k < paths; k++) {
+        const seed = SEED + 1000 * k;
+        const sp = makeSamplePath(fleet, { rho, seed, warmupMs: MODE.warmupMs, measured: MODE.measured });
+        const lr = summarize((await runPolicy(fleet, sp, new LeastRequest(seed))).responseMs).p99Ms;
+        const p = new SwitchyardPolicy({ wasmPath: WASM, agent: AGENT_1S, tuning: {}, seed, name: 'switchyard', measuredRange: [sp.firstMeasured, sp.firstMeasured + sp.measured] });
+        const sy = summarize((await runPolicy(fleet, sp, p)).responseMs).p99Ms;
+        checkFilterRun(p, `switchyard (fleet ${f}, seed ${seed})`, rho);
+        rs.push(sy / lr);
+      }
+      log(`fleet ${f} rho ${rho}: ${rs.map((x) => x.toFixed(3)).join(' ')} -> mean ${(rs.reduce((a, b) => a + b, 0) / rs.length).toFixed(3)}`);
+    }
+  }
+  log(`total wall time ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+}
+
 async function main(): Promise<void> {
+  const ratios = arg('--ratios');
+  if (ratios !== undefined) {
+    return ratiosOnly(ratios.split(','), (arg('--rhos', '0.95') ?? '0.95').split(',').map(Number), Number(arg('--paths', '5')));
+  }
   const wasm = wasmBytes(WASM);
   log(`Switchyard routing-quality benchmark (${MODE.name} mode), seed ${SEED}`);
   log(`filter ${path.relative(ROOT, WASM)} sha256 ${wasm.sha256.slice(0, 16)}…  (${wasm.bytes.length} bytes)`);

@@ -199,6 +199,24 @@ describe("in-band fusion moves the choice", () => {
     expect(f.toA(20, t + 100)).toBe(0);
   });
 
+  it("a wait shorter than E[S]/c is a request's own time to first token, not a queue", () => {
+    const f = new Fixture(80, 6, 80, 4); // scraped: a 6 in it, b 4: b is the cheaper
+    f.table.fuseAll(0);
+    expect(f.toA(20, 0)).toBe(0);
+    let t: f64 = 10;
+    for (let k = 0; k < 10; k++) { f.table.headers(0, t, t + 8, 200, 0); t += 50; }
+    // 16 ms above the floor (0.8 × E[S]/c): a long prefill on a free slot, not c − 1 + 0.8 others
+    f.table.headers(0, t, t + 24, 200, 0);
+    expect(isNaN(f.table.adj[0 * ADJ_STRIDE + 1])).toBe(true);
+    expect(f.table.adj[0 * ADJ_STRIDE + 2]).toBe(3);
+    expect(f.toA(20, t + 24)).toBe(20);
+    // 24 ms above it (1.2 × E[S]/c): every slot was busy, c − 1 + 1.2 others
+    f.table.headers(0, t + 50, t + 82, 200, 0);
+    expect(f.table.adj[0 * ADJ_STRIDE + 1]).toBeGreaterThan(4.1);
+    expect(f.table.adj[0 * ADJ_STRIDE + 1]).toBeLessThan(4.3);
+    expect(f.toA(20, t + 82)).toBe(0);
+  });
+
   it("a slowed instance's long time to headers is its slowdown, not a queue", () => {
     const f = new Fixture(80, 0, 80, 1);
     let t = f.warm(0);

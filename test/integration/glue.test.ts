@@ -291,3 +291,38 @@ test('plain polling (longPollMs 0) asks the agent every pollMs, not at every tic
     await host.close();
   }
 });
+
+test('the queue read from a wait subtracts the requests we had in flight when the request was sent, not those sent after it', async () => {
+  // 10.0.0.1: c = 1, E[S] = 10 ms (a wait of 25 ms: 2.5 requests ahead); 10.0.0.2 costs 50 ms;
+  // picker band 0 takes the cheapest
+  const b = await bed({ picker: 'band', band: 0 });
+  try {
+    await b.serve({ peers: [], instances: [inst('10.0.0.1:80'), inst('10.0.0.2:80', { esMs: 50, es2Ms2: 5000 })] });
+    const to = (r: RequestResult): string => header(r.upstreamHeaders, 'x-switchyard-endpoint')[0];
+    // one answer without a wait: the unqueued time to headers of 10.0.0.1
+    assert.equal(to(await b.request({ status: 200 })), '10.0.0.1:80');
+    const held: Array<(r: UpstreamReply) => void> = [];
+    const hold = (): Promise<RequestResult> => b.host.request({ ':method': 'POST', ':path': '/v1/completions', ':authority': AUTH },
+      { response: () => new Promise<UpstreamReply>((res) => { held.push(res); }) });
+    // the first request is sent with none of ours in flight there; three more follow it (10, 20,
+    // 30, 40 ms: all to 10.0.0.1)
+    const first = hold();
+    for (let i = 0; i < 3 && held.length < 1; i++) await b.host.advance(1);
+    const rest = [hold(), hold(), hold()];
+    for (let i = 0; i < 3 && held.length < 4; i++) await b.host.advance(1);
+    assert.equal(held.length, 4, 'all four reached an upstream');
+    await b.host.advance(25);
+    held[0]({ status: 200 }); // its headers after a 25 ms wait: 1 − 1 + 2.5 = 2.5 others were there
+    await b.host.advance(1);
+    assert.equal(to(await first), '10.0.0.1:80');
+    // 10.0.0.1 now: 2.5 others + our 3 still in flight ahead, 10 + 5.5 · 10 = 65 ms > 50 ms. With
+    // our count at its headers (4, three of them sent after it) the others would read as none:
+    // 10 + 3 · 10 = 40 ms, and 10.0.0.1 would still be taken
+    assert.equal(to(await b.request({ status: 200 })), '10.0.0.2:80');
+    for (let k = 1; k < 4; k++) held[k]({ status: 200 });
+    await b.host.advance(1);
+    await Promise.all(rest);
+  } finally {
+    await b.host.close();
+  }
+});

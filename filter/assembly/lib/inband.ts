@@ -21,11 +21,16 @@ import { OrcaReport } from "./orca";
 /** Stride of `adj`: [factor, queue override (NaN: none), queue cap (Infinity: none)] per slot. */
 export const ADJ_STRIDE: i32 = 3;
 /**
- * The queue seen in the time to headers (InbandTable.headers): a wait above this fraction of
- * E[S]/c says every slot was busy and requests were queued ahead; at or below it, the instance
- * had a free slot when the request started (at most c − 1 others in it).
+ * The queue seen in the time to headers (InbandTable.headers): a wait above this many E[S]/c (the
+ * mean time between departures of a busy instance) says every slot was busy and requests were
+ * queued ahead; at or below it, the instance had a free slot when the request started (at most
+ * c − 1 others in it). The unqueued time to headers is not a constant: it grows with the request
+ * (prefill; in the benchmark 0.1 × its service time, 0.4 × E[S]/c on average, heavy-tailed), so
+ * the wait above its floor is often a fraction of E[S]/c with no queue at all. At ¼ almost half
+ * the unqueued answers of the benchmark read as "all c slots busy", a phantom queue of c − 1 less
+ * ours on every instance.
  */
-export const WAIT_BUSY: f64 = 0.25;
+export const WAIT_BUSY: f64 = 1;
 /** Requests ahead counted from one wait at most this many times c (a heavy-tailed residual is not a queue). */
 export const WAIT_MAX_SLOTS: f64 = 8;
 /** Weight of a new wait sample in the queue estimate (the previous one, when newer than the scrape, keeps the rest). */
@@ -316,15 +321,19 @@ export class InbandTable {
   }
 
 
-  /** Response headers of a request started at `start`, at `t`, with HTTP status `status` (the TTFT sample). */
-  headers(s: i32, start: f64, t: f64, status: i32, inflightNow: i32 = -1): void {
+  /**
+   * Response headers of a request started at `start`, at `t`, with HTTP status `status` (the TTFT
+   * sample); `sentWith` is our in-flight count to the instance when it was sent, before it (-1:
+   * unknown, the wait is not read).
+   */
+  headers(s: i32, start: f64, t: f64, status: i32, sentWith: i32 = -1): void {
     if (status >= 500) { this.error(s, t, true); this.fuse(s, t); return; }
     this.openN[s]++;
     this.openSum[s] += t;
     this.error(s, t, false);
     const x = t - start;
     if (!(x >= 0)) return;
-    if (inflightNow >= 0) this.waitQueue(s, start, x, inflightNow);
+    if (sentWith >= 0) this.waitQueue(s, start, x, sentWith);
     const dt = t - this.hdrAt[s];
     const p = this.paramsOf[s];
     const prev = this.hdrPrev[s];
@@ -424,12 +433,13 @@ export class InbandTable {
   /**
    * The other proxies' load from the time to headers `x` of a request started at `start`: the
    * wait (x − floor) is the queue ahead of it in units of E[S]/c, so the instance then held about
-   * c − 1 + wait · c / E[S] requests (ours included; `inflightNow` is our count now); without a
-   * wait it had a free slot: at most c − 1. The first replaces the scraped queue (as an ORCA
-   * queue does) and the second caps it, until a scrape taken after `start`; an ORCA report newer
-   * than the scrape takes precedence (it counts the whole queue, at its answer).
+   * c − 1 + wait · c / E[S] requests besides this one, `sentWith` of them ours (our in-flight
+   * count when it was sent); without a wait it had a free slot: at most c − 1. The first replaces
+   * the scraped queue (as an ORCA queue does) and the second caps it, until a scrape taken after
+   * `start`; an ORCA report newer than the scrape takes precedence (it counts the whole queue, at
+   * its answer).
    */
-  private waitQueue(s: i32, start: f64, x: f64, inflightNow: i32): void {
+  private waitQueue(s: i32, start: f64, x: f64, sentWith: i32): void {
     const f = this.hdrFloor[s];
     this.hdrFloor[s] = f == f ? (x < f ? f + 0.5 * (x - f) : f + 0.01 * (x - f)) : x;
     // the unit of the wait is the instance's usual E[S] / c (calib × norm, when known): a slowed
@@ -449,14 +459,14 @@ export class InbandTable {
     if (w > WAIT_BUSY * unit) {
       let ahead = w / unit;
       if (ahead > WAIT_MAX_SLOTS * c) ahead = WAIT_MAX_SLOTS * c;
-      // the others' share: never below none (our count now includes requests sent after this one)
-      const q = Math.max(0, c - 1 + ahead - <f64>inflightNow);
+      // the others' share then (never below none: the wait is a noisy reading of the queue)
+      const q = Math.max(0, c - 1 + ahead - <f64>sentWith);
       this.adj[s * ADJ_STRIDE + 1] = fresh ? base + WAIT_STEP * (q - base) : q;
       this.adj[s * ADJ_STRIDE + 2] = Infinity;
     } else {
       // a free slot at its start: what the scrape says, at most c − 1 in the instance
       this.adj[s * ADJ_STRIDE + 1] = NaN;
-      this.adj[s * ADJ_STRIDE + 2] = Math.max(0, c - 1 - <f64>inflightNow);
+      this.adj[s * ADJ_STRIDE + 2] = Math.max(0, c - 1 - <f64>sentWith);
     }
     this.qAt[s] = start;
   }

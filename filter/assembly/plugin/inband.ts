@@ -64,13 +64,14 @@ export function responseStatus(): i32 {
 }
 
 /**
- * Response headers of a request sent to `slot` at `startMs`: the time to headers and the status
- * into the table, the ORCA report (if any and enabled) into the slot's state; the ORCA headers
+ * Response headers of a request sent to `slot` at `startMs` when we had `sentWith` requests in
+ * flight to it (before this one): the time to headers and the status into the table, the ORCA
+ * report (if any and enabled) into the slot's state; the ORCA headers
  * are removed unless cfg.stripOrca is false. Returns the status.
  */
-export function recordHeaders(t: InbandTable, inflight: Inflight, slot: i32, startMs: f64, now: f64, cfg: InbandConfig): i32 {
+export function recordHeaders(t: InbandTable, inflight: Inflight, slot: i32, startMs: f64, sentWith: i32, now: f64, cfg: InbandConfig): i32 {
   const status = responseStatus();
-  t.headers(slot, startMs, now, status, unchecked(inflight.total[slot]));
+  t.headers(slot, startMs, now, status, sentWith);
   if (!cfg.orca) {
     if (cfg.stripOrca) stripOrcaHeaders();
     return status;

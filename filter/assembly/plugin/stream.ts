@@ -13,9 +13,9 @@
 //  on response headers: the debug header is replaced when this request produced one and removed
 //  otherwise, and an upstream-set copy of the other filter-owned headers (route headers included)
 //  never reaches the client (an echoing upstream would otherwise reveal instance addresses and link state).
-//  in-band learning (plugin/inband.ts, docs/inband.md): the chosen instance's slot, generation and
-//  start time are kept; response headers and end of stream feed the per-instance estimates, and
-//  the ORCA headers are read and stripped.
+//  in-band learning (plugin/inband.ts, docs/inband.md): the chosen instance's slot, generation,
+//  start time and our in-flight count to it before this request are kept; response headers and
+//  end of stream feed the per-instance estimates, and the ORCA headers are read and stripped.
 // No decoding of agent data on this path. In-band on: one clock read per stream phase (choice,
 // response headers, end of stream), since the tick's clock is refreshMs coarse. Values only looked
 // at (:authority, :status, a client's link-status copy) are read into the scratch area
@@ -54,6 +54,8 @@ export class SwitchyardStream extends Context {
   inbandSlot: i32 = -1;
   inbandGen: u32 = 0;
   startMs: f64 = 0;
+  /** Our in-flight count to the chosen instance before this request (lib/inband.ts waitQueue: the backlog it was sent with). */
+  sentWith: i32 = 0;
   headersMs: f64 = 0;
   headersSeen: bool = false;
   status: i32 = 0;
@@ -192,6 +194,7 @@ export class SwitchyardStream extends Context {
         (sp.inbandOn && slot < la.inband.size() ? " inband=" + la.inband.factorOf(slot).toString() + (probe ? " probe" : "") : "");
     }
     replaceHeader(MAP_REQUEST_HEADERS, v.endpointHeader, unchecked(plan.addrBytes[i]));
+    this.sentWith = unchecked(la.inflight.total[slot]);
     this.held = la.inflight.acquire(slot);
     unchecked(plan.chosen[i]++);
     if (sp.inbandOn && slot < la.inband.size()) {
@@ -231,7 +234,7 @@ export class SwitchyardStream extends Context {
       this.headersSeen = true;
       if (this.inbandLive(la)) {
         this.headersMs = clockMs();
-        this.status = recordHeaders(la.inband, la.inflight, this.inbandSlot, this.startMs, this.headersMs, ip.cfg.inband);
+        this.status = recordHeaders(la.inband, la.inflight, this.inbandSlot, this.startMs, this.sentWith, this.headersMs, ip.cfg.inband);
       }
       else if (ip.cfg.inband.stripOrca) stripOrcaHeaders();
     }
