@@ -133,24 +133,27 @@ describe("PrefixIndex", () => {
   });
 
   it("a full set evicts its least recently recorded way, and only within that set", () => {
-    const idx = new PrefixIndex(64, 0); // 16 sets of 4
+    const idx = new PrefixIndex(64, 0); // 8 sets of 8
     expect(idx.capacity()).toBe(64);
-    for (let k: u32 = 0; k < 4; k++) idx.record(one(inSet(3, 100 + k)), 1, <u16>k, <u64>(k + 1));
-    idx.record(one(inSet(5, 100)), 1, 9, 5); // same tag, other set: a different block
-    expect(idx.count()).toBe(5);
+    expect(PrefixIndex.setsFor(64)).toBe(<u32>(64 / WAYS));
+    // ways 0..WAYS-1 of set 3, recorded at 1..WAYS
+    for (let k = 0; k < WAYS; k++) idx.record(one(inSet(3, 100 + <u32>k)), 1, <u16>k, <u64>(k + 1));
+    idx.record(one(inSet(5, 100)), 1, 99, 50); // same tag, other set: a different block
+    expect(idx.count()).toBe(WAYS + 1);
     expect(idx.evictions).toBe(0);
-    idx.record(one(inSet(3, 101)), 1, 1, 6); // recorded again: now the newest of set 3
-    idx.record(one(inSet(3, 200)), 1, 7, 7); // set 3 is full: the way recorded at 1 goes
+    for (let k = 0; k < WAYS; k++) expect(heldBy(idx, inSet(3, 100 + <u32>k), k, 51)).toBe(1); // every way found
+    idx.record(one(inSet(3, 101)), 1, 1, 60); // recorded again: now the newest of set 3
+    idx.record(one(inSet(3, 200)), 1, 77, 61); // set 3 is full: the way recorded at 1 goes
     expect(idx.evictions).toBe(1);
-    expect(idx.count()).toBe(5);
-    expect(heldBy(idx, inSet(3, 100), 0, 8)).toBe(0);
-    expect(heldBy(idx, inSet(3, 101), 1, 8)).toBe(1);
-    expect(heldBy(idx, inSet(3, 200), 7, 8)).toBe(1);
-    expect(heldBy(idx, inSet(5, 100), 9, 8)).toBe(1);
-    idx.record(one(inSet(3, 201)), 1, 8, 9); // next: the way recorded at 3 (101 was refreshed at 6)
-    expect(heldBy(idx, inSet(3, 102), 2, 10)).toBe(0);
-    expect(heldBy(idx, inSet(3, 101), 1, 10)).toBe(1);
-    expect(heldBy(idx, inSet(3, 103), 3, 10)).toBe(1);
+    expect(idx.count()).toBe(WAYS + 1);
+    expect(heldBy(idx, inSet(3, 100), 0, 62)).toBe(0);
+    expect(heldBy(idx, inSet(3, 101), 1, 62)).toBe(1);
+    expect(heldBy(idx, inSet(3, 200), 77, 62)).toBe(1);
+    expect(heldBy(idx, inSet(5, 100), 99, 62)).toBe(1);
+    idx.record(one(inSet(3, 201)), 1, 78, 63); // next: the way recorded at 3 (101 was refreshed at 60)
+    expect(heldBy(idx, inSet(3, 102), 2, 64)).toBe(0);
+    expect(heldBy(idx, inSet(3, 101), 1, 64)).toBe(1);
+    expect(heldBy(idx, inSet(3, 103), 3, 64)).toBe(1);
     expect(idx.evictions).toBe(2);
   });
 
@@ -226,8 +229,8 @@ describe("PrefixIndex", () => {
   });
 
   it("withBudget: capacity fits the byte budget; layout as documented (sets on a cache line)", () => {
-    expect(PrefixIndex.bytesFor(1024)).toBe(HEADER_BYTES + 48 + 1024 * ENTRY_BYTES);
-    expect(ENTRY_BYTES * WAYS).toBe(64);
+    expect(PrefixIndex.bytesFor(1024)).toBe(HEADER_BYTES + 112 + 1024 * ENTRY_BYTES);
+    expect(ENTRY_BYTES * WAYS).toBe(128);
     const idx = PrefixIndex.withBudget(1 << 20, 64 * 1024, 0);
     expect(idx.byteSize() <= 64 * 1024).toBe(true);
     expect(idx.capacity()).toBe(2048);
@@ -237,12 +240,12 @@ describe("PrefixIndex", () => {
     expect(load<u32>(p, 8)).toBe(2048);
     expect(load<u32>(p, 12)).toBe(2048 / WAYS);
     const off = load<u32>(p, 24);
-    expect(off >= <u32>HEADER_BYTES && off < <u32>(HEADER_BYTES + 64)).toBe(true);
-    expect((p + <usize>off) & 63).toBe(0);
+    expect(off >= <u32>HEADER_BYTES && off < <u32>(HEADER_BYTES + 128)).toBe(true);
+    expect((p + <usize>off) & 127).toBe(0);
     expect(<i32>off + 2048 * ENTRY_BYTES <= idx.byteSize()).toBe(true);
     // an entry: tag (high 32 bits) at 0, then at, then the slots
     idx.record(one(inSet(5, 0xabcdef01)), 1, 7, 3);
-    const ep = p + <usize>off + 5 * 64;
+    const ep = p + <usize>off + 5 * 128;
     expect(load<u32>(ep)).toBe(0xabcdef01);
     expect(load<u32>(ep, 4)).toBe(3);
     expect(load<u16>(ep, 8)).toBe(7);
@@ -286,26 +289,28 @@ describe("PrefixIndex", () => {
     const idx = new PrefixIndex(64, 0);
     idx.record(one(inSet(2, 1)), 1, 1, t0);
     idx.record(one(inSet(2, 2)), 1, 1, t0 + 10);
-    idx.record(one(inSet(2, 3)), 1, 1, t0 + 0x90000000); // past 2^31 ms: re-based
-    idx.record(one(inSet(2, 4)), 1, 1, t0 + 0x90000001);
-    expect(heldBy(idx, inSet(2, 1), 1, t0 + 0x90000002)).toBe(1);
-    idx.record(one(inSet(2, 5)), 1, 1, t0 + 0x90000003); // full: one of the two oldest goes
+    const t1 = t0 + 0x90000000; // past 2^31 ms: re-based
+    for (let k = 2; k < WAYS; k++) idx.record(one(inSet(2, 1 + <u32>k)), 1, 1, t1 + <u64>k);
+    expect(heldBy(idx, inSet(2, 1), 1, t1 + 20)).toBe(1);
+    idx.record(one(inSet(2, 100)), 1, 1, t1 + 21); // full: one of the two oldest goes
     expect(idx.evictions).toBe(1);
-    expect(heldBy(idx, inSet(2, 3), 1, t0 + 0x90000004) + heldBy(idx, inSet(2, 4), 1, t0 + 0x90000004)).toBe(2);
-    expect(idx.count()).toBe(4);
+    let kept = 0;
+    for (let k = 2; k < WAYS; k++) kept += heldBy(idx, inSet(2, 1 + <u32>k), 1, t1 + 22);
+    expect(kept).toBe(WAYS - 2);
+    expect(heldBy(idx, inSet(2, 1), 1, t1 + 22) + heldBy(idx, inSet(2, 2), 1, t1 + 22)).toBe(1);
+    expect(idx.count()).toBe(WAYS);
   });
 
   it("an aged way is reused before a live one, counted as an expiration", () => {
-    const idx = new PrefixIndex(4, 100); // one set
+    const idx = new PrefixIndex(WAYS, 100); // one set
     idx.record(one(inSet(0, 1)), 1, 1, 0);
-    idx.record(one(inSet(0, 2)), 1, 1, 150);
-    idx.record(one(inSet(0, 3)), 1, 1, 160);
-    idx.record(one(inSet(0, 4)), 1, 1, 170);
-    idx.record(one(inSet(0, 5)), 1, 1, 180); // tag 1 aged at 100
+    for (let k = 1; k < WAYS; k++) idx.record(one(inSet(0, 1 + <u32>k)), 1, 1, <u64>(150 + k));
+    idx.record(one(inSet(0, 100)), 1, 1, 180); // tag 1 aged at 100
     expect(idx.evictions).toBe(0);
     expect(idx.expirations).toBe(1);
     expect(heldBy(idx, inSet(0, 2), 1, 190)).toBe(1);
-    expect(heldBy(idx, inSet(0, 5), 1, 190)).toBe(1);
+    expect(heldBy(idx, inSet(0, 100), 1, 190)).toBe(1);
+    expect(idx.count()).toBe(WAYS);
   });
 
   it("forgetSlot removes a slot everywhere", () => {
