@@ -8,19 +8,18 @@
 // The index is set-associative (docs/architecture-choice.md, "Prefix index"): a block hash picks
 // one set of WAYS entries that fills two adjacent 64-byte cache lines, so a lookup touches one
 // 128-byte-aligned pair per block whatever the working set, and a full set evicts its least
-// recently recorded way. It lives in ONE
-// ArrayBuffer with a fixed layout (u32 offsets, no pointers) so the same bytes could be kept in
-// Proxy-Wasm shared data. Layout (little-endian):
+// recently recorded way. It lives in ONE ArrayBuffer with a fixed layout (u32 offsets, no
+// pointers) so the same bytes could be kept in Proxy-Wasm shared data. Layout (little-endian):
 //   header (64 B): magic u32 "SWPX", version u32 (2), capacity u32 (sets × WAYS), sets u32 (power
 //     of 2), count u32, reserved u32, setsOffset u32 (from the buffer start, 128-byte aligned),
 //     reserved u32, maxAgeMs u64 @32, epochMs u64 @40, reserved
 //   sets at setsOffset: sets × WAYS entries of 16 B: tag u32 @0 (the hash's high 32 bits, 0 = empty
 //     way), at u32 @4 (ms since epochMs of the last record), slots u16[4] @8 (most recent first,
 //     0xffff = none)
-// The set is the hash's low bits, the tag its high 32: two blocks are confused only when 64 bits
-// agree (as before) except the bits between the set index and bit 32 — 1 in 2^32 per probe. `at`
-// is 32-bit: when now − epochMs nears 2^31 ms the index is re-based (one O(capacity) pass about
-// every 12 days: expired entries cleared, the others shifted), so no wrap ever revives an entry.
+// The set is the hash's low bits, the tag its high 32: two blocks are confused only when the set
+// bits and the tag agree (WAYS in 2^32 per probe; a confusion only misprices one prefix). `at` is
+// 32-bit: when now − epochMs nears 2^31 ms the index is re-based (one O(capacity) pass about every
+// 12 days: expired entries cleared, the others shifted), so no wrap ever revives an entry.
 //
 // Sharing across worker VMs (lib/request/prefix-share.ts): record() appends to a bounded ring
 // each block whose front slot changed, or that was last recorded in an earlier quarter-of-maxAgeMs
@@ -35,8 +34,8 @@ export const DEFAULT_MAX_BLOCKS: i32 = 256;
 /** instance slots remembered per block hash (most recent first) */
 export const SLOTS_PER_ENTRY: i32 = 4;
 export const NO_SLOT: u16 = 0xffff;
-/** entries per set: two 64-byte cache lines (4 ways lost 3 points of prefix-cache hit rate on the
- *  routing benchmark against a global LRU: one evicted block cuts every longer prefix) */
+/** entries per set: two 64-byte cache lines. Fewer ways evict more blocks early, and one evicted
+ *  block cuts every longer prefix through it (docs/architecture-choice.md, "Prefix index"). */
 export const WAYS: i32 = 8;
 
 const MAGIC: u32 = 0x58505753; // "SWPX"
@@ -246,7 +245,7 @@ export class PrefixIndex {
     return PrefixIndex.probe(this.setsP, this.setMask, h);
   }
 
-  /** Branch-free: which way holds the tag is unpredictable, a mispredicted branch per block costs more than four selects. */
+  /** Branch-free: which way holds the tag is unpredictable, and a mispredicted branch per block cost more than eight selects. */
   @inline private static probe(setsP: usize, mask: u32, h: u64): usize {
     const sp = setsP + (<usize>(<u32>h & mask) << SET_SHIFT);
     const t = PrefixIndex.tagOf(h);
