@@ -12,9 +12,13 @@
 // processes' time slices; the CPU time does not, so the paired median of CPU-time differences is
 // the figure the target is judged on (the wall-clock min − min is printed beside it).
 //
-//   tsx bench/request-aware-cost.ts [--quick] [--distinct N] [--memory-only]
+//   tsx bench/request-aware-cost.ts [--quick] [--distinct N] [--memory-only] [--wasm PATH] [--compare PATH]
 //   quick: 10 rounds × 200, 10^5 distinct prompts (full: 30 × 1000, 10^6); --distinct sets the
-//   memory run's prompt count; --memory-only skips the timing.
+//   memory run's prompt count; --memory-only skips the timing; --wasm measures another build than
+//   build/switchyard.wasm; --compare PATH runs a second build's body-blind and request-aware hosts
+//   in the same interleaved rounds (both builds side by side: on a noisy machine two separate runs
+//   differ more than two builds do); --rounds, --batch and --sizes 4 (or 64) focus a comparison
+//   (the timing only: no ext_proc round trip, no memory run).
 import * as path from 'node:path';
 import * as http from 'node:http';
 import { ProxyWasmHost } from '../host/src';
@@ -22,11 +26,16 @@ import { encodeSnapshot, type InstanceRecord } from '../agent/src/snapshot/codec
 
 const ROOT = path.resolve(__dirname, '..');
 const QUICK = process.argv.includes('--quick');
-const ROUNDS = QUICK ? 10 : 30;
-const BATCH = QUICK ? 200 : 1000;
+const argOf = (name: string): string | undefined => { const i = process.argv.indexOf(name); return i > 0 ? process.argv[i + 1] : undefined; };
+const ROUNDS = Number(argOf('--rounds') ?? (QUICK ? 10 : 30));
+const BATCH = Number(argOf('--batch') ?? (QUICK ? 200 : 1000));
+const SIZES_KB = (argOf('--sizes') ?? '4,64').split(',').map(Number);
+if (!(ROUNDS >= 2 && BATCH >= 1) || !SIZES_KB.every((k) => k === 4 || k === 64)) throw new Error('--rounds ≥ 2, --batch ≥ 1, --sizes: 4 and/or 64');
 const argAt = process.argv.indexOf('--distinct');
 const DISTINCT = argAt > 0 ? Number(process.argv[argAt + 1]) : QUICK ? 100_000 : 1_000_000;
 const MEMORY_ONLY = process.argv.includes('--memory-only');
+const WASM = path.resolve(argOf('--wasm') ?? path.join(ROOT, 'build/switchyard.wasm'));
+const COMPARE = argOf('--compare') !== undefined ? path.resolve(argOf('--compare')!) : undefined;
 if (!(DISTINCT >= 1)) throw new Error('--distinct: a positive count');
 const N_INSTANCES = 16;
 const AUTH = 'inference.example';
@@ -37,12 +46,12 @@ function instances(n: number): InstanceRecord[] {
     baselineP99Ms: 250, gpuUtil: 0.5, dataAgeMs: 100, slots: 4 }));
 }
 
-async function hostFor(requestAware: boolean, workers = 1): Promise<ProxyWasmHost> {
+async function hostFor(requestAware: boolean, workers = 1, wasm = WASM): Promise<ProxyWasmHost> {
   const body = encodeSnapshot({ seq: 1, generatedAtMs: 1_000_000, peers: [], instances: instances(N_INSTANCES) });
   const svc: Record<string, unknown> = { authorities: [AUTH], service: 'llm', stalenessMs: 600000 };
   if (requestAware) svc.request = { allowOnHeadersStopIteration: true };
   const host = await ProxyWasmHost.create({
-    wasm: path.join(ROOT, 'build/switchyard.wasm'), workers, mainThread: false, canary: false, clock: 'manual', startTimeMs: 1_000_000,
+    wasm, workers, mainThread: false, canary: false, clock: 'manual', startTimeMs: 1_000_000,
     allowOnHeadersStopIteration: true,
     pluginConfig: JSON.stringify({ agent: { cluster: 'switchyard_agent', longPollMs: 0, pollMs: 10 }, link: { services: [] }, loadAware: { services: [svc] } }),
     clusters: { switchyard_agent: { handler: () => ({ status: 200, body }) } },
@@ -110,52 +119,75 @@ async function extProcRoundTrip(bodies: string[]): Promise<number[]> {
   return samples;
 }
 
-async function main(): Promise<void> {
-  if (MEMORY_ONLY) { await memory(); return; }
-  const blind = await hostFor(false);
-  const aware = await hostFor(true);
+/** One build under test: its body-blind and request-aware hosts. */
+type Build = { label: string; blind: ProxyWasmHost; aware: ProxyWasmHost };
+
+async function buildFor(label: string, wasm: string): Promise<Build> {
+  const blind = await hostFor(false, 1, wasm);
+  const aware = await hostFor(true, 1, wasm);
   const probe = aware.requestSync(HEADERS, { body: chat(prompt(4096, 'probe'), 'q') });
-  if (!probe.upstreamHeaders?.some(([k]) => k === 'x-switchyard-endpoint')) throw new Error('request-aware host did not choose');
+  if (!probe.upstreamHeaders?.some(([k]) => k === 'x-switchyard-endpoint')) throw new Error(`${label}: request-aware host did not choose`);
   aware.requestSync(HEADERS, { body: chat(prompt(4096, 'probe'), 'q') });
   await aware.advance(20);
-  if ((aware.metric('switchyard.request.parsed.llm') ?? 0) < 2) throw new Error('request-aware host did not parse');
+  if ((aware.metric('switchyard.request.parsed.llm') ?? 0) < 2) throw new Error(`${label}: request-aware host did not parse`);
+  return { label, blind, aware };
+}
+
+async function main(): Promise<void> {
+  if (MEMORY_ONLY) { await memory(); return; }
+  const builds = [await buildFor(COMPARE ? path.relative(ROOT, WASM) : '', WASM)];
+  if (COMPARE) builds.push(await buildFor(path.relative(ROOT, COMPARE), COMPARE));
 
   console.log(`\nRequest-aware choice: added cost per request in the embedded host (${N_INSTANCES} instances, p2c; ${ROUNDS} interleaved rounds × ${BATCH} requests)`);
-  console.log('prompt'.padEnd(34) + 'CPU µs: body-blind  request-aware   added (paired median, p10..p90)' + '   wall µs: added min−min   MB/s');
   const results: Record<string, number> = {};
-  type Case = { name: string; kb: number; bodies: string[]; a: [number, number][]; b: [number, number][] };
+  type Case = { name: string; kb: number; bodies: string[]; a: [number, number][][]; b: [number, number][][] };
   const cases: Case[] = [];
-  for (const kb of [4, 64]) {
+  for (const kb of SIZES_KB) {
     for (const kind of ['same prompt (prefix hit)', 'distinct prompts']) {
       const bodies = kind.startsWith('same') ? [chat(prompt(kb * 1024, 'shared'), 'q')]
         : Array.from({ length: 64 }, (_, i) => chat(prompt(kb * 1024, `d${kb}-${i}-${Math.random()}`), 'q'));
-      cases.push({ name: `${kb}:${kind}`, kb, bodies, a: [], b: [] });
+      cases.push({ name: `${kb}:${kind}`, kb, bodies, a: builds.map(() => []), b: builds.map(() => []) });
     }
   }
-  // Warm every case on both hosts (the JIT tiers the filter up), then interleave: each round runs
+  // Warm every case on every host (the JIT tiers the filter up), then interleave: each round runs
   // every case once on each host, the host order alternating between rounds, so a load spike or
   // a tier-up hits both sides of a case alike.
-  for (let w = 0; w < 3; w++) for (const c of cases) { timeBatch(blind, c.bodies); timeBatch(aware, c.bodies); }
+  const hosts = builds.flatMap((bd, k) => [{ k, aware: false, h: bd.blind }, { k, aware: true, h: bd.aware }]);
+  for (let w = 0; w < 3; w++) for (const c of cases) for (const x of hosts) timeBatch(x.h, c.bodies);
   for (let r = 0; r < ROUNDS; r++) {
     for (const c of cases) {
-      if (r % 2 === 0) { c.b.push(timeBatch(blind, c.bodies)); c.a.push(timeBatch(aware, c.bodies)); }
-      else { c.a.push(timeBatch(aware, c.bodies)); c.b.push(timeBatch(blind, c.bodies)); }
+      const order = r % 2 === 0 ? hosts : [...hosts].reverse();
+      for (const x of order) (x.aware ? c.a : c.b)[x.k].push(timeBatch(x.h, c.bodies));
     }
   }
-  for (const c of cases) {
-    const { kb, bodies } = c;
-    const cpuA = c.a.map((x) => x[1]), cpuB = c.b.map((x) => x[1]);
-    const d = cpuA.map((x, i) => x - cpuB[i]);
-    const added = median(d);
-    const wallAdded = Math.min(...c.a.map((x) => x[0])) - Math.min(...c.b.map((x) => x[0]));
-    results[c.name] = added;
-    const mbs = Buffer.byteLength(bodies[0]) / Math.max(added, 0.001);
-    console.log(`${kb} KiB, ${c.name.slice(c.name.indexOf(':') + 1)}`.padEnd(34) + median(cpuB).toFixed(2).padStart(17) + median(cpuA).toFixed(2).padStart(15) +
-      `${added.toFixed(2).padStart(9)} (${q(d, 0.1).toFixed(2)}..${q(d, 0.9).toFixed(2)})`.padEnd(34) + wallAdded.toFixed(2).padStart(24) + mbs.toFixed(0).padStart(7));
+  for (const [k, bd] of builds.entries()) {
+    if (bd.label) console.log(`build ${bd.label}`);
+    console.log('prompt'.padEnd(34) + 'CPU µs: body-blind  request-aware   added (paired median, p10..p90)' + '   wall µs: added min−min   MB/s');
+    for (const c of cases) {
+      const { kb, bodies } = c;
+      const cpuA = c.a[k].map((x) => x[1]), cpuB = c.b[k].map((x) => x[1]);
+      const d = cpuA.map((x, i) => x - cpuB[i]);
+      const added = median(d);
+      const wallAdded = Math.min(...c.a[k].map((x) => x[0])) - Math.min(...c.b[k].map((x) => x[0]));
+      if (k === 0) results[c.name] = added;
+      const mbs = Buffer.byteLength(bodies[0]) / Math.max(added, 0.001);
+      console.log(`${kb} KiB, ${c.name.slice(c.name.indexOf(':') + 1)}`.padEnd(34) + median(cpuB).toFixed(2).padStart(17) + median(cpuA).toFixed(2).padStart(15) +
+        `${added.toFixed(2).padStart(9)} (${q(d, 0.1).toFixed(2)}..${q(d, 0.9).toFixed(2)})`.padEnd(34) + wallAdded.toFixed(2).padStart(24) + mbs.toFixed(0).padStart(7));
+    }
   }
+  if (builds.length === 2) {
+    console.log(`paired by round, ${builds[0].label} − ${builds[1].label} (CPU µs, median, p10..p90): request-aware | body-blind`);
+    for (const c of cases) {
+      const da = c.a[0].map((x, i) => x[1] - c.a[1][i][1]);
+      const db = c.b[0].map((x, i) => x[1] - c.b[1][i][1]);
+      console.log(`  ${c.kb} KiB, ${c.name.slice(c.name.indexOf(':') + 1)}`.padEnd(36) + `${median(da).toFixed(2)} (${q(da, 0.1).toFixed(2)}..${q(da, 0.9).toFixed(2)})`.padEnd(24) +
+        `| ${median(db).toFixed(2)} (${q(db, 0.1).toFixed(2)}..${q(db, 0.9).toFixed(2)})`);
+    }
+  }
+  if (SIZES_KB.length < 2) { for (const bd of builds) { await bd.blind.close(); await bd.aware.close(); } return; }
   const w4 = Math.max(results['4:same prompt (prefix hit)'], results['4:distinct prompts']);
   const w64 = Math.max(results['64:same prompt (prefix hit)'], results['64:distinct prompts']);
-  console.log(`targets (CPU time, worse of the two cases): <= 10 µs at 4 KiB: ${w4.toFixed(2)} -> ${w4 <= 10 ? 'MET' : 'NOT MET'} ` +
+  console.log(`targets${COMPARE ? ` (${builds[0].label})` : ''} (CPU time, worse of the two cases): <= 10 µs at 4 KiB: ${w4.toFixed(2)} -> ${w4 <= 10 ? 'MET' : 'NOT MET'} ` +
     `(prefix hit ${results['4:same prompt (prefix hit)'].toFixed(2)}); <= 130 µs at 64 KiB: ${w64.toFixed(2)} -> ${w64 <= 130 ? 'MET' : 'NOT MET'}`);
 
   console.log('\next_proc-style round trip to an out-of-process picker (HTTP/1.1 keep-alive on loopback, body POSTed, JSON.parse, answer)');
@@ -166,7 +198,7 @@ async function main(): Promise<void> {
       `${(Math.min(...s) / Math.max(0.01, results[`${kb}:distinct prompts`])).toFixed(0)}x the in-filter added cost (distinct prompts)`);
   }
 
-  for (const h of [blind, aware]) await h.close();
+  for (const bd of builds) { await bd.blind.close(); await bd.aware.close(); }
   await memory();
 }
 

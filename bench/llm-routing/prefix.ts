@@ -10,8 +10,9 @@
 // GieIndexer: GIE's indexer — per server an LRU of `lruCapacityPerServer` block hashes (31 250);
 //   lookup = for each server, the number of leading blocks found, greedy from block 0 (stops at
 //   the first block no server has).
-// SlotIndex: the filter's PrefixIndex (lib/request/prefix.ts) — one global bound of entries, LRU by
-//   last record, aged (`maxAgeMs`), the last 4 instance slots each hash was sent to.
+// SlotIndex: the filter's PrefixIndex (lib/request/prefix.ts) — set-associative: a hash picks one
+//   set of 8 ways (sets = the largest power of two with 8 × sets ≤ capacity), a full set evicts its
+//   least recently recorded way; aged (`maxAgeMs`), the last 4 instance slots each hash was sent to.
 
 export const GIE_BLOCK_BYTES = 64;
 export const GIE_MAX_BLOCKS = 256;
@@ -85,21 +86,42 @@ export class GieIndexer {
 }
 
 export const SLOTS_PER_ENTRY = 4;
+/** ways per set, as the filter's index (lib/request/prefix.ts WAYS) */
+export const WAYS = 8;
 
 interface SlotEntry {
+  h: string;
+  set: number;
   atMs: number;
   slots: number[]; // most recent first, at most SLOTS_PER_ENTRY
 }
 
-/** The filter's index (lib/request/prefix.ts PrefixIndex) in TypeScript: hash -> last 4 slots. */
+/** The set of a (string) block hash: any well-mixed function of it (the filter uses the hash's low bits). */
+function setOf(h: string, mask: number): number {
+  let x = 0x9e3779b9;
+  for (let k = 0; k < h.length; k++) {
+    x = Math.imul(x ^ h.charCodeAt(k), 0x85ebca6b);
+    x ^= x >>> 13;
+  }
+  return (x >>> 0) & mask;
+}
+
+/** The filter's index (lib/request/prefix.ts PrefixIndex) in TypeScript: hash -> last 4 slots, in sets of WAYS. */
 export class SlotIndex {
-  private readonly map = new Map<string, SlotEntry>(); // insertion order = LRU by last record
+  private readonly map = new Map<string, SlotEntry>();
+  private readonly sets: SlotEntry[][];
+  private readonly mask: number;
   evictions = 0;
   expirations = 0;
   constructor(
     readonly capacity: number,
     readonly maxAgeMs: number,
-  ) {}
+  ) {
+    let n = 1;
+    while (n * 2 * WAYS <= capacity) n *= 2;
+    this.sets = Array.from({ length: n }, () => []);
+    this.mask = n - 1;
+  }
 
   get size(): number {
     return this.map.size;
@@ -107,23 +129,36 @@ export class SlotIndex {
 
   record(hashes: string[], slot: number, nowMs: number): void {
     for (const h of hashes) {
-      let e = this.map.get(h);
+      const e = this.map.get(h);
       if (e) {
-        this.map.delete(h);
         const k = e.slots.indexOf(slot);
         if (k >= 0) e.slots.splice(k, 1);
         e.slots.unshift(slot);
         if (e.slots.length > SLOTS_PER_ENTRY) e.slots.length = SLOTS_PER_ENTRY;
         e.atMs = nowMs;
-      } else {
-        e = { atMs: nowMs, slots: [slot] };
-        if (this.map.size >= this.capacity) {
-          this.map.delete(this.map.keys().next().value as string);
-          this.evictions++;
-        }
+        continue;
       }
-      this.map.set(h, e);
+      const set = setOf(h, this.mask);
+      const ways = this.sets[set];
+      const fresh: SlotEntry = { h, set, atMs: nowMs, slots: [slot] };
+      if (ways.length < WAYS) ways.push(fresh);
+      else {
+        let v = 0;
+        for (let k = 1; k < ways.length; k++) if (ways[k].atMs < ways[v].atMs) v = k;
+        if (nowMs - ways[v].atMs > this.maxAgeMs) this.expirations++;
+        else this.evictions++;
+        this.map.delete(ways[v].h);
+        ways[v] = fresh;
+      }
+      this.map.set(h, fresh);
     }
+  }
+
+  private drop(e: SlotEntry): void {
+    this.map.delete(e.h);
+    const ways = this.sets[e.set];
+    ways.splice(ways.indexOf(e), 1);
+    this.expirations++;
   }
 
   /** slot -> leading blocks (from block 0, consecutive) it was sent; aged entries are dropped. */
@@ -133,8 +168,7 @@ export class SlotIndex {
     for (let i = 0; i < hashes.length; i++) {
       const e = this.map.get(hashes[i]);
       if (e && nowMs - e.atMs > this.maxAgeMs) {
-        this.map.delete(hashes[i]);
-        this.expirations++;
+        this.drop(e);
         break;
       }
       if (!e) break;

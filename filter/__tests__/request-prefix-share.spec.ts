@@ -70,7 +70,7 @@ describe("PrefixShare: the prefix index across worker VMs", () => {
     expect(v2.share.ring.end).toBe(0);
   });
 
-  it("re-recording identical blocks offers nothing new; a changed front slot does, and so does an entry half its age old", () => {
+  it("re-recording identical blocks offers nothing new; a changed front slot does, and so does an entry recorded in an earlier quarter of maxAge", () => {
     const v = new Vm(1, [A1, A2], 4096, 1000);
     const p = hashes(text(64 * 4, 2));
     v.index.record(p, p.length, v.slot(A1), 0);
@@ -82,10 +82,28 @@ describe("PrefixShare: the prefix index across worker VMs", () => {
     expect(v.held(p, A1, 1005)).toBe(4); // refreshed at 10: not aged at 1005
     v.index.record(p, p.length, v.slot(A2), 20); // another instance: offered
     expect(v.share.ring.end).toBe(8);
-    v.index.record(p, p.length, v.slot(A2), 519);
+    v.index.record(p, p.length, v.slot(A2), 249); // same window [0, 250)
     expect(v.share.ring.end).toBe(8);
-    v.index.record(p, p.length, v.slot(A2), 521); // > maxAge / 2 since last offered
+    v.index.record(p, p.length, v.slot(A2), 250); // last recorded in the window before: offered again
     expect(v.share.ring.end).toBe(12);
+    v.index.record(p, p.length, v.slot(A2), 499);
+    expect(v.share.ring.end).toBe(12);
+    // in steady use an entry is offered once per window: another VM's copy never ages out
+    for (let t: u64 = 500; t < 3000; t += 50) v.index.record(p, p.length, v.slot(A2), t);
+    expect(v.share.ring.end).toBe(12 + 10 * 4);
+  });
+
+  it("a learnt block is not offered back in the window it was learnt in", () => {
+    const v1 = new Vm(1, [A1], 4096, 1000);
+    const v2 = new Vm(2, [A1], 4096, 1000);
+    const p = hashes(text(64 * 3, 13));
+    v1.index.record(p, p.length, v1.slot(A1), 300);
+    v2.tick(v1.tick(new ArrayBuffer(0), 310), 320);
+    expect(v2.share.learned).toBe(3);
+    v2.index.record(p, p.length, v2.slot(A1), 330); // same instance, same window [250, 500)
+    expect(v2.share.ring.end).toBe(0);
+    v2.index.record(p, p.length, v2.slot(A1), 510);
+    expect(v2.share.ring.end).toBe(3);
   });
 
   it("a section carries two publications: a reader whose tick slips one still gets every record once", () => {

@@ -178,8 +178,16 @@ test('indexes are bounded: GIE per-server LRU, the filter-style index by entries
   assert.deepEqual([...s.lookup(['a', 'b', 'c'], 20).entries()].sort(), [[1, 3], [2, 2]]);
   assert.equal(s.lookup(['a'], 2000).size, 0, 'aged');
   for (let i = 0; i < 20; i++) s.record([`x${i}`], 0, 3000);
-  assert.equal(s.size, 8);
-  assert.ok(s.evictions > 0);
+  assert.equal(s.size, 8, 'one set of 8, full');
+  assert.equal(s.evictions + s.expirations, 3 + 20 - 8, 'every entry gone is counted once');
+  // within a set the least recently recorded way goes
+  const one = new SlotIndex(8, 1e9);
+  for (const [i, h] of ['p', 'q', 'r', 's', 'u', 'v', 'w', 'y'].entries()) one.record([h], 1, i);
+  one.record(['p'], 1, 10);
+  one.record(['t'], 1, 11);
+  assert.equal(one.lookup(['q'], 12).size, 0, 'q, recorded at 1, evicted');
+  assert.equal(one.size, 8);
+  assert.equal(one.lookup(['p'], 12).get(1), 1, 'p, recorded again, kept');
 });
 
 test('prototype: a cached prefix is priced as prefill saved; KV pressure fades the credit; unknown adapter costs its load', () => {

@@ -1,8 +1,8 @@
 // The prefix index shared across worker VMs (docs/architecture-choice.md, "Prefix index").
 //
 // Each VM keeps its own index (lib/request/prefix.ts) and routes from it without a host call.
-// What it records that the others do not know yet (a block whose front slot changed, or one not
-// exchanged for maxAgeMs / 2) goes into a bounded ring; on the tick every VM reads one shared-data
+// What it records that the others do not know yet (a block whose front slot changed, or one last
+// recorded or learnt in an earlier maxAgeMs / 4 window) goes into a bounded ring; on the tick every VM reads one shared-data
 // document per service, applies the records of the other VMs it has not seen (by sequence number)
 // and writes the document back (CAS) with its own section replaced. A VM's section holds what it
 // recorded since its publication before last (two tick periods: a reader whose tick drifts against

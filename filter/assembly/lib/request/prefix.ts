@@ -5,22 +5,27 @@
 // Extension's prefix plugin (its defaults: 64-byte blocks, i.e. vLLM's 16-token block at ~4
 // characters per token; at most 256 blocks matched), with bounded, aged memory.
 //
-// The index lives in ONE ArrayBuffer with a fixed layout (header, bucket heads, entries; u32
-// indices, no pointers), so the same bytes can later be kept in Proxy-Wasm shared data and read
-// by every worker VM. Layout (little-endian):
-//   header (64 B): magic u32 "SWPX", version u32, capacity u32 (entries), buckets u32 (power of
-//     2), count u32, clock hand u32 (next entry index the eviction looks at), reserved u32, freeHead u32,
-//     maxAgeMs u64, reserved
-//   buckets: u32[buckets], entry index + 1 of the chain head, 0 = empty
-//   entries (40 B each): hash u64 @0, atMs u64 @8 (last record), chainNext u32 @16 (index+1),
-//     referenced u32 @20 (recorded again since the hand last passed), reserved u32 @24, slots u16[4] @28 (most recent first,
-//     0xffff = none), sharedAt u32 @36 (low 32 bits of the ms clock when the entry's front slot
-//     was last exchanged with the other worker VMs)
+// The index is set-associative (docs/architecture-choice.md, "Prefix index"): a block hash picks
+// one set of WAYS entries that fills two adjacent 64-byte cache lines, so a lookup touches one
+// 128-byte-aligned pair per block whatever the working set, and a full set evicts its least
+// recently recorded way. It lives in ONE ArrayBuffer with a fixed layout (u32 offsets, no
+// pointers) so the same bytes could be kept in Proxy-Wasm shared data. Layout (little-endian):
+//   header (64 B): magic u32 "SWPX", version u32 (2), capacity u32 (sets × WAYS), sets u32 (power
+//     of 2), count u32, reserved u32, setsOffset u32 (from the buffer start, 128-byte aligned),
+//     reserved u32, maxAgeMs u64 @32, epochMs u64 @40, reserved
+//   sets at setsOffset: sets × WAYS entries of 16 B: tag u32 @0 (the hash's high 32 bits, 0 = empty
+//     way), at u32 @4 (ms since epochMs of the last record), slots u16[4] @8 (most recent first,
+//     0xffff = none)
+// The set is the hash's low bits, the tag its high 32: two blocks are confused only when the set
+// bits and the tag agree (WAYS in 2^32 per probe; a confusion only misprices one prefix). `at` is
+// 32-bit: when now − epochMs nears 2^31 ms the index is re-based (one O(capacity) pass about every
+// 12 days: expired entries cleared, the others shifted), so no wrap ever revives an entry.
 //
 // Sharing across worker VMs (lib/request/prefix-share.ts): record() appends to a bounded ring
-// each block whose front slot changed (or whose last exchange is older than maxAgeMs / 2, so
-// the other VMs' copies do not age out while this VM keeps using it); the tick exchanges the
-// rings through one shared-data key and learn() applies the other VMs' records.
+// each block whose front slot changed, or that was last recorded in an earlier quarter-of-maxAgeMs
+// window (so the other VMs' copies, aged at maxAgeMs, are refreshed at least every maxAgeMs / 2
+// while this VM keeps using it); the tick exchanges the rings through one shared-data key and
+// learn() applies the other VMs' records.
 
 import { ShareRing } from "./prefix-share";
 
@@ -29,11 +34,22 @@ export const DEFAULT_MAX_BLOCKS: i32 = 256;
 /** instance slots remembered per block hash (most recent first) */
 export const SLOTS_PER_ENTRY: i32 = 4;
 export const NO_SLOT: u16 = 0xffff;
+/** entries per set: two 64-byte cache lines. Fewer ways evict more blocks early, and one evicted
+ *  block cuts every longer prefix through it (docs/architecture-choice.md, "Prefix index"). */
+export const WAYS: i32 = 8;
 
 const MAGIC: u32 = 0x58505753; // "SWPX"
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 export const HEADER_BYTES: i32 = 64;
-export const ENTRY_BYTES: i32 = 40;
+export const ENTRY_BYTES: i32 = 16;
+const SET_BYTES: i32 = WAYS * ENTRY_BYTES;
+const SET_SHIFT: usize = 7;
+/** room to align the sets to 128 bytes (the allocator aligns to 16) */
+const ALIGN_SLACK: i32 = 112;
+/** `at` stays below this many ms after the epoch (re-based past it) */
+const REBASE_AT: u64 = 0x80000000;
+/** a re-base puts the epoch this far behind now: entries of the last 2^30 ms keep their order */
+const REBASE_KEEP: u64 = 0x40000000;
 
 const K1: u64 = 0x9e3779b97f4a7c15;
 const K2: u64 = 0xc2b2ae3d27d4eb4f;
@@ -44,21 +60,28 @@ const K3: u64 = 0x165667b19e3779f9;
   return rotl<u64>(h, 29) * K2 + K3;
 }
 
-/** One block into the chain: four independent lanes over 32-byte strides (the multiplies of
- *  one lane wait on each other; four run side by side), words past the last stride into lane a. */
-@inline function block(h: u64, q: usize, len: i32): u64 {
-  let a = h;
-  let b = h ^ K1;
-  let c = h ^ K2;
-  let d = h ^ K3;
+/** One lane step: one multiply per 8 bytes (the rotation brings the product's mixed high bits down). */
+@inline function lane(a: u64, w: u64): u64 {
+  return rotl<u64>((a ^ w) * K1, 31);
+}
+
+/** One block's own hash: four independent lanes over 32-byte strides, words past the last stride
+ *  into lane a, then finish. It does not depend on the blocks before it (the chain is one mix
+ *  after it), so the CPU hashes consecutive blocks side by side; one multiply per word keeps it
+ *  within the multiplier's throughput (docs/benchmarks.md, request-aware cost). */
+@inline function block(q: usize, len: i32): u64 {
+  let a = K1;
+  let b = K2;
+  let c = K3;
+  let d = K1 ^ K2;
   let w = 0;
   for (; w + 32 <= len; w += 32) {
-    a = mix(a, load<u64>(q + <usize>w));
-    b = mix(b, load<u64>(q + <usize>w, 8));
-    c = mix(c, load<u64>(q + <usize>w, 16));
-    d = mix(d, load<u64>(q + <usize>w, 24));
+    a = lane(a, load<u64>(q + <usize>w));
+    b = lane(b, load<u64>(q + <usize>w, 8));
+    c = lane(c, load<u64>(q + <usize>w, 16));
+    d = lane(d, load<u64>(q + <usize>w, 24));
   }
-  for (; w < len; w += 8) a = mix(a, load<u64>(q + <usize>w));
+  for (; w < len; w += 8) a = lane(a, load<u64>(q + <usize>w));
   return finish(a ^ rotl<u64>(b, 17) ^ rotl<u64>(c, 31) ^ rotl<u64>(d, 47));
 }
 
@@ -95,6 +118,7 @@ export function hashPromptBlocks(body: ArrayBuffer, spans: Array<i32>, seed: u64
   const sp = changetype<usize>(scratch);
   let fill = 0;
   let n = 0;
+  // chain state: block i's hash is finish(state after block i), state = mix(state, block's own hash)
   let h = seed;
   const nSpans = spans.length >> 1;
   for (let k = 0; k < nSpans && n < limit; k++) {
@@ -109,8 +133,8 @@ export function hashPromptBlocks(body: ArrayBuffer, spans: Array<i32>, seed: u64
       if (fill == 0) {
         // whole blocks straight from the body, no copy
         while (b - i >= blockBytes && n < limit) {
-          h = block(h, base + <usize>i, blockBytes);
-          unchecked(out[n++] = h);
+          h = mix(h, block(base + <usize>i, blockBytes));
+          unchecked(out[n++] = finish(h));
           i += blockBytes;
         }
         if (n >= limit) break;
@@ -126,8 +150,8 @@ export function hashPromptBlocks(body: ArrayBuffer, spans: Array<i32>, seed: u64
         sep = true;
       }
       if (fill == blockBytes) {
-        h = block(h, sp, blockBytes);
-        unchecked(out[n++] = h);
+        h = mix(h, block(sp, blockBytes));
+        unchecked(out[n++] = finish(h));
         fill = 0;
       }
       if (sep) break;
@@ -153,198 +177,203 @@ export class PrefixMatch {
 }
 
 /**
- * Block hash → instance slots, bounded by `capacity` entries and aged: an entry
- * not recorded for `maxAgeMs` counts as absent and is dropped when met.
+ * Block hash → instance slots, set-associative: bounded by `capacity` entries (sets × WAYS) and
+ * aged: an entry not recorded for `maxAgeMs` counts as absent and is dropped when met.
  */
 export class PrefixIndex {
   buf: ArrayBuffer;
   private p: usize;
-  private cap: u32;
-  private mask: u32;
-  private bucketsP: usize;
-  private entriesP: usize;
+  private setMask: u32;
+  private setsP: usize;
+  /** evicted live entries (a full set), and entries dropped because they aged */
   evictions: u64 = 0;
   expirations: u64 = 0;
   /** Where record() puts the blocks to tell the other worker VMs (null: not shared). */
   ring: ShareRing | null = null;
-  /** Entries lookup() found for the leading blocks of `hitArr` (record() reuses them: no second find). */
+  /** Entries lookup() found for the leading blocks of `hitArr` (record() reuses them: no second probe). */
   private hit: StaticArray<u32> = new StaticArray<u32>(0);
   private hitN: i32 = 0;
   private hitArr: usize = 0;
   private hitH0: u64 = 0;
 
-  /** capacity from a byte budget (whole index, header included); at least 1 entry */
+  /** capacity from a byte budget (whole index, header included); at least one set */
   static withBudget(maxEntries: i32, maxBytes: i32, maxAgeMs: u64): PrefixIndex {
-    let cap = max(1, maxEntries);
-    while (cap > 1 && PrefixIndex.bytesFor(cap) > maxBytes) cap >>= 1;
+    let cap = max(WAYS, maxEntries);
+    while (cap > WAYS && PrefixIndex.bytesFor(cap) > maxBytes) cap >>= 1;
     return new PrefixIndex(cap, maxAgeMs);
   }
 
-  static bucketsFor(capacity: i32): u32 {
-    let b: u32 = 1;
-    while (b < <u32>capacity) b <<= 1;
-    return b;
+  /** Sets for at most `capacity` entries: the largest power of two whose sets fit, at least one. */
+  static setsFor(capacity: i32): u32 {
+    let s: u32 = 1;
+    while (<i64>(s << 1) * WAYS <= <i64>capacity) s <<= 1;
+    return s;
   }
 
   static bytesFor(capacity: i32): i32 {
-    return HEADER_BYTES + <i32>PrefixIndex.bucketsFor(capacity) * 4 + capacity * ENTRY_BYTES;
+    return HEADER_BYTES + ALIGN_SLACK + <i32>PrefixIndex.setsFor(capacity) * SET_BYTES;
   }
 
   constructor(capacity: i32, maxAgeMs: u64) {
-    const cap = <u32>max(1, capacity);
-    const buckets = PrefixIndex.bucketsFor(<i32>cap);
-    this.buf = new ArrayBuffer(PrefixIndex.bytesFor(<i32>cap));
-    this.p = changetype<usize>(this.buf);
-    this.cap = cap;
-    this.mask = buckets - 1;
-    this.bucketsP = this.p + <usize>HEADER_BYTES;
-    this.entriesP = this.bucketsP + (<usize>buckets << 2);
-    const p = this.p;
+    const sets = PrefixIndex.setsFor(capacity);
+    this.buf = new ArrayBuffer(PrefixIndex.bytesFor(capacity)); // zeroed: every way empty
+    const p = changetype<usize>(this.buf);
+    this.p = p;
+    this.setMask = sets - 1;
+    this.setsP = (p + <usize>HEADER_BYTES + 127) & ~(<usize>127);
     store<u32>(p, MAGIC);
     store<u32>(p, VERSION, 4);
-    store<u32>(p, cap, 8);
-    store<u32>(p, buckets, 12);
+    store<u32>(p, sets * <u32>WAYS, 8);
+    store<u32>(p, sets, 12);
     store<u32>(p, 0, 16); // count
-    store<u32>(p, 0, 20); // clock hand
-    store<u32>(p, 0, 24);
-    // free list through chainNext: 1 -> 2 -> ... -> cap
-    store<u32>(p, 1, 28);
-    for (let i: u32 = 0; i < cap; i++) store<u32>(this.e(i), i + 1 < cap ? i + 2 : 0, 16);
+    store<u32>(p, <u32>(this.setsP - p), 24);
     store<u64>(p, maxAgeMs, 32);
+    store<u64>(p, 0, 40); // epoch: set by the first use (rel)
   }
-
-  @inline private e(i: u32): usize { return this.entriesP + <usize>i * <usize>ENTRY_BYTES; }
 
   count(): i32 { return <i32>load<u32>(this.p, 16); }
-  capacity(): i32 { return <i32>this.cap; }
+  capacity(): i32 { return <i32>load<u32>(this.p, 8); }
   byteSize(): i32 { return this.buf.byteLength; }
 
-  @inline private find(h: u64): u32 {
-    let x = load<u32>(this.bucketsP + (<usize>(<u32>h & this.mask) << 2));
-    while (x != 0) {
-      const ep = this.e(x - 1);
-      if (load<u64>(ep) == h) return x;
-      x = load<u32>(ep, 16);
-    }
-    return 0;
+  @inline private static tagOf(h: u64): u32 {
+    const t = <u32>(h >> 32);
+    return t == 0 ? 1 : t; // 0 marks an empty way
   }
 
-  /** Remove entry x (unlink from its bucket chain, return it to the free list). */
-  private remove(x: u32): void {
+  /** Address of `h`'s entry in its set, 0 if absent (the 8 ways of a 128-byte set, unrolled). */
+  @inline private find(h: u64): usize {
+    return PrefixIndex.probe(this.setsP, this.setMask, h);
+  }
+
+  /** Branch-free: which way holds the tag is unpredictable, and a mispredicted branch per block cost more than eight selects. */
+  @inline private static probe(setsP: usize, mask: u32, h: u64): usize {
+    const sp = setsP + (<usize>(<u32>h & mask) << SET_SHIFT);
+    const t = PrefixIndex.tagOf(h);
+    let r: usize = select<usize>(sp + 112, 0, load<u32>(sp, 112) == t);
+    r = select<usize>(sp + 96, r, load<u32>(sp, 96) == t);
+    r = select<usize>(sp + 80, r, load<u32>(sp, 80) == t);
+    r = select<usize>(sp + 64, r, load<u32>(sp, 64) == t);
+    r = select<usize>(sp + 48, r, load<u32>(sp, 48) == t);
+    r = select<usize>(sp + 32, r, load<u32>(sp, 32) == t);
+    r = select<usize>(sp + 16, r, load<u32>(sp, 16) == t);
+    return select<usize>(sp, r, load<u32>(sp) == t);
+  }
+
+  /** `nowMs` as ms since the epoch (< 2^31: re-bases when it would not be). */
+  private rel(nowMs: u64): u32 {
+    const epoch = load<u64>(this.p, 40);
+    if (nowMs < epoch) return 0; // the clock stepped back: as old as the epoch
+    if (nowMs - epoch >= REBASE_AT) { this.rebase(nowMs); return <u32>REBASE_KEEP; }
+    return <u32>(nowMs - epoch);
+  }
+
+  /** New epoch REBASE_KEEP ms before now: aged entries cleared, the others' `at` shifted (older than the epoch: at 0). */
+  private rebase(nowMs: u64): void {
     this.hitN = 0;
-    const ep = this.e(x - 1);
-    const bp = this.bucketsP + (<usize>(<u32>load<u64>(ep) & this.mask) << 2);
-    let cur = load<u32>(bp);
-    if (cur == x) store<u32>(bp, load<u32>(ep, 16));
-    else {
-      while (cur != 0) {
-        const cp = this.e(cur - 1);
-        const nx = load<u32>(cp, 16);
-        if (nx == x) { store<u32>(cp, load<u32>(ep, 16), 16); break; }
-        cur = nx;
-      }
+    const p = this.p;
+    const epoch = load<u64>(p, 40);
+    const maxAge = load<u64>(p, 32);
+    const next = nowMs - REBASE_KEEP;
+    const n = <usize>this.capacity();
+    let count: u32 = 0;
+    for (let i: usize = 0; i < n; i++) {
+      const ep = this.setsP + (i << 4);
+      if (load<u32>(ep) == 0) continue;
+      const at = epoch + <u64>load<u32>(ep, 4);
+      if (maxAge > 0 && nowMs > at + maxAge) { store<u32>(ep, 0); this.expirations++; continue; }
+      store<u32>(ep, at > next ? <u32>(at - next) : 0, 4);
+      count++;
     }
-    store<u64>(ep, 0);
-    store<u32>(ep, load<u32>(this.p, 28), 16);
-    store<u32>(this.p, x, 28);
-    store<u32>(this.p, load<u32>(this.p, 16) - 1, 16);
+    store<u32>(p, count, 16);
+    store<u64>(p, next, 40);
   }
 
-  @inline private expired(x: u32, nowMs: u64): bool {
+  @inline private expired(ep: usize, rn: u32): bool {
+    return load<u32>(ep, 4) < this.liveFrom(rn);
+  }
+
+  /** Entries recorded before this (ms since the epoch) have aged at `rn`; 0 when nothing ages. */
+  @inline private liveFrom(rn: u32): u32 {
     const maxAge = load<u64>(this.p, 32);
-    return maxAge > 0 && nowMs > load<u64>(this.e(x - 1), 8) + maxAge;
+    return maxAge > 0 && <u64>rn > maxAge ? rn - <u32>maxAge : 0;
+  }
+
+  /** Entry ep dropped (aged). */
+  private drop(ep: usize): void {
+    this.hitN = 0;
+    store<u32>(ep, 0);
+    store<u32>(this.p, load<u32>(this.p, 16) - 1, 16);
+    this.expirations++;
   }
 
   /**
-   * Eviction when full (CLOCK, second chance): the hand walks the entries in index order; one
-   * recorded again since the hand last passed is spared once (its mark cleared), the first
-   * unmarked one goes. A prompt recorded once goes before one in use, as with LRU, but a hit
-   * costs one store instead of relinking a list, and the walk is sequential in memory.
+   * A way of h's set for `h`, slots empty: an empty way, else the least recently recorded one
+   * (evicted; counted as an expiration when it had aged anyway).
    */
-  private evict(): void {
-    const p = this.p;
-    let hand = load<u32>(p, 20);
-    while (true) {
-      const ep = this.e(hand);
-      const x = hand + 1;
-      hand = hand + 1 == this.cap ? 0 : hand + 1;
-      if (load<u32>(ep, 20) != 0) { store<u32>(ep, 0, 20); continue; }
-      store<u32>(p, hand, 20);
-      this.remove(x);
-      this.evictions++;
-      return;
+  private insert(h: u64, rn: u32): usize {
+    this.hitN = 0;
+    const sp = this.setsP + (<usize>(<u32>h & this.setMask) << SET_SHIFT);
+    let victim: usize = 0;
+    let oldest: u32 = u32.MAX_VALUE;
+    for (let k = 0; k < WAYS; k++) {
+      const ep = sp + (<usize>k << 4);
+      if (load<u32>(ep) == 0) { victim = ep; break; }
+      const at = load<u32>(ep, 4);
+      if (at < oldest) { oldest = at; victim = ep; }
     }
-  }
-
-  /** A free entry for `h` (one evicted when full), linked in, unmarked, slots empty. */
-  private insert(h: u64): u32 {
-    let x = load<u32>(this.p, 28);
-    if (x == 0) {
-      this.evict();
-      x = load<u32>(this.p, 28);
-    }
-    const ep = this.e(x - 1);
-    store<u32>(this.p, load<u32>(ep, 16), 28); // pop free list
-    store<u64>(ep, h);
-    const bp = this.bucketsP + (<usize>(<u32>h & this.mask) << 2);
-    store<u32>(ep, load<u32>(bp), 16);
-    store<u32>(bp, x);
-    store<u64>(ep, 0xffffffffffffffff, 28); // 4 empty slots
-    store<u32>(ep, 0, 20);
-    store<u32>(this.p, load<u32>(this.p, 16) + 1, 16);
-    return x;
-  }
-
-  /** Entry x recorded again: spared by the next pass of the clock hand. */
-  @inline private touch(x: u32): void {
-    store<u32>(this.e(x - 1), 1, 20);
+    if (load<u32>(victim) == 0) store<u32>(this.p, load<u32>(this.p, 16) + 1, 16);
+    else if (this.expired(victim, rn)) this.expirations++;
+    else this.evictions++;
+    store<u32>(victim, PrefixIndex.tagOf(h));
+    store<u64>(victim, 0xffffffffffffffff, 8); // 4 empty slots
+    return victim;
   }
 
   /** `slot` to the front of entry ep's list (dropping the oldest when full); false if it already was. */
   @inline private toFront(ep: usize, slot: u16): bool {
-    if (load<u16>(ep, 28) == slot) return false;
+    if (load<u16>(ep, 8) == slot) return false;
     let k = 1;
-    while (k < SLOTS_PER_ENTRY - 1 && load<u16>(ep + 28 + (<usize>k << 1)) != slot) k++;
-    for (; k > 0; k--) store<u16>(ep + 28 + (<usize>k << 1), load<u16>(ep + 28 + (<usize>(k - 1) << 1)));
-    store<u16>(ep, slot, 28);
+    while (k < SLOTS_PER_ENTRY - 1 && load<u16>(ep + 8 + (<usize>k << 1)) != slot) k++;
+    for (; k > 0; k--) store<u16>(ep + 8 + (<usize>k << 1), load<u16>(ep + 8 + (<usize>(k - 1) << 1)));
+    store<u16>(ep, slot, 8);
     return true;
   }
 
   /**
    * Remember that the first `n` block hashes were sent to `slot` at `nowMs`. Right after a
    * lookup() of the same array the entries it found are reused; a block already recorded to this
-   * slot first is only refreshed (and not offered to the other VMs again before maxAgeMs / 2).
+   * slot first is only refreshed (and offered to the other VMs again only in a later window).
    */
   record(hashes: StaticArray<u64>, n: i32, slot: u16, nowMs: u64): void {
     if (slot == NO_SLOT || n <= 0) return;
+    const rn = this.rel(nowMs);
     const hits = this.hitArr == changetype<usize>(hashes) && this.hitH0 == unchecked(hashes[0]) ? this.hitN : 0;
     this.hitN = 0;
     const ring = this.ring;
     const maxAge = load<u64>(this.p, 32);
-    const now32 = <u32>nowMs;
-    // re-offer an unchanged entry once half its age has passed (never when entries do not age)
-    const reshare: u32 = maxAge == 0 ? u32.MAX_VALUE : <u32>min<u64>(maxAge >> 1, 0x7fffffff);
+    // an unchanged entry last recorded before the current quarter-of-maxAge window is offered again
+    // (never when entries do not age); windows are counted from the epoch, as `at` is
+    const w = maxAge >> 2;
+    const windowStart: u32 = maxAge == 0 ? 0 : w == 0 ? rn : <u32>(<u64>rn - <u64>rn % w);
+    const live = this.liveFrom(rn);
+    const setsP = this.setsP;
+    const mask = this.setMask;
+    const hit = this.hit;
     for (let i = 0; i < n; i++) {
       const h = unchecked(hashes[i]);
-      let x = i < hits ? unchecked(this.hit[i]) : this.find(h);
-      let ep: usize;
+      let ep: usize = i < hits ? <usize>unchecked(hit[i]) : PrefixIndex.probe(setsP, mask, h);
       let share: bool;
-      if (x == 0) {
-        x = this.insert(h);
-        ep = this.e(x - 1);
-        store<u16>(ep, slot, 28);
+      if (ep == 0) {
+        ep = this.insert(h, rn);
+        store<u16>(ep, slot, 8);
         share = true;
       } else {
-        ep = this.e(x - 1);
-        if (i >= hits && maxAge > 0 && nowMs > load<u64>(ep, 8) + maxAge) store<u64>(ep, 0xffffffffffffffff, 28);
-        this.touch(x);
-        share = this.toFront(ep, slot) || now32 - load<u32>(ep, 36) > reshare;
+        if (i >= hits && load<u32>(ep, 4) < live) store<u64>(ep, 0xffffffffffffffff, 8);
+        const before = load<u32>(ep, 4);
+        share = this.toFront(ep, slot) || before < windowStart;
       }
-      store<u64>(ep, nowMs, 8);
-      if (share && ring != null) {
-        store<u32>(ep, now32, 36);
-        ring.push(h, slot);
-      }
+      store<u32>(ep, rn, 4);
+      if (share && ring != null) ring.push(h, slot);
     }
   }
 
@@ -352,17 +381,12 @@ export class PrefixIndex {
   learn(h: u64, slot: u16, nowMs: u64): void {
     if (slot == NO_SLOT || h == 0) return; // 0 is never a block hash (input from another VM's document)
     this.hitN = 0;
-    let x = this.find(h);
-    if (x == 0) x = this.insert(h);
-    else {
-      const maxAge = load<u64>(this.p, 32);
-      if (maxAge > 0 && nowMs > load<u64>(this.e(x - 1), 8) + maxAge) store<u64>(this.e(x - 1), 0xffffffffffffffff, 28);
-      this.touch(x);
-    }
-    const ep = this.e(x - 1);
+    const rn = this.rel(nowMs);
+    let ep = this.find(h);
+    if (ep == 0) ep = this.insert(h, rn);
+    else if (this.expired(ep, rn)) store<u64>(ep, 0xffffffffffffffff, 8);
     this.toFront(ep, slot);
-    store<u64>(ep, nowMs, 8);
-    store<u32>(ep, <u32>nowMs, 36);
+    store<u32>(ep, rn, 4);
   }
 
   /**
@@ -374,31 +398,45 @@ export class PrefixIndex {
     out.blocks.length = 0;
     this.hitN = 0;
     if (n <= 0) return;
+    const rn = this.rel(nowMs);
     // only the (at most 4) slots of block 0 can hold a prefix: track them in locals
-    let x = this.find(unchecked(hashes[0]));
-    if (x == 0) return;
-    if (this.expired(x, nowMs)) { this.remove(x); this.expirations++; return; }
+    let ep = this.find(unchecked(hashes[0]));
+    if (ep == 0) return;
+    if (this.expired(ep, rn)) { this.drop(ep); return; }
     if (this.hit.length < n) this.hit = new StaticArray<u32>(max(n, hashes.length));
     const hit = this.hit;
-    unchecked(hit[0] = x);
+    unchecked(hit[0] = <u32>ep);
     let found = 1;
-    const first = load<u64>(this.e(x - 1), 28);
+    const first = load<u64>(ep, 8);
     let c0: i32 = 1, c1: i32 = 1, c2: i32 = 1, c3: i32 = 1;
     const s0 = <u16>first, s1 = <u16>(first >> 16), s2 = <u16>(first >> 32), s3 = <u16>(first >> 48);
-    for (let i = 1; i < n; i++) {
-      x = this.find(unchecked(hashes[i]));
-      if (x == 0) break;
-      if (this.expired(x, nowMs)) { this.remove(x); this.expirations++; found = 0; break; }
-      unchecked(hit[found++] = x);
-      const w = load<u64>(this.e(x - 1), 28);
-      let ext = false;
-      if (c0 == i && holds(w, s0)) { c0++; ext = true; }
-      if (c1 == i && holds(w, s1)) { c1++; ext = true; }
-      if (c2 == i && holds(w, s2)) { c2++; ext = true; }
-      if (c3 == i && holds(w, s3)) { c3++; ext = true; }
-      if (!ext) break;
+    const live = this.liveFrom(rn);
+    const setsP = this.setsP;
+    const mask = this.setMask;
+    let i = 1;
+    // fast path: blocks whose slot list is block 0's extend every candidate still at i
+    for (; i < n; i++) {
+      ep = PrefixIndex.probe(setsP, mask, unchecked(hashes[i]));
+      if (ep == 0 || load<u64>(ep, 8) != first || load<u32>(ep, 4) < live) break;
+      unchecked(hit[found++] = <u32>ep);
     }
-    // what a record() of the same hashes may reuse (remove() above cleared it: found = 0 then)
+    if (i < n && ep != 0) {
+      c0 = c1 = c2 = c3 = i;
+      for (; i < n; i++) {
+        ep = PrefixIndex.probe(setsP, mask, unchecked(hashes[i]));
+        if (ep == 0) break;
+        if (load<u32>(ep, 4) < live) { this.drop(ep); found = 0; break; }
+        unchecked(hit[found++] = <u32>ep);
+        const w = load<u64>(ep, 8);
+        let ext = false;
+        if (c0 == i && holds(w, s0)) { c0++; ext = true; }
+        if (c1 == i && holds(w, s1)) { c1++; ext = true; }
+        if (c2 == i && holds(w, s2)) { c2++; ext = true; }
+        if (c3 == i && holds(w, s3)) { c3++; ext = true; }
+        if (!ext) break;
+      }
+    } else c0 = c1 = c2 = c3 = i;
+    // what a record() of the same hashes may reuse (drop() above cleared it: found = 0 then)
     this.hitN = found;
     this.hitArr = changetype<usize>(hashes);
     this.hitH0 = unchecked(hashes[0]);
@@ -410,15 +448,16 @@ export class PrefixIndex {
 
   /** Drop a slot everywhere (its instance left; the slot number may be reused). O(capacity). */
   forgetSlot(slot: u16): void {
-    for (let i: u32 = 0; i < this.cap; i++) {
-      const ep = this.e(i);
-      if (load<u64>(ep) == 0) continue;
+    const n = <usize>this.capacity();
+    for (let i: usize = 0; i < n; i++) {
+      const ep = this.setsP + (i << 4);
+      if (load<u32>(ep) == 0) continue;
       let w = 0;
       for (let k = 0; k < SLOTS_PER_ENTRY; k++) {
-        const s = load<u16>(ep + 28 + (<usize>k << 1));
-        if (s != slot) { store<u16>(ep + 28 + (<usize>w << 1), s); w++; }
+        const s = load<u16>(ep + 8 + (<usize>k << 1));
+        if (s != slot) { store<u16>(ep + 8 + (<usize>w << 1), s); w++; }
       }
-      for (; w < SLOTS_PER_ENTRY; w++) store<u16>(ep + 28 + (<usize>w << 1), NO_SLOT);
+      for (; w < SLOTS_PER_ENTRY; w++) store<u16>(ep + 8 + (<usize>w << 1), NO_SLOT);
     }
   }
 }
