@@ -2,7 +2,7 @@ import { candidateFrom, pick, Candidate, Plan, MODEL_CONDITIONAL, PICKER_BAND, S
 import { healthWeight } from "../assembly/lib/choice/scorer-health";
 import { InstanceState } from "../assembly/lib/snapshot";
 import { Rng, Inflight } from "../assembly/lib/inflight";
-import { InbandTable, InbandParams, fuseFactor, peakStep, ewmaStep, Prober, probeEvery, ADJ_STRIDE, REF_MIN_SAMPLES, SLOW_RUN, MAX_PROBE_BACKOFF } from "../assembly/lib/inband";
+import { InbandTable, InbandParams, fuseFactor, peakStep, ewmaStep, Prober, probeEvery, ADJ_STRIDE, REF_MIN_SAMPLES, SLOW_RUN, MAX_PROBE_BACKOFF, PROBE_RETRY_DIV } from "../assembly/lib/inband";
 import { probePick } from "../assembly/lib/choice/scorer-inband";
 import { OrcaReport, parseOrcaHeader } from "../assembly/lib/orca";
 import { parseConfig } from "../assembly/lib/config";
@@ -424,6 +424,48 @@ describe("the slowness verdict (slow, held, recovered)", () => {
     expect(f.table.recovered(0, t + 800)).toBe(false);
     f.table.fuseAll(t + 800);
     expect(f.toA(20, t + 800)).toBe(0);
+  });
+
+  it("the score starts a verdict and restarts from 0: one tail answer after a recovery does not judge it slow again", () => {
+    const f = new Fixture(80, 0, 80, 1);
+    let t = f.warm(0);
+    for (let k = 0; k < SLOW_RUN; k++) { f.answer(0, t, 8, 216); t += 50; }
+    const v = f.table.slowAt[0];
+    expect(v).toBeGreaterThan(0);
+    expect(f.table.highRun[0]).toBe(0);
+    for (let k = 0; k < 3; k++) { f.answer(0, t, 8, 80); t += 50; }
+    expect(f.table.recovered(0, t)).toBe(true);
+    f.answer(0, t, 8, 250); t += 50;     // a healthy instance's 3.5x tail
+    expect(f.table.slowAt[0]).toBe(v);
+    expect(f.table.recovered(0, t)).toBe(true);
+  });
+
+  it("a priced-out instance that answered normally is probed again soon after its idle time, not a whole countdown later", () => {
+    const f = new Fixture(800, 0, 80, 0); // a priced out (10x b)
+    f.table.fuseAll(0);
+    const t: f64 = 5000;
+    f.table.sent(1, t);
+    f.table.sent(0, t - 500, 1000);      // probed 500 ms ago: still waiting
+    const pr = new Prober(100, 1000);
+    expect(probePick(f.plan, f.table, pr, f.inflight.dataStart, t, f.rng)).toBe(-1);
+    expect(pr.countdown).toBeGreaterThanOrEqual(1); // no normal answer since: the drawn countdown (1 .. 199)
+    let long = false;
+    for (let k = 0; k < 20; k++) { probePick(f.plan, f.table, pr, f.inflight.dataStart, t, f.rng); if (pr.countdown > 100 / PROBE_RETRY_DIV) long = true; }
+    expect(long).toBe(true);
+    f.table.normalRun[0] = 1;            // its probe answered normally (judge()): it may be back
+    for (let k = 0; k < 20; k++) {
+      expect(probePick(f.plan, f.table, pr, f.inflight.dataStart, t, f.rng)).toBe(-1);
+      expect(pr.countdown).toBeLessThanOrEqual(100 / PROBE_RETRY_DIV);
+    }
+    expect(probePick(f.plan, f.table, pr, f.inflight.dataStart, t + 600, f.rng)).toBe(0);
+    const q = new Prober(100, 1000);
+    q.retry(0);
+    expect(q.countdown).toBe(1);
+    q.retry(0.999999);
+    expect(q.countdown).toBe(100 / PROBE_RETRY_DIV);
+    const off = new Prober(0, 1000);
+    off.retry(0.5);
+    expect(off.countdown).toBe(0);
   });
 
   it("a probe to an instance judged slow with no normal answer since waits the longest backoff at once", () => {

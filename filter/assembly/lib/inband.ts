@@ -421,6 +421,9 @@ export class InbandTable {
     this.highRun[s] = run;
     if (at > sa && (y > p.slowdownThreshold * ref || (high && run >= SLOW_RUN) || (sa > 0 && t - sa <= RECOVERY_MEMORY_MS && x > p.slowdownThreshold * ref))) {
       this.slowAt[s] = at;
+      // the score starts verdicts; within one, answers above slowdownThreshold x the norm extend it
+      // (a score left at SLOW_RUN let one healthy tail answer after a recovery judge it slow again)
+      this.highRun[s] = 0;
       // the normal answers that count are those to requests started after the verdict: of the
       // run so far only the latest is known to be (normalAt); the run from before an episode is
       // no recovery from it
@@ -650,6 +653,17 @@ export class Prober {
     this.countdown = k < 2 * this.every - 1 ? k : 2 * this.every - 1;
   }
 
+  /**
+   * The countdown when a probe was due but its instance still waits: 1 .. every/PROBE_RETRY_DIV
+   * calls from the draw u (drawn, so worker VMs do not probe it at the same moment).
+   */
+  retry(u: f64): void {
+    if (this.every <= 0) return;
+    const span = this.every / PROBE_RETRY_DIV > 1 ? this.every / PROBE_RETRY_DIV : 1;
+    const k = 1 + <i32>Math.floor(u * <f64>span);
+    this.countdown = k < span ? k : span;
+  }
+
   /** True once every `every` calls (never when every <= 0). */
   @inline due(): bool {
     if (this.every <= 0) return false;
@@ -658,6 +672,9 @@ export class Prober {
     return true;
   }
 }
+
+/** A probe that found its instance still waiting is retried within every / PROBE_RETRY_DIV calls. */
+export const PROBE_RETRY_DIV: i32 = 8;
 
 /** Requests between probes for a probe share (0: never; share 0.01 → every 100th request). */
 export function probeEvery(share: f64): i32 {
