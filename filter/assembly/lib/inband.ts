@@ -131,7 +131,8 @@ export const JUDGE_MIN_SAMPLES: f64 = 8;
  *   slow  = max(eosPeak/eosRef faded to 1 with τ since its last sample, the mean time requests
  *           have been answering (headers seen, not ended) / (2·eosRef) when above eosPeak -- current);
  *           eos* is the service sample (headers to end of stream, see done()); the cost is
- *           multiplied by slow/threshold above the threshold
+ *           multiplied by slow/threshold above the threshold; `held` (InbandTable.judgedSlow) with
+ *           the peak above the threshold: by the whole eosPeak/eosRef, not faded
  *   level = recovered (InbandTable.recovered): min(1, RECOVERED_MARGIN·calib·eosRef / E[S]scraped);
  *           else, after RECOVERY_ANSWERS normal answers: min(1, LEVEL_MARGIN·eosPeak / E[S]scraped)
  *           faded to 1 with levelTauMs; >= minLevel: fresh answers correct a scrape that still
