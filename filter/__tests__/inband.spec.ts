@@ -440,7 +440,7 @@ describe("the slowness verdict (slow, held, recovered)", () => {
     expect(f.table.recovered(0, t)).toBe(true);
   });
 
-  it("a priced-out instance that answered normally is probed again soon after its idle time, not a whole countdown later", () => {
+  it("a priced-out instance recovering from a verdict is probed again soon after its idle time, not a whole countdown later", () => {
     const f = new Fixture(800, 0, 80, 0); // a priced out (10x b)
     f.table.fuseAll(0);
     const t: f64 = 5000;
@@ -452,7 +452,15 @@ describe("the slowness verdict (slow, held, recovered)", () => {
     let long = false;
     for (let k = 0; k < 20; k++) { probePick(f.plan, f.table, pr, f.inflight.dataStart, t, f.rng); if (pr.countdown > 100 / PROBE_RETRY_DIV) long = true; }
     expect(long).toBe(true);
-    f.table.normalRun[0] = 1;            // its probe answered normally (judge()): it may be back
+    f.table.normalRun[0] = 1;            // its probe answered normally (judge()) ...
+    for (let k = 0; k < 20; k++) probePick(f.plan, f.table, pr, f.inflight.dataStart, t, f.rng);
+    // ... but no verdict: merely dear (a slow GPU generation), not recovering -- the drawn countdown
+    expect(f.table.recovering(0, t)).toBe(false);
+    let long2 = false;
+    for (let k = 0; k < 20; k++) { probePick(f.plan, f.table, pr, f.inflight.dataStart, t, f.rng); if (pr.countdown > 100 / PROBE_RETRY_DIV) long2 = true; }
+    expect(long2).toBe(true);
+    f.table.slowAt[0] = t - 2000;        // a verdict 2 s ago, one normal answer since: recovering
+    expect(f.table.recovering(0, t)).toBe(true);
     for (let k = 0; k < 20; k++) {
       expect(probePick(f.plan, f.table, pr, f.inflight.dataStart, t, f.rng)).toBe(-1);
       expect(pr.countdown).toBeLessThanOrEqual(100 / PROBE_RETRY_DIV);

@@ -461,6 +461,14 @@ export class InbandTable {
   }
 
   /**
+   * Recovering: judged slow (a verdict within RECOVERY_MEMORY_MS, not recovered) with a normal
+   * answer since (it may be back): probes to it come as soon as its wait ends (probePick).
+   */
+  recovering(s: i32, now: f64): bool {
+    return this.judgedSlow(s, now) && this.normalRun[s] > 0;
+  }
+
+  /**
    * Whether fresh answers overrule the agent's health de-weighting of the address in `slot`
    * (generation `gen`) at a plan rebuild: recovered() by the last tick's clock, and no request
    * answering for longer than a slowdown (the factor shows no slowness now).

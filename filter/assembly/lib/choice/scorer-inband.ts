@@ -73,15 +73,16 @@ export function probePick(plan: Plan, table: InbandTable, prober: Prober, inflig
     const b = f64At(qP, i) + <f64>i32At(inflightP, slot);
     if (b >= f64At(slotsP, i)) continue;
     if (unchecked(table.lastSentMs[slot]) > since || nowMs < unchecked(table.probeUntil[slot])) {
-      if (unchecked(table.normalRun[slot]) > 0) waiting = true;
+      if (table.recovering(slot, nowMs)) waiting = true;
       continue;
     }
     prober.cursor = (e + 1) % m;
     return i;
   }
-  // a priced-out instance that answered normally since its last slow answer (it may be back) and
+  // a priced-out instance recovering from a verdict (InbandTable.recovering: it may be back) that
   // waits its idleMs: the next probe comes soon after, not a whole countdown later (recovery
-  // needs RECOVERY_ANSWERS of them, and waited ~1-2 s per probe for the countdown)
+  // needs RECOVERY_ANSWERS of them, and waited ~1-2 s per probe for the countdown). Not for an
+  // instance merely dear (a slow GPU generation): probed every second, it lost fleet B ~0.03 of P99
   if (waiting) prober.retry(u);
   return -1;
 }
