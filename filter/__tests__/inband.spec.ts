@@ -2,7 +2,7 @@ import { candidateFrom, pick, Candidate, Plan, MODEL_CONDITIONAL, PICKER_BAND, S
 import { healthWeight } from "../assembly/lib/choice/scorer-health";
 import { InstanceState } from "../assembly/lib/snapshot";
 import { Rng, Inflight } from "../assembly/lib/inflight";
-import { InbandTable, InbandParams, fuseFactor, peakStep, ewmaStep, Prober, probeEvery, ADJ_STRIDE, REF_MIN_SAMPLES } from "../assembly/lib/inband";
+import { InbandTable, InbandParams, fuseFactor, peakStep, ewmaStep, Prober, probeEvery, ADJ_STRIDE, REF_MIN_SAMPLES, SLOW_RUN, MAX_PROBE_BACKOFF, PROBE_RETRY_DIV } from "../assembly/lib/inband";
 import { probePick } from "../assembly/lib/choice/scorer-inband";
 import { OrcaReport, parseOrcaHeader } from "../assembly/lib/orca";
 import { parseConfig } from "../assembly/lib/config";
@@ -375,11 +375,138 @@ describe("recovery after a slowdown (no absorbing state)", () => {
     expect(f.table.eosRef[0]).toBe(ref);
     f.answer(0, t, 8, 80);              // a normal answer: the norm learns again
     t += 100;
-    f.answer(0, t, 8, 200);
+    f.answer(0, t, 8, 150);             // (above 2x, below SLOW_RUN_RATIO: no new verdict)
     expect(f.table.eosRef[0]).toBeGreaterThan(ref);
     // the first REF_MIN_SAMPLES answers: their plain mean (a short first answer does not pin it low)
     expect(ewmaStep(10, 100, 5, 30000, 5, 1)).toBe(55);
     expect(ewmaStep(10, 100, 5, 30000, 5, REF_MIN_SAMPLES)).toBeLessThan(15);
+  });
+});
+
+describe("the slowness verdict (slow, held, recovered)", () => {
+  it("a sustained 3x slowdown (no pair above the gate) is judged from the slow score; a healthy tail is not", () => {
+    const f = new Fixture(80, 0, 80, 1);
+    let t = f.warm(0);
+    // a healthy tail: one answer at 3x between normal ones, twice
+    for (let k = 0; k < 2; k++) { f.answer(0, t, 8, 216); t += 50; f.answer(0, t, 8, 80); t += 50; f.answer(0, t, 8, 80); t += 50; }
+    expect(f.table.slowAt[0]).toBe(0);
+    // 3x answers, one short one between them: the score still reaches SLOW_RUN
+    f.answer(0, t, 8, 216); t += 50;
+    f.answer(0, t, 8, 230); t += 50;
+    f.answer(0, t, 8, 40); t += 50;
+    expect(f.table.slowAt[0]).toBe(0);
+    for (let k = 0; k < SLOW_RUN - 1; k++) { f.answer(0, t, 8, 216); t += 50; }
+    expect(f.table.slowAt[0]).toBe(t - 50);
+    expect(f.table.judgedSlow(0, t)).toBe(true);
+    // without a pair above slowdownThreshold the verdict is not priced: no false alarm costs a healthy instance much
+    f.table.fuseAll(t);
+    expect(f.table.adj[0]).toBe(1);
+  });
+
+  it("once judged slow, the whole peak ratio is priced and held (no fade) until the instance recovers", () => {
+    const f = new Fixture(80, 0, 80, 1);
+    let t = episode(f);                  // two 10x answers in a row
+    f.table.fuseAll(t);
+    const held = f.table.adj[0];
+    expect(held).toBeGreaterThan(8);     // ~10x, not 10/threshold = 2x
+    t += 20000;                          // 10 tau later (the fade had reached 1), within RECOVERY_MEMORY_MS
+    f.table.fuseAll(t);
+    expect(f.table.adj[0]).toBe(held);
+    expect(f.toA(20, t)).toBe(0);
+    // a lower answer (in between) does not pull the held peak down
+    f.answer(0, t, 8, 300); t += 1000;
+    f.table.fuseAll(t);
+    expect(f.table.adj[0]).toBe(held);
+    // three normal answers: recovered, the peak is no longer priced
+    for (let k = 0; k < 3; k++) { f.answer(0, t, 8, 80); t += 1000; }
+    f.table.fuseAll(t);
+    expect(f.table.recovered(0, t)).toBe(true);
+    expect(f.table.adj[0]).toBeLessThanOrEqual(1);
+    // the held factor is the pure function's: fuseFactor(..., held) against the faded one
+    const p = new InbandParams();
+    expect(fuseFactor(p, 20000, 0, 0, 0, 800, 80, 0, 0, 80, 0, 0, 0, 0, false, 0, 0, true)).toBe(10);
+    expect(fuseFactor(p, 20000, 0, 0, 0, 800, 80, 0, 0, 80, 0, 0, 0, 0, false, 0, 0, false)).toBeCloseTo(1, 2);
+    expect(fuseFactor(p, 0, 0, 0, 0, 800, 80, 0, 0, 80, 0, 0, 0, 0, false, 0, 0, false)).toBe(2);
+    // held, but the peak under the gate (a verdict from the slow score alone): not priced
+    expect(fuseFactor(p, 0, 0, 0, 0, 240, 80, 0, 0, 80, 0, 0, 0, 0, false, 0, 0, true)).toBe(1);
+  });
+
+  it("normal answers from before an episode are no recovery from it (out-of-order completion)", () => {
+    const f = new Fixture(80, 0, 80, 1);
+    let t = f.warm(0);                   // a long run of normal answers
+    // two slow requests started at t and t + 10, answered after a short one started at t + 20
+    f.answer(0, t + 20, 8, 60);
+    f.answer(0, t, 8, 728);
+    f.answer(0, t + 10, 8, 738);
+    expect(f.table.slowAt[0]).toBe(t + 10);
+    expect(f.table.recovered(0, t + 800)).toBe(false);
+    f.table.fuseAll(t + 800);
+    expect(f.toA(20, t + 800)).toBe(0);
+  });
+
+  it("the score starts a verdict and restarts from 0: one tail answer after a recovery does not judge it slow again", () => {
+    const f = new Fixture(80, 0, 80, 1);
+    let t = f.warm(0);
+    for (let k = 0; k < SLOW_RUN; k++) { f.answer(0, t, 8, 216); t += 50; }
+    const v = f.table.slowAt[0];
+    expect(v).toBeGreaterThan(0);
+    expect(f.table.highRun[0]).toBe(0);
+    for (let k = 0; k < 3; k++) { f.answer(0, t, 8, 80); t += 50; }
+    expect(f.table.recovered(0, t)).toBe(true);
+    f.answer(0, t, 8, 250); t += 50;     // a healthy instance's 3.5x tail
+    expect(f.table.slowAt[0]).toBe(v);
+    expect(f.table.recovered(0, t)).toBe(true);
+  });
+
+  it("a priced-out instance recovering from a verdict is probed again soon after its idle time, not a whole countdown later", () => {
+    const f = new Fixture(800, 0, 80, 0); // a priced out (10x b)
+    f.table.fuseAll(0);
+    const t: f64 = 5000;
+    f.table.sent(1, t);
+    f.table.sent(0, t - 500, 1000);      // probed 500 ms ago: still waiting
+    const pr = new Prober(100, 1000);
+    expect(probePick(f.plan, f.table, pr, f.inflight.dataStart, t, f.rng)).toBe(-1);
+    expect(pr.countdown).toBeGreaterThanOrEqual(1); // no normal answer since: the drawn countdown (1 .. 199)
+    let long = false;
+    for (let k = 0; k < 20; k++) { probePick(f.plan, f.table, pr, f.inflight.dataStart, t, f.rng); if (pr.countdown > 100 / PROBE_RETRY_DIV) long = true; }
+    expect(long).toBe(true);
+    f.table.normalRun[0] = 1;            // its probe answered normally (judge()) ...
+    for (let k = 0; k < 20; k++) probePick(f.plan, f.table, pr, f.inflight.dataStart, t, f.rng);
+    // ... but no verdict: merely dear (a slow GPU generation), not recovering -- the drawn countdown
+    expect(f.table.recovering(0, t)).toBe(false);
+    let long2 = false;
+    for (let k = 0; k < 20; k++) { probePick(f.plan, f.table, pr, f.inflight.dataStart, t, f.rng); if (pr.countdown > 100 / PROBE_RETRY_DIV) long2 = true; }
+    expect(long2).toBe(true);
+    f.table.slowAt[0] = t - 2000;        // a verdict 2 s ago, one normal answer since: recovering
+    expect(f.table.recovering(0, t)).toBe(true);
+    for (let k = 0; k < 20; k++) {
+      expect(probePick(f.plan, f.table, pr, f.inflight.dataStart, t, f.rng)).toBe(-1);
+      expect(pr.countdown).toBeLessThanOrEqual(100 / PROBE_RETRY_DIV);
+    }
+    expect(probePick(f.plan, f.table, pr, f.inflight.dataStart, t + 600, f.rng)).toBe(0);
+    const q = new Prober(100, 1000);
+    q.retry(0);
+    expect(q.countdown).toBe(1);
+    q.retry(0.999999);
+    expect(q.countdown).toBe(100 / PROBE_RETRY_DIV);
+    const off = new Prober(0, 1000);
+    off.retry(0.5);
+    expect(off.countdown).toBe(0);
+  });
+
+  it("a probe to an instance judged slow with no normal answer since waits the longest backoff at once", () => {
+    const f = new Fixture(80, 0, 80, 1);
+    let t = episode(f);
+    f.table.sent(0, t, 1000);
+    expect(f.table.probeUntil[0]).toBe(t + 1000 * <f64>(1 << MAX_PROBE_BACKOFF));
+    // after a normal answer (the instance may be back): probed every idleMs again
+    f.answer(0, t, 8, 80);
+    t += 5000;
+    f.table.sent(0, t, 1000);
+    expect(f.table.probeUntil[0]).toBe(t + 1000);
+    // a healthy instance: the backoff starts at idleMs
+    f.table.sent(1, t, 1000);
+    expect(f.table.probeUntil[1]).toBe(t + 1000);
   });
 });
 

@@ -51,6 +51,15 @@ export const MAX_PROBE_BACKOFF: i32 = 2;
  * (lognormal sigma 1.1: 7 answers in 8 on a healthy instance, 1 in 6 on one 10x slower).
  */
 export const NORMAL_RATIO: f64 = 2;
+/**
+ * A slowdown is also judged from a slow score (judge(): +1 per answer above SLOW_RUN_RATIO × the
+ * norm, −1 per normal one, between 0 and SLOW_RUN) reaching SLOW_RUN: a sustained 2.5x, seen
+ * before any pair above slowdownThreshold (in the benchmark the first 2 s of a 10x episode were
+ * 2-4x answers, shortened by out-of-order completion). On one 10x slower three answers in four
+ * are above 2.5x the norm; it only starts the verdict -- the price needs the pair (fuseFactor).
+ */
+export const SLOW_RUN: i32 = 3;
+export const SLOW_RUN_RATIO: f64 = 2.5;
 /** Normal answers in a row, after a slowdown this proxy saw, that make the instance "recovered". */
 export const RECOVERY_ANSWERS: i32 = 3;
 /**
@@ -127,7 +136,8 @@ export const JUDGE_MIN_SAMPLES: f64 = 8;
  *   slow  = max(eosPeak/eosRef faded to 1 with τ since its last sample, the mean time requests
  *           have been answering (headers seen, not ended) / (2·eosRef) when above eosPeak -- current);
  *           eos* is the service sample (headers to end of stream, see done()); the cost is
- *           multiplied by slow/threshold above the threshold
+ *           multiplied by slow/threshold above the threshold; `held` (InbandTable.judgedSlow) with
+ *           the peak above the threshold: by the whole eosPeak/eosRef, not faded
  *   level = recovered (InbandTable.recovered): min(1, RECOVERED_MARGIN·calib·eosRef / E[S]scraped);
  *           else, after RECOVERY_ANSWERS normal answers: min(1, LEVEL_MARGIN·eosPeak / E[S]scraped)
  *           faded to 1 with levelTauMs; >= minLevel: fresh answers correct a scrape that still
@@ -138,7 +148,7 @@ export const JUDGE_MIN_SAMPLES: f64 = 8;
 export function fuseFactor(p: InbandParams, now: f64,
   hdrPeak: f64, hdrRef: f64, hdrAt: f64, eosPeak: f64, eosRef: f64, eosAt: f64,
   openAgeMs: f64, esScrapeMs: f64, err: f64, errAt: f64, orcaErr: f64, orcaAt: f64, recovered: bool = false,
-  normalRun: f64 = RECOVERY_ANSWERS, calib: f64 = 0): f64 {
+  normalRun: f64 = RECOVERY_ANSWERS, calib: f64 = 0, held: bool = false): f64 {
   // Time to headers carries the queue ahead of the request, which the backlog term already prices:
   // in the slowdown it made loaded instances look slow (4 proxies at rho 0.95: 1.46x / 1.71x
   // LEAST_REQUEST instead of 1.0x / 1.26x, docs/inband.md). It is kept (hdr*), not priced.
@@ -150,8 +160,14 @@ export function fuseFactor(p: InbandParams, now: f64,
   let slow: f64 = 1;
   if (eosRef > 0 && eosPeak > 0) {
     const r = eosPeak / eosRef;
-    const up = r > 1 ? 1 + (r - 1) * decay(now, eosAt, p.tauMs) : 1;
-    if (up > p.slowdownThreshold) slow = up / p.slowdownThreshold;
+    if (held && r > p.slowdownThreshold) {
+      // judged slow (InbandTable.judgedSlow) and a pair of answers above slowdownThreshold x the
+      // norm: priced as the whole peak ratio, not faded, until the instance recovers
+      slow = r;
+    } else if (!recovered) {
+      const up = r > 1 ? 1 + (r - 1) * decay(now, eosAt, p.tauMs) : 1;
+      if (up > p.slowdownThreshold) slow = up / p.slowdownThreshold;
+    }
     // requests caught answering are length-biased: their mean age is E[S²]/(2·E[S]), ~1.7·E[S]
     // for the lognormal σ 1.1 of the benchmark -- so the age counts against twice the norm
     if (openAgeMs > eosPeak) {
@@ -166,7 +182,7 @@ export function fuseFactor(p: InbandParams, now: f64,
     // still remembers the episode, set the level
     level = RECOVERED_MARGIN * esNormal / esScrapeMs;
     if (level < p.minLevel) level = p.minLevel;
-  } else if (normalRun >= <f64>RECOVERY_ANSWERS && esScrapeMs > 0 && eosPeak > 0 && LEVEL_MARGIN * eosPeak < esScrapeMs) {
+  } else if (!held && normalRun >= <f64>RECOVERY_ANSWERS && esScrapeMs > 0 && eosPeak > 0 && LEVEL_MARGIN * eosPeak < esScrapeMs) {
     level = 1 + (LEVEL_MARGIN * eosPeak / esScrapeMs - 1) * decay(now, eosAt, p.levelTauMs);
     if (level < p.minLevel) level = p.minLevel;
   }
@@ -210,6 +226,8 @@ export class InbandTable {
   slowAt: Array<f64> = [];
   normalRun: Array<f64> = [];
   normalAt: Array<f64> = [];
+  /** The slow score (judge(); this VM's answers, not shared). */
+  highRun: Array<i32> = [];
   /** Service samples seen, up to REF_MIN_SAMPLES (the norm is a running mean until then, and judges nothing). */
   eosN: Array<f64> = [];
   /** The clock of the last tick (fuseAll): what liftsSlow() judges by at a plan rebuild. */
@@ -256,7 +274,7 @@ export class InbandTable {
       this.hdrFloor.push(NaN); this.qAt.push(-Infinity);
       this.eosPeak.push(0); this.eosRef.push(0); this.eosAt.push(0);
       this.err.push(0); this.errAt.push(0);
-      this.slowAt.push(0); this.normalRun.push(0); this.normalAt.push(0); this.eosN.push(0);
+      this.slowAt.push(0); this.highRun.push(0); this.normalRun.push(0); this.normalAt.push(0); this.eosN.push(0);
       this.lastSentMs.push(-Infinity);
       this.openN.push(0); this.openSum.push(0);
       this.probeUntil.push(-Infinity); this.probeStreak.push(0);
@@ -272,7 +290,7 @@ export class InbandTable {
     this.hdrFloor[s] = NaN; this.qAt[s] = -Infinity;
     this.eosPeak[s] = 0; this.eosRef[s] = 0; this.eosAt[s] = 0;
     this.err[s] = 0; this.errAt[s] = 0;
-    this.slowAt[s] = 0; this.normalRun[s] = 0; this.normalAt[s] = 0; this.eosN[s] = 0;
+    this.slowAt[s] = 0; this.highRun[s] = 0; this.normalRun[s] = 0; this.normalAt[s] = 0; this.eosN[s] = 0;
     this.lastSentMs[s] = -Infinity;
     this.openN[s] = 0; this.openSum[s] = 0;
     this.probeUntil[s] = -Infinity; this.probeStreak[s] = 0;
@@ -313,7 +331,9 @@ export class InbandTable {
   @inline sent(s: i32, t: f64, probeIdleMs: f64 = -1): void {
     if (probeIdleMs < 0) unchecked(this.probeStreak[s] = 0);
     else {
-      const k = unchecked(this.probeStreak[s]);
+      // a probe to an instance judged slow with no normal answer since: the longest wait at once
+      // (the verdict holds until normal answers; one every idleMs would cost ~1 request a second)
+      const k = this.judgedSlow(s, t) && unchecked(this.normalRun[s]) == 0 ? MAX_PROBE_BACKOFF : unchecked(this.probeStreak[s]);
       unchecked(this.probeUntil[s] = t + probeIdleMs * <f64>(1 << (k < MAX_PROBE_BACKOFF ? k : MAX_PROBE_BACKOFF)));
       unchecked(this.probeStreak[s] = k + 1);
     }
@@ -373,7 +393,8 @@ export class InbandTable {
     if (n >= JUDGE_MIN_SAMPLES) this.judge(s, t, start, x, y, ref, p);
     if (n < REF_MIN_SAMPLES) this.eosN[s] = n + 1;
     this.eosPrev[s] = x;
-    this.eosPeak[s] = peakStep(this.eosPeak[s], y, dt, p.tauMs);
+    const pk = this.eosPeak[s];
+    this.eosPeak[s] = this.judgedSlow(s, t) ? (y > pk ? y : pk) : peakStep(pk, y, dt, p.tauMs);
     // while slow (a slowdown this proxy saw, no normal answer since) the answers belong to the
     // episode, not to the norm: the 2-5x answers of an instance 10x slower raised the norm by a
     // third over a 30 s episode, and its recovery then looked slow (feeding only the answers
@@ -400,7 +421,25 @@ export class InbandTable {
     // a slow pair starts an episode; within one (RECOVERY_MEMORY_MS after its last slow answer),
     // one slow answer extends it (an instance priced out answers a probe every few seconds)
     const sa = this.slowAt[s];
-    if (at > sa && (y > p.slowdownThreshold * ref || (sa > 0 && t - sa <= RECOVERY_MEMORY_MS && x > p.slowdownThreshold * ref))) this.slowAt[s] = at;
+    // the slow score: +1 per answer above SLOW_RUN_RATIO x the norm, -1 per normal one (in
+    // between: unchanged), at least 0 -- short answers of a slowed instance do not wipe it out
+    // (at most SLOW_RUN: a long episode must not outlast its normal answers); only a high answer
+    // that brings it to SLOW_RUN judges
+    const h = this.highRun[s];
+    const high = x > SLOW_RUN_RATIO * ref;
+    const run = high ? (h < SLOW_RUN ? h + 1 : SLOW_RUN) : (x <= NORMAL_RATIO * ref ? (h > 0 ? h - 1 : 0) : h);
+    this.highRun[s] = run;
+    if (at > sa && (y > p.slowdownThreshold * ref || (high && run >= SLOW_RUN) || (sa > 0 && t - sa <= RECOVERY_MEMORY_MS && x > p.slowdownThreshold * ref))) {
+      this.slowAt[s] = at;
+      // the score starts verdicts; within one, answers above slowdownThreshold x the norm extend it
+      // (a score left at SLOW_RUN let one healthy tail answer after a recovery judge it slow again)
+      this.highRun[s] = 0;
+      // the normal answers that count are those to requests started after the verdict: of the
+      // run so far only the latest is known to be (normalAt); the run from before an episode is
+      // no recovery from it
+      if (at >= this.normalAt[s]) this.normalRun[s] = 0;
+      else if (this.normalRun[s] > 1) this.normalRun[s] = 1;
+    }
     if (x <= NORMAL_RATIO * ref) {
       if (at <= this.slowAt[s]) return;
       if (this.normalRun[s] < 1e9) this.normalRun[s] += 1;
@@ -418,6 +457,24 @@ export class InbandTable {
   recovered(s: i32, now: f64): bool {
     const at = this.slowAt[s];
     return at > 0 && now - at <= RECOVERY_MEMORY_MS && this.normalRun[s] >= <f64>RECOVERY_ANSWERS && this.normalAt[s] > at;
+  }
+
+  /**
+   * Judged slow: this proxy saw a slowdown within RECOVERY_MEMORY_MS and the instance has not
+   * recovered() since. While it holds, the service peak neither fades with time nor decays toward
+   * lower answers: the verdict stands until RECOVERY_ANSWERS normal answers (or the memory's end).
+   */
+  judgedSlow(s: i32, now: f64): bool {
+    const at = this.slowAt[s];
+    return at > 0 && now - at <= RECOVERY_MEMORY_MS && !this.recovered(s, now);
+  }
+
+  /**
+   * Recovering: judged slow (a verdict within RECOVERY_MEMORY_MS, not recovered) with a normal
+   * answer since (it may be back): probes to it come as soon as its wait ends (probePick).
+   */
+  recovering(s: i32, now: f64): bool {
+    return this.judgedSlow(s, now) && this.normalRun[s] > 0;
   }
 
   /**
@@ -511,7 +568,8 @@ export class InbandTable {
     const openAge = m > 0 && !(recovered && meanHdr < this.normalAt[s]) ? now - meanHdr : 0;
     this.adj[s * ADJ_STRIDE] = fuseFactor(this.paramsOf[s], now,
       this.hdrPeak[s], this.hdrRef[s], this.hdrAt[s], this.eosPeak[s], this.eosRef[s], this.eosAt[s],
-      openAge, this.esScrape[s], this.err[s], this.errAt[s], this.orcaErr[s], this.orcaAt[s], recovered, this.normalRun[s], this.calib[s]);
+      openAge, this.esScrape[s], this.err[s], this.errAt[s], this.orcaErr[s], this.orcaAt[s], recovered, this.normalRun[s], this.calib[s],
+      !recovered && this.slowAt[s] > 0 && now - this.slowAt[s] <= RECOVERY_MEMORY_MS);
   }
 
   /** Tick: every slot's factor at `now`. */
@@ -614,6 +672,17 @@ export class Prober {
     this.countdown = k < 2 * this.every - 1 ? k : 2 * this.every - 1;
   }
 
+  /**
+   * The countdown when a probe was due but its instance still waits: 1 .. every/PROBE_RETRY_DIV
+   * calls from the draw u (drawn, so worker VMs do not probe it at the same moment).
+   */
+  retry(u: f64): void {
+    if (this.every <= 0) return;
+    const span = this.every / PROBE_RETRY_DIV > 1 ? this.every / PROBE_RETRY_DIV : 1;
+    const k = 1 + <i32>Math.floor(u * <f64>span);
+    this.countdown = k < span ? k : span;
+  }
+
   /** True once every `every` calls (never when every <= 0). */
   @inline due(): bool {
     if (this.every <= 0) return false;
@@ -622,6 +691,9 @@ export class Prober {
     return true;
   }
 }
+
+/** A probe that found its instance still waiting is retried within every / PROBE_RETRY_DIV calls. */
+export const PROBE_RETRY_DIV: i32 = 8;
 
 /** Requests between probes for a probe share (0: never; share 0.01 → every 100th request). */
 export function probeEvery(share: f64): i32 {

@@ -41,7 +41,8 @@ export function probePick(plan: Plan, table: InbandTable, prober: Prober, inflig
   // the next probe comes after 1 .. 2·every − 1 requests (mean: every): worker VMs that take
   // requests in turn would otherwise all probe the same idle instance at the same moment, before
   // the tick shares their last sends
-  prober.rephase(rng.next());
+  const u = rng.next();
+  prober.rephase(u);
   const m = plan.n;
   if (m < 2) return -1;
   const since = nowMs - prober.idleMs;
@@ -57,6 +58,7 @@ export function probePick(plan: Plan, table: InbandTable, prober: Prober, inflig
     const c = f64At(bwP, i) * (slot < n ? inbandFactor(adjP, slot) : 1.0);
     if (c < minBase) minBase = c;
   }
+  let waiting = false;
   for (let k = 0; k < m; k++) {
     const e = (prober.cursor + k) % m;
     const i = e;
@@ -64,15 +66,23 @@ export function probePick(plan: Plan, table: InbandTable, prober: Prober, inflig
     if (skip != SKIP_NONE && skip != SKIP_SLOW) continue;
     const slot = i32At(slotP, i);
     if (slot >= table.size() || nowMs >= f64At(staleP, i)) continue;
-    if (unchecked(table.lastSentMs[slot]) > since || nowMs < unchecked(table.probeUntil[slot])) continue;
     // priced out: skipped as slow, or its base price PRICED_OUT times the cheapest. An instance
     // merely loaded (several proxies at rho 0.95: each sees it idle from its own traffic) is
     // priced by its queue and needs no probe -- probing it cost 4 proxies 10-20 % of their P99
     if (skip == SKIP_NONE && f64At(bwP, i) * inbandFactor(adjP, slot) < PRICED_OUT * minBase) continue;
     const b = f64At(qP, i) + <f64>i32At(inflightP, slot);
     if (b >= f64At(slotsP, i)) continue;
+    if (unchecked(table.lastSentMs[slot]) > since || nowMs < unchecked(table.probeUntil[slot])) {
+      if (table.recovering(slot, nowMs)) waiting = true;
+      continue;
+    }
     prober.cursor = (e + 1) % m;
     return i;
   }
+  // a priced-out instance recovering from a verdict (InbandTable.recovering: it may be back) that
+  // waits its idleMs: the next probe comes soon after, not a whole countdown later (recovery
+  // needs RECOVERY_ANSWERS of them, and waited ~1-2 s per probe for the countdown). Not for an
+  // instance merely dear (a slow GPU generation): probed every second, it lost fleet B ~0.03 of P99
+  if (waiting) prober.retry(u);
   return -1;
 }
