@@ -63,8 +63,8 @@ function policies(): RoutingPolicy[] {
       agent: { scrapeIntervalMs: 1000 }, engine: { schedulingPolicy: 'priority' }, name: FILTER_NAMES[4],
       request: { priority: { critical: 0, standard: 1, sheddable: 2 }, shedding: { sheddableAt: 0.5, standardAt: 1 } },
     }),
-    // two Envoy workers (one VM each, requests alternating): the in-flight table and the prefix
-    // index are shared across VMs, the pending prefill per slot is each VM's own
+    // two Envoy workers (one VM each, requests alternating): the in-flight table, the pending
+    // prefill per instance and the prefix index are shared across VMs
     new SwitchyardFilterPolicy({ wasmPath, agent: { scrapeIntervalMs: 1000 }, workers: 2, name: FILTER_NAMES[5] }),
   ];
 }
