@@ -65,6 +65,7 @@ export class RequestPlan {
     this.cp.fallbackPrefillMs = cfg.fallbackPrefillMsPerToken;
     this.cp.adapterLoadMs = cfg.adapterLoadMs;
     this.cp.kvFull = cfg.kvCacheFull;
+    this.cp.decodeIdleShare = cfg.decodeIdleShare;
     for (let i = 0; i < RC_COUNT; i++) this.metricIds[i] = defineMetric(METRIC_COUNTER, "switchyard.request." + RC_NAMES[i] + "." + service);
   }
 

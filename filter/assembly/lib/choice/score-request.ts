@@ -2,9 +2,10 @@
 // static filters as in score.ts, the model filter, and a cost built on the request's own size.
 // Where the instance's per-token terms are known (LLM section; docs/architecture-choice.md, "Cost"),
 // for continuous batching:
-//   cost_i = rest_i + (P_i + O·d_i·occ_i + modelCost_i)/weight_i + max(0, b_i − c_i)·E[S]_i/c_i/weight_i
+//   cost_i = rest_i + (P_i + O·d_i·(s + (1 − s)·occ_i) + modelCost_i)/weight_i + max(0, b_i − c_i)·E[S]_i/c_i/weight_i
 //            + ahead_i/weight_i
-//   P_i = uncached prompt tokens × prefill ms/token (scorer-prefix.ts), occ_i = (1 + min(b_i, c_i))/(1 + c_i)
+//   P_i = uncached prompt tokens × prefill ms/token (scorer-prefix.ts), occ_i = (1 + min(b_i, c_i))/(1 + c_i),
+//   s = request.decodeIdleShare (the part of a decode step an idle batch still costs)
 //   ahead_i = the prefill this proxy (every worker VM) sent to i and not done yet (lib/pending-prefill.ts)
 // and the chosen instance's pending prefill grows by P_i (RequestCost.charge). Otherwise the body-blind
 // form with the request's service time (scorer-size.ts):
@@ -52,6 +53,8 @@ export class CostParams {
   fallbackPrefillMs: f64 = 0.1;
   adapterLoadMs: f64 = 200;
   kvFull: f64 = 0.95;
+  /** request.decodeIdleShare: the decode time per token paid in an idle batch, as a share of the learned one */
+  decodeIdleShare: f64 = 0.3;
 }
 
 export function scoreRequest(plan: Plan, lp: LlmPlan, inflightP: usize, pending: PendingPrefill, nowMs: f64, rc: RequestCost, cp: CostParams): Scan {
@@ -88,13 +91,16 @@ export function scoreRequest(plan: Plan, lp: LlmPlan, inflightP: usize, pending:
       // Continuous batching (vLLM): the request joins the running batch at once while it has room.
       // It waits for the requests beyond the batch's slots and for the prefill this proxy sent
       // ahead of it; its decode is priced on the batch it joins (a step's time grows with the
-      // batch; the learned time per token is the instance's usual batch, taken as a full one).
+      // batch; the learned time per token is the instance's usual batch, taken as a full one),
+      // with a floor: a step's fixed part is paid in an idle batch too, and without it an idle
+      // slower instance looked cheaper than a busy fast one for a long answer.
       const own = (rc.promptTokens - (cached < rc.promptTokens ? cached : rc.promptTokens)) * pf;
       unchecked(rc.prefillMs[i] = own);
       const occupancy = (1 + (b < slots ? b : slots)) / (1 + slots);
+      const share = cp.decodeIdleShare;
       const ahead = pending.aheadMs(slot, nowMs);
       const over = b - slots;
-      c = unchecked(lp.restMs[i]) * inv + (own + rc.outTokens * dc * occupancy + extra) * inv +
+      c = unchecked(lp.restMs[i]) * inv + (own + rc.outTokens * dc * (share + (1 - share) * occupancy) + extra) * inv +
         (over > 0 ? over * f64At(pwP, i) : 0) + (ahead > 0 ? ahead * inv : 0);
     } else {
       unchecked(rc.prefillMs[i] = 0);
