@@ -252,21 +252,16 @@ test('LoRA affinity: the instance with the adapter loaded is preferred; an insta
     assert.match(debug(r), / eligible=2 /, 'L3 (full) and M (no adapters) left out');
   }
   // math-lora: loaded nowhere; L1 and L2 have room, L3 is full with pinned adapters
-  const math: string[] = [];
   for (let i = 0; i < 10; i++) {
     const r = await sendTiny('math-lora');
     assert.notEqual(endpoint(r)[0], L3.addr, `math-lora request ${i}: ${debug(r)}`);
     assert.match(debug(r), / eligible=2 /, 'L3 (full) and M (no adapters) left out');
-    math.push(endpoint(r)[0]);
   }
-  // chat-lora is running on L3: full, but a loaded adapter needs no slot, so L3 stays a candidate.
-  // math-lora sent to L1 counts as being loaded there until a scrape after it is in force
-  // (adapter-sends.ts; the spec pins it): with sql-lora running, L1 may have no slot left for
-  // chat-lora until then (scrapes every 100 ms here: either count)
+  // chat-lora is running on L3: full, but a loaded adapter needs no slot, so L3 stays a candidate
   const chat: string[] = [];
   for (let i = 0; i < 10; i++) {
     const r = await sendTiny('chat-lora');
-    assert.match(debug(r), math.includes(L1.addr) ? / eligible=[23] / : / eligible=3 /, `chat-lora request ${i}: ${debug(r)}`);
+    assert.match(debug(r), / eligible=3 /);
     chat.push(endpoint(r)[0]);
   }
   assert.ok(chat.includes(L3.addr), `chat-lora: ${chat}`);
