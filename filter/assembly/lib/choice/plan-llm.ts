@@ -23,8 +23,6 @@ export class LlmPlan {
   /** 1/weight (scorer-health.ts). */
   inv: StaticArray<f64> = new StaticArray<f64>(0);
   modelIndex: Map<string, i32> = new Map();
-  /** Model name per column. */
-  names: Array<string> = [];
   /** Per model: served by some candidate as a base model (else only as an adapter). */
   isBase: Array<bool> = [];
   flags: StaticArray<u8> = new StaticArray<u8>(0);
@@ -75,7 +73,7 @@ export function buildLlmPlan(plan: Plan, service: string, llm: Array<InstanceLlm
     let loaded = 0;
     for (let k = 0; k < m; k++) {
       if ((r.modelFlags[k] & MODEL_LOADED) != 0) loaded++;
-      if (!lp.modelIndex.has(r.models[k])) { lp.modelIndex.set(r.models[k], lp.isBase.length); lp.isBase.push(false); lp.names.push(r.models[k]); }
+      if (!lp.modelIndex.has(r.models[k])) { lp.modelIndex.set(r.models[k], lp.isBase.length); lp.isBase.push(false); }
       if ((r.modelFlags[k] & MODEL_BASE) != 0) lp.isBase[lp.modelIndex.get(r.models[k])] = true;
     }
     lp.loraRoom[i] = r.maxLoras > 0 ? max(0, <i32>r.maxLoras - loaded) : -1;
