@@ -216,14 +216,13 @@ describe("score-request: size, prefix and KV cache in one pass", () => {
     rc.promptTokens = 4000;
     const sc = scoreRequest(f.plan, f.lp, f.inflight.dataStart, f.pending, 0, rc, new CostParams());
     expect(sc.eligible).toBe(3);
-    // prefill + 100 output tokens × 20 ms on an idle batch of 1 slot: occupancy (1 + 0)/(1 + 1),
-    // 0.3 of the learned time per token paid whatever the batch (decodeIdleShare): × (0.3 + 0.7 · 0.5)
-    expect(f.plan.cost[2]).toBeCloseTo(400 + 1300);
-    expect(f.plan.cost[0]).toBeCloseTo(800 + 1300);
+    // prefill + 100 output tokens × 20 ms on an idle batch of 1 slot: occupancy (1 + 0)/(1 + 1)
+    expect(f.plan.cost[2]).toBeCloseTo(400 + 1000);
+    expect(f.plan.cost[0]).toBeCloseTo(800 + 1000);
     // 250 blocks of 64 B = 4000 tokens cached at instance 0: no prefill left there
     rc.cachedBlocks[0] = 250;
     scoreRequest(f.plan, f.lp, f.inflight.dataStart, f.pending, 0, rc, new CostParams());
-    expect(f.plan.cost[0]).toBeCloseTo(1300);
+    expect(f.plan.cost[0]).toBeCloseTo(1000);
     expect(rc.affinity).toBe(0);
   });
 
@@ -251,7 +250,7 @@ describe("score-request: size, prefix and KV cache in one pass", () => {
     const rc = cost(3);
     rc.modelCol = 0;
     scoreRequest(g.plan, g.lp, g.inflight.dataStart, g.pending, 0, rc, new CostParams());
-    expect(g.plan.cost[0]).toBeCloseTo(200 + 2000 * (0.3 + 0.7 * 3.0 / 5.0)); // 2 of 4 slots busy: no wait
+    expect(g.plan.cost[0]).toBeCloseTo(200 + 2000 * 3.0 / 5.0);            // 2 of 4 slots busy: no wait
     expect(g.plan.cost[1]).toBeCloseTo(200 + 2000);                          // batch full, nothing beyond it
     expect(g.plan.cost[2]).toBeCloseTo(200 + 2000 + 2 * 25);                 // 2 beyond the slots
     // our own in-flight requests join the backlog like the scraped ones
@@ -260,9 +259,9 @@ describe("score-request: size, prefix and KV cache in one pass", () => {
     expect(g.plan.cost[0]).toBeCloseTo(200 + 2000);
   });
 
-  it("decode: an idle batch still costs decodeIdleShare (shipped 0.3) of the learned time per token: the faster generation wins at equal load", () => {
+  it("decode: priced on the occupancy alone by default; with decodeIdleShare an idle batch still costs that share: the faster generation wins at equal load", () => {
     expect(new CostParams().decodeIdleShare).toBe(new RequestConfig().decodeIdleShare);
-    expect(new RequestConfig().decodeIdleShare).toBe(0.3);
+    expect(new RequestConfig().decodeIdleShare).toBe(0.0);
     // 20 slots each; an older instance decoding at 10 ms/token with an idle batch, a newer one at
     // 6.25 ms/token with 5 requests running (vLLM's step time: a fixed part plus a part per sequence)
     const g = new Fixture(snapOf([inst("10.0.0.1:80", 0, 20), inst("10.0.0.2:80", 5, 20)], [
@@ -272,18 +271,22 @@ describe("score-request: size, prefix and KV cache in one pass", () => {
     const rc = cost(2);
     rc.modelCol = 0;
     rc.promptTokens = 100;
+    // shipped: the occupancy alone, the idle older instance looks 4× cheaper for 100 output tokens
     scoreRequest(g.plan, g.lp, g.inflight.dataStart, g.pending, 0, rc, new CostParams());
+    expect(g.plan.cost[0]).toBeCloseTo(10 + 1000 / 21);
+    expect(g.plan.cost[1]).toBeCloseTo(10 + 625 * 6 / 21);
+    expect(g.plan.cost[0]).toBeLessThan(g.plan.cost[1]);
+    // with a floor of 0.3 the newer one wins
+    const floor = new CostParams();
+    floor.decodeIdleShare = 0.3;
+    scoreRequest(g.plan, g.lp, g.inflight.dataStart, g.pending, 0, rc, floor);
     expect(g.plan.cost[0]).toBeCloseTo(10 + 1000 * (0.3 + 0.7 / 21));
     expect(g.plan.cost[1]).toBeCloseTo(10 + 625 * (0.3 + 0.7 * 6 / 21));
     expect(g.plan.cost[1]).toBeLessThan(g.plan.cost[0]);
-    // priced on the occupancy alone (share 0), the idle older instance looked 4× cheaper
-    const occOnly = new CostParams();
-    occOnly.decodeIdleShare = 0;
-    scoreRequest(g.plan, g.lp, g.inflight.dataStart, g.pending, 0, rc, occOnly);
-    expect(g.plan.cost[0]).toBeCloseTo(10 + 1000 / 21);
-    expect(g.plan.cost[0]).toBeLessThan(g.plan.cost[1]);
     // a full batch pays the whole learned time per token whatever the share
     g.inflight[1] = 15;
+    scoreRequest(g.plan, g.lp, g.inflight.dataStart, g.pending, 0, rc, floor);
+    expect(g.plan.cost[1]).toBeCloseTo(10 + 625);
     scoreRequest(g.plan, g.lp, g.inflight.dataStart, g.pending, 0, rc, new CostParams());
     expect(g.plan.cost[1]).toBeCloseTo(10 + 625);
   });
@@ -298,11 +301,11 @@ describe("score-request: size, prefix and KV cache in one pass", () => {
     expect(out.pick.index).toBe(2);
     expect(f.pending.own[2]).toBeCloseTo(1100);
     scoreRequest(f.plan, f.lp, f.inflight.dataStart, f.pending, 1000, rc, new CostParams());
-    expect(f.plan.cost[2]).toBeCloseTo(100 + 1300 + 100);
+    expect(f.plan.cost[2]).toBeCloseTo(100 + 1000 + 100);
     scoreRequest(f.plan, f.lp, f.inflight.dataStart, f.pending, 1050, rc, new CostParams());
-    expect(f.plan.cost[2]).toBeCloseTo(100 + 1300 + 50);
+    expect(f.plan.cost[2]).toBeCloseTo(100 + 1000 + 50);
     scoreRequest(f.plan, f.lp, f.inflight.dataStart, f.pending, 1200, rc, new CostParams());
-    expect(f.plan.cost[2]).toBeCloseTo(100 + 1300);
+    expect(f.plan.cost[2]).toBeCloseTo(100 + 1000);
     // a second request queues behind the first: its prefill adds to the end of the first's
     pickForRequest(f.plan, f.lp, f.inflight, f.pending, 1000, 0, 0.1, new Rng(1), rc, new CostParams(), CRIT_CRITICAL, 1, 2, out);
     expect(f.pending.own[out.pick.index]).toBeGreaterThan(1000);
@@ -324,11 +327,11 @@ describe("score-request: size, prefix and KV cache in one pass", () => {
     f.pending.grow(3);
     f.pending.others[1] = 1300;               // another VM's prefill on instance 1 done at 1300
     scoreRequest(f.plan, f.lp, f.inflight.dataStart, f.pending, 1000, rc, new CostParams());
-    expect(f.plan.cost[1]).toBeCloseTo(200 + 1300 + 300);
-    expect(f.plan.cost[0]).toBeCloseTo(200 + 1300);
+    expect(f.plan.cost[1]).toBeCloseTo(200 + 1000 + 300);
+    expect(f.plan.cost[0]).toBeCloseTo(200 + 1000);
     f.pending.charge(1, 1000, 100);           // and this VM's own on top
     scoreRequest(f.plan, f.lp, f.inflight.dataStart, f.pending, 1000, rc, new CostParams());
-    expect(f.plan.cost[1]).toBeCloseTo(200 + 1300 + 400);
+    expect(f.plan.cost[1]).toBeCloseTo(200 + 1000 + 400);
     // with it, a critical request (the cheapest) goes to instance 0, not 1
     const out = new RequestPick();
     f.pending.own[2] = 1500;

@@ -26,7 +26,7 @@ describe("request config", () => {
     expect(c.fallbackPrefillMsPerToken).toBe(0.1);
     expect(c.adapterLoadMs).toBe(200.0);
     expect(c.kvCacheFull).toBe(0.95);
-    expect(c.decodeIdleShare).toBe(0.3);
+    expect(c.decodeIdleShare).toBe(0.0);
     expect(c.prefixEntries).toBe(32768);
     expect(c.prefixMaxAgeMs).toBe(600000);
     expect(c.shedSheddableAt).toBe(1.0);
@@ -36,9 +36,9 @@ describe("request config", () => {
     expect(r.config!.loadAware.services[0].picker).toBe(PICKER_P2C);
   });
   it("request.decodeIdleShare: read in 0..1", () => {
-    const r = parseConfig(withRequest('{"allowOnHeadersStopIteration":true,"decodeIdleShare":0}'));
+    const r = parseConfig(withRequest('{"allowOnHeadersStopIteration":true,"decodeIdleShare":0.3}'));
     expect(r.error).toBe("");
-    expect(r.config!.loadAware.services[0].request!.decodeIdleShare).toBe(0.0);
+    expect(r.config!.loadAware.services[0].request!.decodeIdleShare).toBe(0.3);
   });
   it("request.picker: p2c or band; anything else names the field", () => {
     const p = parseConfig(withRequest('{"allowOnHeadersStopIteration":true,"picker":"p2c"}'));

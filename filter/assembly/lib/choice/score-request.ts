@@ -54,7 +54,7 @@ export class CostParams {
   adapterLoadMs: f64 = 200;
   kvFull: f64 = 0.95;
   /** request.decodeIdleShare: the decode time per token paid in an idle batch, as a share of the learned one */
-  decodeIdleShare: f64 = 0.3;
+  decodeIdleShare: f64 = 0;
 }
 
 export function scoreRequest(plan: Plan, lp: LlmPlan, inflightP: usize, pending: PendingPrefill, nowMs: f64, rc: RequestCost, cp: CostParams): Scan {
@@ -92,8 +92,8 @@ export function scoreRequest(plan: Plan, lp: LlmPlan, inflightP: usize, pending:
       // It waits for the requests beyond the batch's slots and for the prefill this proxy sent
       // ahead of it; its decode is priced on the batch it joins (a step's time grows with the
       // batch; the learned time per token is the instance's usual batch, taken as a full one),
-      // with a floor: a step's fixed part is paid in an idle batch too, and without it an idle
-      // slower instance looked cheaper than a busy fast one for a long answer.
+      // optionally with a floor for the step's fixed part, which an idle batch pays too
+      // (request.decodeIdleShare, 0 by default: docs/architecture-choice.md, "The idle share").
       const own = (rc.promptTokens - (cached < rc.promptTokens ? cached : rc.promptTokens)) * pf;
       unchecked(rc.prefillMs[i] = own);
       const occupancy = (1 + (b < slots ? b : slots)) / (1 + slots);

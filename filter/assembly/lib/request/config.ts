@@ -49,7 +49,7 @@ export class RequestConfig {
    * Share of the learned decode time per token a request still pays in an idle batch (the step's
    * fixed cost); the rest grows with the occupancy of the batch it joins (score-request.ts).
    */
-  decodeIdleShare: f64 = 0.3;
+  decodeIdleShare: f64 = 0;
   prefixBlockBytes: i32 = 64;
   prefixMaxBlocks: i32 = 256;
   prefixEntries: i32 = 32768;
