@@ -48,6 +48,10 @@ export function pickForRequest(plan: Plan, lp: LlmPlan, inflight: Array<i32>, pe
     // one, the share shed follows the share of busy instances (docs/architecture-choice.md)
     if (p.index >= 0 && shouldShed(crit, unchecked(rc.pressureOf[p.index]), rc.pressure, sheddableAt, standardAt)) { out.shed = true; return out; }
   }
-  if (p.index >= 0) rc.charge(pending, p.index, unchecked(plan.slot[p.index]), nowMs, modelCostMs(lp, lp.hasData ? rc.modelCol : -1, p.index, cp.adapterLoadMs));
+  if (p.index >= 0) {
+    // an adapter load delays the instance's steps; waiting for a LoRA slot to drain does not
+    const extra = modelCostMs(lp, lp.hasData ? rc.modelCol : -1, p.index, cp.adapterLoadMs);
+    rc.charge(pending, p.index, unchecked(plan.slot[p.index]), nowMs, extra < cp.adapterLoadMs ? extra : cp.adapterLoadMs);
+  }
   return out;
 }

@@ -172,6 +172,7 @@ function chooseWithBody(s: SwitchyardStream, v: RequestView, h: BodyHold, body: 
     const cached = unchecked(rc.cachedBlocks[p.index]);
     if (cached > 0) req.count(RC_PREFIX_HIT);
     req.index.record(req.hashes, nh, <u16>slot, now);
+    if (lp.hasData) req.adapters.sent(lp, col, p.index, slot, v.nowMs);
     if (sp.cfg.debug) {
       note = " model=" + target + " crit=" + CRITICALITY_NAMES[crit] + " prompt_tokens=" + (<i32>rc.promptTokens).toString() +
         " cached_blocks=" + cached.toString() + " cost_ms=" + unchecked(plan.cost[p.index]).toString();

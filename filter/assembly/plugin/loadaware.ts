@@ -136,7 +136,7 @@ export class LoadAware {
       const rq = sp.req;
       if (snap == null) {
         sp.plan = new Plan(cands, sp.cfg.maxUtilization);
-        if (rq != null) rq.rebuild(sp.plan, sp.cfg.service, [], [], []);
+        if (rq != null) rq.rebuild(sp.plan, sp.cfg.service, [], [], [], [], 0);
         continue;
       }
       for (let j = 0; j < snap.instances.length; j++) {
@@ -158,9 +158,9 @@ export class LoadAware {
       }
       sp.plan = new Plan(cands, sp.cfg.maxUtilization);
       if (rq != null) {
-        const es = new Array<f64>(cands.length), w = new Array<f64>(cands.length);
-        for (let k = 0; k < cands.length; k++) { es[k] = cands[k].perItemMs * cands[k].slots; w[k] = cands[k].weight; }
-        rq.rebuild(sp.plan, sp.cfg.service, snap.llm, es, w);
+        const es = new Array<f64>(cands.length), w = new Array<f64>(cands.length), at = new Array<f64>(cands.length);
+        for (let k = 0; k < cands.length; k++) { es[k] = cands[k].perItemMs * cands[k].slots; w[k] = cands[k].weight; at[k] = cands[k].scrapeAtMs; }
+        rq.rebuild(sp.plan, sp.cfg.service, snap.llm, es, w, at, <f64>snap.generatedAtMs);
       }
     }
     if (this.requestAware) this.pending.sync(this.inflight.capacity(), this.inflight.gen);
