@@ -1,6 +1,6 @@
 // LLM routing benchmark (issue 10 §5): reference policies vs Switchyard on an LLM fleet in virtual
 // time. `tsx bench/llm-routing/run.ts --quick` (~2.5 min) | full mode (longer runs, 5 seeds).
-//   [--seed N] [--out build/bench]
+//   [--seed N] [--out build/bench] [--policies a,b] [--workloads ph,ns,overload] [--wasm build/switchyard.wasm]
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { runFleet, type RoutingPolicy } from './fleet';
@@ -21,7 +21,12 @@ const seed0 = Number(argOf('--seed') ?? 1);
  *  least-request, gie-default, switchyard-blind — always run); for iterating on one policy */
 const only = argOf('--policies')?.split(',').filter(Boolean);
 const REFS = ['least-request', 'gie-default', 'switchyard-blind (1000 ms)'];
+/** --workloads ph,ns,overload: only these workloads (default all); for iterating on one target */
+const workloads = argOf('--workloads')?.split(',').filter(Boolean) ?? ['ph', 'ns', 'overload'];
+for (const w of workloads) if (!['ph', 'ns', 'overload'].includes(w)) throw new Error(`--workloads: unknown workload "${w}" (ph, ns, overload)`);
 const outDir = argOf('--out') ?? 'build/bench';
+/** --wasm path: the filter build the switchyard-filter rows load (default build/switchyard.wasm) */
+const wasmPath = argOf('--wasm') ?? 'build/switchyard.wasm';
 const seeds = quick ? [seed0, seed0 + 1] : [seed0, seed0 + 1, seed0 + 2, seed0 + 3, seed0 + 4];
 const durationMs = quick ? 50_000 : 180_000;
 const warmupMs = quick ? 12_000 : 30_000;
@@ -47,20 +52,20 @@ function policies(): RoutingPolicy[] {
   return [
     new RoundRobin(), new LeastRequest(), new GieScheduler(), prefixOnly(), new SwitchyardBodyBlind(1000),
     new RequestAwarePrototype({ scrapeMs: 1000 }), new RequestAwarePrototype({ scrapeMs: 250 }), new RequestAwarePrototype({ scrapeMs: 250, ...NO_SHED }, NO_SHED_NAME),
-    new SwitchyardFilterPolicy({ agent: { scrapeIntervalMs: 1000 } }), new SwitchyardFilterPolicy({ agent: { scrapeIntervalMs: 250 } }),
+    new SwitchyardFilterPolicy({ wasmPath, agent: { scrapeIntervalMs: 1000 } }), new SwitchyardFilterPolicy({ wasmPath, agent: { scrapeIntervalMs: 250 } }),
     // request.picker: p2c (two draws plus the prefix holder) instead of the default band (cheapest within 10 %)
-    new SwitchyardFilterPolicy({ agent: { scrapeIntervalMs: 1000 }, request: { picker: 'p2c' }, name: FILTER_NAMES[2] }),
+    new SwitchyardFilterPolicy({ wasmPath, agent: { scrapeIntervalMs: 1000 }, request: { picker: 'p2c' }, name: FILTER_NAMES[2] }),
     // the instances run vLLM --scheduling-policy priority; the filter writes each request's
     // priority into its body from its criticality (request.priority)
-    new SwitchyardFilterPolicy({ agent: { scrapeIntervalMs: 1000 }, engine: { schedulingPolicy: 'priority' }, request: { priority: { critical: 0, standard: 1, sheddable: 2 } }, name: FILTER_NAMES[3] }),
+    new SwitchyardFilterPolicy({ wasmPath, agent: { scrapeIntervalMs: 1000 }, engine: { schedulingPolicy: 'priority' }, request: { priority: { critical: 0, standard: 1, sheddable: 2 } }, name: FILTER_NAMES[3] }),
     // ... and shedding at half the default pressures: admission below capacity
-    new SwitchyardFilterPolicy({
+    new SwitchyardFilterPolicy({ wasmPath,
       agent: { scrapeIntervalMs: 1000 }, engine: { schedulingPolicy: 'priority' }, name: FILTER_NAMES[4],
       request: { priority: { critical: 0, standard: 1, sheddable: 2 }, shedding: { sheddableAt: 0.5, standardAt: 1 } },
     }),
-    // two Envoy workers (one VM each, requests alternating): the in-flight table and the prefix
-    // index are shared across VMs, the pending prefill per slot is each VM's own
-    new SwitchyardFilterPolicy({ agent: { scrapeIntervalMs: 1000 }, workers: 2, name: FILTER_NAMES[5] }),
+    // two Envoy workers (one VM each, requests alternating): the in-flight table, the pending
+    // prefill per instance and the prefix index are shared across VMs
+    new SwitchyardFilterPolicy({ wasmPath, agent: { scrapeIntervalMs: 1000 }, workers: 2, name: FILTER_NAMES[5] }),
   ];
 }
 
@@ -87,32 +92,43 @@ for (const seed of seeds) {
   const base = prefixHeavy({ seed, durationMs, warmupMs, ratePerS: RATE_PREFIX, mix: MIX });
   const over = prefixHeavy({ seed, durationMs, warmupMs, ratePerS: 2 * CAPACITY_PREFIX, mix: MIX });
   over.name = 'prefix-heavy 2× overload';
-  const rows = { ph: runAll(ph, seed), ns: runAll(ns, seed), base: runAll(base, seed), over: runAll(over, seed) };
+  const runIf = (w: string, sc: Scenario): Summary[] => (workloads.includes(w) ? runAll(sc, seed) : []);
+  const rows = { ph: runIf('ph', ph), ns: runIf('ns', ns), base: runIf('overload', base), over: runIf('overload', over) };
   all.prefixHeavy.push(rows.ph);
   all.noSharedPrefix.push(rows.ns);
   all.base.push(rows.base);
   all.overload.push(rows.over);
-  console.log(`\n## seed ${seed}: prefix-heavy, ${RATE_PREFIX} req/s, ${ph.requests.filter((r) => r.measured).length} measured requests\n`);
-  console.log(table(rows.ph, SLO_MS));
-  console.log(`\n## seed ${seed}: no shared prefix (80 % 32-256 tokens, 20 % 1024-4096), ${RATE_NOPREFIX} req/s, ${ns.requests.filter((r) => r.measured).length} measured\n`);
-  console.log(table(rows.ns, SLO_MS));
-  console.log(`\n## seed ${seed}: criticality 20/40/40 %, prefix-heavy at ${RATE_PREFIX} req/s (1×) and ${2 * CAPACITY_PREFIX} req/s (2× the fleet's capacity)\n`);
-  console.log(overloadTable(rows.base, rows.over));
+  if (rows.ph.length) {
+    console.log(`\n## seed ${seed}: prefix-heavy, ${RATE_PREFIX} req/s, ${ph.requests.filter((r) => r.measured).length} measured requests\n`);
+    console.log(table(rows.ph, SLO_MS));
+  }
+  if (rows.ns.length) {
+    console.log(`\n## seed ${seed}: no shared prefix (80 % 32-256 tokens, 20 % 1024-4096), ${RATE_NOPREFIX} req/s, ${ns.requests.filter((r) => r.measured).length} measured\n`);
+    console.log(table(rows.ns, SLO_MS));
+  }
+  if (rows.base.length) {
+    console.log(`\n## seed ${seed}: criticality 20/40/40 %, prefix-heavy at ${RATE_PREFIX} req/s (1×) and ${2 * CAPACITY_PREFIX} req/s (2× the fleet's capacity)\n`);
+    console.log(overloadTable(rows.base, rows.over));
+  }
   const get = (rs: Summary[], name: string): Summary => rs.find((x) => x.policy === name) as Summary;
   for (const sy of ['switchyard-request (1000 ms)', 'switchyard-request (250 ms)', NO_SHED_NAME, ...FILTER_NAMES]) {
     const p = get(rows.ph, sy);
-    if (!p) continue;
-    const lr = get(rows.ph, 'least-request');
-    const gie = get(rows.ph, 'gie-default');
-    checks.push({ seed, target: `${sy}: prefix-heavy TTFT P99 ≤ 0.5× LEAST_REQUEST`, value: ratio(p.ttftP99, lr.ttftP99), met: p.ttftP99 <= 0.5 * lr.ttftP99 });
-    checks.push({ seed, target: `${sy}: prefix-heavy TTFT P99 ≤ 0.8× GIE default scorers`, value: ratio(p.ttftP99, gie.ttftP99), met: p.ttftP99 <= 0.8 * gie.ttftP99 });
+    if (p) {
+      const lr = get(rows.ph, 'least-request');
+      const gie = get(rows.ph, 'gie-default');
+      checks.push({ seed, target: `${sy}: prefix-heavy TTFT P99 ≤ 0.5× LEAST_REQUEST`, value: ratio(p.ttftP99, lr.ttftP99), met: p.ttftP99 <= 0.5 * lr.ttftP99 });
+      checks.push({ seed, target: `${sy}: prefix-heavy TTFT P99 ≤ 0.8× GIE default scorers`, value: ratio(p.ttftP99, gie.ttftP99), met: p.ttftP99 <= 0.8 * gie.ttftP99 });
+    }
     const n = get(rows.ns, sy);
-    const blind = get(rows.ns, 'switchyard-blind (1000 ms)');
-    checks.push({ seed, target: `${sy}: no-shared-prefix TTFT P99 ≤ body-blind load-aware`, value: ratio(n.ttftP99, blind.ttftP99), met: n.ttftP99 <= blind.ttftP99 });
-    checks.push({ seed, target: `${sy}: no-shared-prefix e2e P99 ≤ body-blind load-aware`, value: ratio(n.e2eP99, blind.e2eP99), met: n.e2eP99 <= blind.e2eP99 });
+    if (n) {
+      const blind = get(rows.ns, 'switchyard-blind (1000 ms)');
+      checks.push({ seed, target: `${sy}: no-shared-prefix TTFT P99 ≤ body-blind load-aware`, value: ratio(n.ttftP99, blind.ttftP99), met: n.ttftP99 <= blind.ttftP99 });
+      checks.push({ seed, target: `${sy}: no-shared-prefix e2e P99 ≤ body-blind load-aware`, value: ratio(n.e2eP99, blind.e2eP99), met: n.e2eP99 <= blind.e2eP99 });
+    }
     if (sy === NO_SHED_NAME) continue;
     const b = get(rows.base, sy);
     const o = get(rows.over, sy);
+    if (!b || !o) continue;
     // "unchanged": within 10 % (quick runs rest on ~100 critical requests per P99)
     checks.push({ seed, target: `${sy}: critical TTFT P99 at 2× ≤ 1.1× its P99 at 1×`, value: ratio(o.byCrit.critical.ttftP99, b.byCrit.critical.ttftP99), met: o.byCrit.critical.ttftP99 <= 1.1 * b.byCrit.critical.ttftP99 });
     checks.push({ seed, target: `${sy}: at 2×, sheddable shed before standard, no critical shed`, value: `${o.shed.sheddable} / ${o.shed.standard} / ${o.shed.critical}`, met: o.shed.critical === 0 && o.shed.sheddable >= o.shed.standard && o.shed.sheddable > 0 });

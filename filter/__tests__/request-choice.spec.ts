@@ -13,6 +13,7 @@ import { CRIT_CRITICAL, CRIT_STANDARD, CRIT_SHEDDABLE, criticalityOf, resolveCri
 import { routeModel, basisPointsOf } from "../assembly/lib/request/model-route";
 import { ModelRule, ModelSplit, RequestConfig } from "../assembly/lib/request/config";
 import { Rng } from "../assembly/lib/inflight";
+import { PendingPrefill } from "../assembly/lib/pending-prefill";
 import { apiOfPath } from "../assembly/lib/request/endpoint";
 import { API_CHAT, API_COMPLETIONS, parseOpenAiRequest, ParseLimits } from "../assembly/lib/request/openai";
 import { withModel, withPriority, jsonEscape } from "../assembly/lib/request/rewrite";
@@ -34,6 +35,7 @@ class Fixture {
   plan: Plan = new Plan([]);
   lp: LlmPlan = new LlmPlan();
   inflight: Array<i32> = [];
+  pending: PendingPrefill = new PendingPrefill();
   constructor(snap: Snapshot) {
     const cands = new Array<Candidate>();
     const es = new Array<f64>(), w = new Array<f64>();
@@ -116,7 +118,7 @@ describe("filter-model: model and LoRA affinity", () => {
     rc.modelCol = f.lp.modelColumn("sql-lora");
     const out = new RequestPick();
     for (let k = 0; k < 20; k++) {
-      pickForRequest(f.plan, f.lp, f.inflight, 0, 0, 0.1, new Rng(k + 1), rc, new CostParams(), CRIT_STANDARD, 1, 2, out);
+      pickForRequest(f.plan, f.lp, f.inflight, f.pending, 0, 0, 0.1, new Rng(k + 1), rc, new CostParams(), CRIT_STANDARD, 1, 2, out);
       expect(out.pick.index).toBe(0);
     }
     expect(rc.modelExcluded).toBe(2);
@@ -128,7 +130,7 @@ describe("filter-model: model and LoRA affinity", () => {
     rc.modelCol = f.lp.modelColumn("mistral-7b");
     const out = new RequestPick();
     f.plan.result.probe = true;
-    pickForRequest(f.plan, f.lp, f.inflight, 0, 0, 0.1, new Rng(3), rc, new CostParams(), CRIT_STANDARD, 1, 2, out);
+    pickForRequest(f.plan, f.lp, f.inflight, f.pending, 0, 0, 0.1, new Rng(3), rc, new CostParams(), CRIT_STANDARD, 1, 2, out);
     expect(out.pick.index).toBe(3);
     expect(out.pick.probe).toBe(false);
     // the body-blind pick keeps the probe
@@ -140,7 +142,7 @@ describe("filter-model: model and LoRA affinity", () => {
     expect(g.lp.hasData).toBe(false);
     const rc = cost(2);
     rc.modelCol = 0;
-    const sc = scoreRequest(g.plan, g.lp, g.inflight.dataStart, 0, rc, new CostParams());
+    const sc = scoreRequest(g.plan, g.lp, g.inflight.dataStart, g.pending, 0, rc, new CostParams());
     expect(sc.eligible).toBe(2);
   });
 });
@@ -212,14 +214,14 @@ describe("score-request: size, prefix and KV cache in one pass", () => {
     const rc = cost(3);
     rc.modelCol = 0;
     rc.promptTokens = 4000;
-    const sc = scoreRequest(f.plan, f.lp, f.inflight.dataStart, 0, rc, new CostParams());
+    const sc = scoreRequest(f.plan, f.lp, f.inflight.dataStart, f.pending, 0, rc, new CostParams());
     expect(sc.eligible).toBe(3);
     // prefill + 100 output tokens × 20 ms on an idle batch of 1 slot: occupancy (1 + 0)/(1 + 1)
     expect(f.plan.cost[2]).toBeCloseTo(400 + 1000);
     expect(f.plan.cost[0]).toBeCloseTo(800 + 1000);
     // 250 blocks of 64 B = 4000 tokens cached at instance 0: no prefill left there
     rc.cachedBlocks[0] = 250;
-    scoreRequest(f.plan, f.lp, f.inflight.dataStart, 0, rc, new CostParams());
+    scoreRequest(f.plan, f.lp, f.inflight.dataStart, f.pending, 0, rc, new CostParams());
     expect(f.plan.cost[0]).toBeCloseTo(1000);
     expect(rc.affinity).toBe(0);
   });
@@ -233,7 +235,7 @@ describe("score-request: size, prefix and KV cache in one pass", () => {
     rc.modelCol = 0;
     rc.cachedBlocks[0] = 250;
     rc.promptTokens = 4000;
-    scoreRequest(g.plan, g.lp, g.inflight.dataStart, 0, rc, new CostParams());
+    scoreRequest(g.plan, g.lp, g.inflight.dataStart, g.pending, 0, rc, new CostParams());
     expect(g.plan.cost[0]).toBeCloseTo(g.plan.cost[1]);
     expect(rc.pressure).toBe(0.0); // instance 1 is idle; instance 0 alone would count as full
   });
@@ -247,14 +249,46 @@ describe("score-request: size, prefix and KV cache in one pass", () => {
     ]));
     const rc = cost(3);
     rc.modelCol = 0;
-    scoreRequest(g.plan, g.lp, g.inflight.dataStart, 0, rc, new CostParams());
+    scoreRequest(g.plan, g.lp, g.inflight.dataStart, g.pending, 0, rc, new CostParams());
     expect(g.plan.cost[0]).toBeCloseTo(200 + 2000 * 3.0 / 5.0);            // 2 of 4 slots busy: no wait
     expect(g.plan.cost[1]).toBeCloseTo(200 + 2000);                          // batch full, nothing beyond it
     expect(g.plan.cost[2]).toBeCloseTo(200 + 2000 + 2 * 25);                 // 2 beyond the slots
     // our own in-flight requests join the backlog like the scraped ones
     g.inflight[0] = 2;
-    scoreRequest(g.plan, g.lp, g.inflight.dataStart, 0, rc, new CostParams());
+    scoreRequest(g.plan, g.lp, g.inflight.dataStart, g.pending, 0, rc, new CostParams());
     expect(g.plan.cost[0]).toBeCloseTo(200 + 2000);
+  });
+
+  it("decode: priced on the occupancy alone by default; with decodeIdleShare an idle batch still costs that share: the faster generation wins at equal load", () => {
+    expect(new CostParams().decodeIdleShare).toBe(new RequestConfig().decodeIdleShare);
+    expect(new RequestConfig().decodeIdleShare).toBe(0.0);
+    // 20 slots each; an older instance decoding at 10 ms/token with an idle batch, a newer one at
+    // 6.25 ms/token with 5 requests running (vLLM's step time: a fixed part plus a part per sequence)
+    const g = new Fixture(snapOf([inst("10.0.0.1:80", 0, 20), inst("10.0.0.2:80", 5, 20)], [
+      llm("10.0.0.1:80", ["m"], [MODEL_BASE], 0.1, 10, 0.3),
+      llm("10.0.0.2:80", ["m"], [MODEL_BASE], 0.1, 6.25, 0.3),
+    ]));
+    const rc = cost(2);
+    rc.modelCol = 0;
+    rc.promptTokens = 100;
+    // shipped: the occupancy alone, the idle older instance looks 4× cheaper for 100 output tokens
+    scoreRequest(g.plan, g.lp, g.inflight.dataStart, g.pending, 0, rc, new CostParams());
+    expect(g.plan.cost[0]).toBeCloseTo(10 + 1000 / 21);
+    expect(g.plan.cost[1]).toBeCloseTo(10 + 625 * 6 / 21);
+    expect(g.plan.cost[0]).toBeLessThan(g.plan.cost[1]);
+    // with a floor of 0.3 the newer one wins
+    const floor = new CostParams();
+    floor.decodeIdleShare = 0.3;
+    scoreRequest(g.plan, g.lp, g.inflight.dataStart, g.pending, 0, rc, floor);
+    expect(g.plan.cost[0]).toBeCloseTo(10 + 1000 * (0.3 + 0.7 / 21));
+    expect(g.plan.cost[1]).toBeCloseTo(10 + 625 * (0.3 + 0.7 * 6 / 21));
+    expect(g.plan.cost[1]).toBeLessThan(g.plan.cost[0]);
+    // a full batch pays the whole learned time per token whatever the share
+    g.inflight[1] = 15;
+    scoreRequest(g.plan, g.lp, g.inflight.dataStart, g.pending, 0, rc, floor);
+    expect(g.plan.cost[1]).toBeCloseTo(10 + 625);
+    scoreRequest(g.plan, g.lp, g.inflight.dataStart, g.pending, 0, rc, new CostParams());
+    expect(g.plan.cost[1]).toBeCloseTo(10 + 625);
   });
 
   it("the prefill this proxy sent ahead is waited for, and elapses with time", () => {
@@ -263,27 +297,46 @@ describe("score-request: size, prefix and KV cache in one pass", () => {
     rc.modelCol = 0;
     const out = new RequestPick();
     // critical: the cheapest, instance 2 (prefill 0.1 ms/token: 100 ms for 1000 tokens)
-    pickForRequest(f.plan, f.lp, f.inflight, 1000, 0, 0.1, new Rng(1), rc, new CostParams(), CRIT_CRITICAL, 1, 2, out);
+    pickForRequest(f.plan, f.lp, f.inflight, f.pending, 1000, 0, 0.1, new Rng(1), rc, new CostParams(), CRIT_CRITICAL, 1, 2, out);
     expect(out.pick.index).toBe(2);
-    expect(rc.prefillUntil[2]).toBeCloseTo(1100);
-    scoreRequest(f.plan, f.lp, f.inflight.dataStart, 1000, rc, new CostParams());
+    expect(f.pending.own[2]).toBeCloseTo(1100);
+    scoreRequest(f.plan, f.lp, f.inflight.dataStart, f.pending, 1000, rc, new CostParams());
     expect(f.plan.cost[2]).toBeCloseTo(100 + 1000 + 100);
-    scoreRequest(f.plan, f.lp, f.inflight.dataStart, 1050, rc, new CostParams());
+    scoreRequest(f.plan, f.lp, f.inflight.dataStart, f.pending, 1050, rc, new CostParams());
     expect(f.plan.cost[2]).toBeCloseTo(100 + 1000 + 50);
-    scoreRequest(f.plan, f.lp, f.inflight.dataStart, 1200, rc, new CostParams());
+    scoreRequest(f.plan, f.lp, f.inflight.dataStart, f.pending, 1200, rc, new CostParams());
     expect(f.plan.cost[2]).toBeCloseTo(100 + 1000);
     // a second request queues behind the first: its prefill adds to the end of the first's
-    pickForRequest(f.plan, f.lp, f.inflight, 1000, 0, 0.1, new Rng(1), rc, new CostParams(), CRIT_CRITICAL, 1, 2, out);
-    expect(rc.prefillUntil[out.pick.index]).toBeGreaterThan(1000);
+    pickForRequest(f.plan, f.lp, f.inflight, f.pending, 1000, 0, 0.1, new Rng(1), rc, new CostParams(), CRIT_CRITICAL, 1, 2, out);
+    expect(f.pending.own[out.pick.index]).toBeGreaterThan(1000);
     // a shed request charges nothing
-    const before = rc.prefillUntil[0] + rc.prefillUntil[1] + rc.prefillUntil[2];
+    const before = f.pending.own[0] + f.pending.own[1] + f.pending.own[2];
     const busy = new Fixture(snapOf([inst("10.0.0.1:80", 5)], [llm("10.0.0.1:80", ["m"], [MODEL_BASE], 0.2, 20, 0.3)]));
     const rb = cost(1);
     rb.modelCol = 0;
-    pickForRequest(busy.plan, busy.lp, busy.inflight, 1000, 0, 0.1, new Rng(1), rb, new CostParams(), CRIT_SHEDDABLE, 1, 2, out);
+    pickForRequest(busy.plan, busy.lp, busy.inflight, busy.pending, 1000, 0, 0.1, new Rng(1), rb, new CostParams(), CRIT_SHEDDABLE, 1, 2, out);
     expect(out.shed).toBe(true);
-    expect(rb.prefillUntil[0]).toBe(0.0);
-    expect(rc.prefillUntil[0] + rc.prefillUntil[1] + rc.prefillUntil[2]).toBe(before);
+    expect(busy.pending.aheadMs(0, 1000)).toBe(0.0);
+    expect(f.pending.own[0] + f.pending.own[1] + f.pending.own[2]).toBe(before);
+  });
+
+  it("the prefill other worker VMs sent ahead (as of the last exchange) adds to this VM's", () => {
+    const f = sizeFleet();
+    const rc = cost(3);
+    rc.modelCol = 0;
+    f.pending.grow(3);
+    f.pending.others[1] = 1300;               // another VM's prefill on instance 1 done at 1300
+    scoreRequest(f.plan, f.lp, f.inflight.dataStart, f.pending, 1000, rc, new CostParams());
+    expect(f.plan.cost[1]).toBeCloseTo(200 + 1000 + 300);
+    expect(f.plan.cost[0]).toBeCloseTo(200 + 1000);
+    f.pending.charge(1, 1000, 100);           // and this VM's own on top
+    scoreRequest(f.plan, f.lp, f.inflight.dataStart, f.pending, 1000, rc, new CostParams());
+    expect(f.plan.cost[1]).toBeCloseTo(200 + 1000 + 400);
+    // with it, a critical request (the cheapest) goes to instance 0, not 1
+    const out = new RequestPick();
+    f.pending.own[2] = 1500;
+    pickForRequest(f.plan, f.lp, f.inflight, f.pending, 1000, 0, 0.1, new Rng(1), rc, new CostParams(), CRIT_CRITICAL, 1, 2, out);
+    expect(out.pick.index).toBe(0);
   });
 
   it("a KV cache near full counts as pressure 1, a full one as 2", () => {
@@ -295,7 +348,7 @@ describe("score-request: size, prefix and KV cache in one pass", () => {
     ]));
     const rc = cost(4);
     rc.modelCol = 0;
-    scoreRequest(g.plan, g.lp, g.inflight.dataStart, 0, rc, new CostParams());
+    scoreRequest(g.plan, g.lp, g.inflight.dataStart, g.pending, 0, rc, new CostParams());
     expect(rc.pressureOf[0]).toBe(0.0);
     expect(rc.pressureOf[1]).toBe(0.0);
     expect(rc.pressureOf[2]).toBe(1.0);
@@ -313,10 +366,10 @@ describe("score-request: size, prefix and KV cache in one pass", () => {
     rc.modelCol = 0;
     const out = new RequestPick();
     // band picker, band 0: the cheapest
-    pickForRequest(g.plan, g.lp, g.inflight, 0, 1, 0, new Rng(1), rc, new CostParams(), CRIT_STANDARD, 1, 2, out);
+    pickForRequest(g.plan, g.lp, g.inflight, g.pending, 0, 1, 0, new Rng(1), rc, new CostParams(), CRIT_STANDARD, 1, 2, out);
     expect(rc.pressure).toBe(0.0); // the pool's least loaded instance is idle...
     expect(out.shed).toBe(true);   // ...but the request would go to the full one
-    pickForRequest(g.plan, g.lp, g.inflight, 0, 1, 0, new Rng(1), rc, new CostParams(), CRIT_CRITICAL, 1, 2, out);
+    pickForRequest(g.plan, g.lp, g.inflight, g.pending, 0, 1, 0, new Rng(1), rc, new CostParams(), CRIT_CRITICAL, 1, 2, out);
     expect(out.shed).toBe(false);
     expect(out.pick.index).toBe(0);
   });
@@ -334,14 +387,16 @@ describe("score-request: size, prefix and KV cache in one pass", () => {
     const shipped = new RequestConfig().picker;
     let bandHits = 0, p2cHits = 0;
     for (let k = 0; k < 64; k++) {
-      // a fresh request cost each time: a pick charges its prefill to the instance chosen
+      // nothing pending each time: a pick charges its prefill to the instance chosen
+      g.pending = new PendingPrefill();
       let rc = cost(8);
       rc.modelCol = 0;
-      pickForRequest(g.plan, g.lp, g.inflight, 0, shipped, 0.1, new Rng(k + 1), rc, new CostParams(), CRIT_STANDARD, 1, 2, out);
+      pickForRequest(g.plan, g.lp, g.inflight, g.pending, 0, shipped, 0.1, new Rng(k + 1), rc, new CostParams(), CRIT_STANDARD, 1, 2, out);
       if (out.pick.index == 5) bandHits++;
+      g.pending = new PendingPrefill();
       rc = cost(8);
       rc.modelCol = 0;
-      pickForRequest(g.plan, g.lp, g.inflight, 0, PICKER_P2C, 0.1, new Rng(k + 1), rc, new CostParams(), CRIT_STANDARD, 1, 2, out);
+      pickForRequest(g.plan, g.lp, g.inflight, g.pending, 0, PICKER_P2C, 0.1, new Rng(k + 1), rc, new CostParams(), CRIT_STANDARD, 1, 2, out);
       if (out.pick.index == 5) p2cHits++;
     }
     expect(bandHits).toBe(64);
@@ -353,10 +408,10 @@ describe("score-request: size, prefix and KV cache in one pass", () => {
   it("pressure is the least loaded eligible instance's backlog per slot", () => {
     const g = new Fixture(snapOf([inst("10.0.0.1:80", 3), inst("10.0.0.2:80", 1.5)], []));
     const rc = cost(2);
-    scoreRequest(g.plan, g.lp, g.inflight.dataStart, 0, rc, new CostParams());
+    scoreRequest(g.plan, g.lp, g.inflight.dataStart, g.pending, 0, rc, new CostParams());
     expect(rc.pressure).toBeCloseTo(1.5);
     g.inflight[1] = 2; // our own in-flight requests count
-    scoreRequest(g.plan, g.lp, g.inflight.dataStart, 0, rc, new CostParams());
+    scoreRequest(g.plan, g.lp, g.inflight.dataStart, g.pending, 0, rc, new CostParams());
     expect(rc.pressure).toBeCloseTo(3);
   });
 });
@@ -396,20 +451,20 @@ describe("criticality and shedding", () => {
     const g = new Fixture(snapOf([inst("10.0.0.1:80", 4, 4), inst("10.0.0.2:80", 3, 4)], []));
     const out = new RequestPick();
     let rc = cost(2);
-    pickForRequest(g.plan, g.lp, g.inflight, 0, 1, 0, new Rng(5), rc, new CostParams(), CRIT_SHEDDABLE, 1, 2, out);
+    pickForRequest(g.plan, g.lp, g.inflight, g.pending, 0, 1, 0, new Rng(5), rc, new CostParams(), CRIT_SHEDDABLE, 1, 2, out);
     expect(rc.pressure).toBeCloseTo(0.75);
     expect(out.shed).toBe(true);
     rc = cost(2);
-    pickForRequest(g.plan, g.lp, g.inflight, 0, 1, 0, new Rng(5), rc, new CostParams(), CRIT_STANDARD, 1, 2, out);
+    pickForRequest(g.plan, g.lp, g.inflight, g.pending, 0, 1, 0, new Rng(5), rc, new CostParams(), CRIT_STANDARD, 1, 2, out);
     expect(out.shed).toBe(false);
     rc = cost(2);
-    pickForRequest(g.plan, g.lp, g.inflight, 0, 1, 0, new Rng(5), rc, new CostParams(), CRIT_CRITICAL, 1, 2, out);
+    pickForRequest(g.plan, g.lp, g.inflight, g.pending, 0, 1, 0, new Rng(5), rc, new CostParams(), CRIT_CRITICAL, 1, 2, out);
     expect(out.shed).toBe(false);
     expect(out.pick.index).toBe(1);
     // one instance with most slots free: the configured threshold, sheddable sent there
     const h = new Fixture(snapOf([inst("10.0.0.1:80", 4, 4), inst("10.0.0.2:80", 1, 4)], []));
     rc = cost(2);
-    pickForRequest(h.plan, h.lp, h.inflight, 0, 1, 0, new Rng(5), rc, new CostParams(), CRIT_SHEDDABLE, 1, 2, out);
+    pickForRequest(h.plan, h.lp, h.inflight, h.pending, 0, 1, 0, new Rng(5), rc, new CostParams(), CRIT_SHEDDABLE, 1, 2, out);
     expect(out.shed).toBe(false);
     expect(out.pick.index).toBe(1);
   });
@@ -417,10 +472,10 @@ describe("criticality and shedding", () => {
     const g = new Fixture(snapOf([inst("10.0.0.1:80", 4), inst("10.0.0.2:80", 2.5), inst("10.0.0.3:80", 6)], []));
     const rc = cost(3);
     const out = new RequestPick();
-    pickForRequest(g.plan, g.lp, g.inflight, 0, 0, 0.1, new Rng(3), rc, new CostParams(), CRIT_STANDARD, 1, 2, out);
+    pickForRequest(g.plan, g.lp, g.inflight, g.pending, 0, 0, 0.1, new Rng(3), rc, new CostParams(), CRIT_STANDARD, 1, 2, out);
     expect(out.shed).toBe(true);
     for (let k = 0; k < 10; k++) {
-      pickForRequest(g.plan, g.lp, g.inflight, 0, 0, 0.1, new Rng(k + 7), rc, new CostParams(), CRIT_CRITICAL, 1, 2, out);
+      pickForRequest(g.plan, g.lp, g.inflight, g.pending, 0, 0, 0.1, new Rng(k + 7), rc, new CostParams(), CRIT_CRITICAL, 1, 2, out);
       expect(out.shed).toBe(false);
       expect(out.pick.index).toBe(1);
     }
@@ -435,7 +490,7 @@ describe("pickForRequest: prefix holder and empty pools", () => {
     const out = new RequestPick();
     let third = 0;
     for (let k = 0; k < 20; k++) {
-      pickForRequest(g.plan, g.lp, g.inflight, 0, 0, 0.1, new Rng(k + 1), rc, new CostParams(), CRIT_STANDARD, 100, 100, out);
+      pickForRequest(g.plan, g.lp, g.inflight, g.pending, 0, 0, 0.1, new Rng(k + 1), rc, new CostParams(), CRIT_STANDARD, 100, 100, out);
       expect(out.pick.index).toBe(0);
       if (out.pick.considered == 3) third++;
     }
@@ -449,7 +504,7 @@ describe("pickForRequest: prefix holder and empty pools", () => {
     rc.cachedBlocks[1] = 8;
     const out = new RequestPick();
     for (let k = 0; k < 10; k++) {
-      pickForRequest(g.plan, g.lp, g.inflight, 0, 0, 0.1, new Rng(k + 1), rc, new CostParams(), CRIT_STANDARD, 100, 100, out);
+      pickForRequest(g.plan, g.lp, g.inflight, g.pending, 0, 0, 0.1, new Rng(k + 1), rc, new CostParams(), CRIT_STANDARD, 100, 100, out);
       expect(rc.affinity).toBe(1);
       expect(out.pick.index).toBe(1);
       expect(out.pick.considered).toBe(2);
@@ -461,7 +516,7 @@ describe("pickForRequest: prefix holder and empty pools", () => {
     a.rho = 0.99; a.esMs = 10; a.es2Ms2 = 200; // cheap, but ρ above 0.95 and 1 waiting for its 1 slot
     const g = new Fixture(snapOf([a, b], []));
     const out = new RequestPick();
-    pickForRequest(g.plan, g.lp, g.inflight, 0, 0, 0, new Rng(5), cost(2), new CostParams(), CRIT_CRITICAL, 100, 100, out);
+    pickForRequest(g.plan, g.lp, g.inflight, g.pending, 0, 0, 0, new Rng(5), cost(2), new CostParams(), CRIT_CRITICAL, 100, 100, out);
     expect(out.pick.index).toBe(1);
     expect(out.pick.eligible).toBe(1);
   });
@@ -473,7 +528,7 @@ describe("pickForRequest: prefix holder and empty pools", () => {
     const out = new RequestPick();
     const crits = [CRIT_STANDARD, CRIT_SHEDDABLE, CRIT_CRITICAL];
     for (let k = 0; k < crits.length; k++) {
-      pickForRequest(g.plan, g.lp, g.inflight, 0, 0, 0.1, new Rng(5), cost(2), new CostParams(), crits[k], 1, 2, out);
+      pickForRequest(g.plan, g.lp, g.inflight, g.pending, 0, 0, 0.1, new Rng(5), cost(2), new CostParams(), crits[k], 1, 2, out);
       expect(out.shed).toBe(false);
       expect(out.pick.eligible).toBe(0);
       expect(out.pick.index).toBe(-1);

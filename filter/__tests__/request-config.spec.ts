@@ -26,6 +26,7 @@ describe("request config", () => {
     expect(c.fallbackPrefillMsPerToken).toBe(0.1);
     expect(c.adapterLoadMs).toBe(200.0);
     expect(c.kvCacheFull).toBe(0.95);
+    expect(c.decodeIdleShare).toBe(0.0);
     expect(c.prefixEntries).toBe(32768);
     expect(c.prefixMaxAgeMs).toBe(600000);
     expect(c.shedSheddableAt).toBe(1.0);
@@ -33,6 +34,11 @@ describe("request config", () => {
     // the request-aware picker defaults to band, whatever the service's body-blind picker
     expect(c.picker).toBe(PICKER_BAND);
     expect(r.config!.loadAware.services[0].picker).toBe(PICKER_P2C);
+  });
+  it("request.decodeIdleShare: read in 0..1", () => {
+    const r = parseConfig(withRequest('{"allowOnHeadersStopIteration":true,"decodeIdleShare":0.3}'));
+    expect(r.error).toBe("");
+    expect(r.config!.loadAware.services[0].request!.decodeIdleShare).toBe(0.3);
   });
   it("request.picker: p2c or band; anything else names the field", () => {
     const p = parseConfig(withRequest('{"allowOnHeadersStopIteration":true,"picker":"p2c"}'));
@@ -76,6 +82,7 @@ describe("request config", () => {
     const cases = [
       ['{"allowOnHeadersStopIteration":true,"maxBodyBytes":0}', "loadAware.services[0].request.maxBodyBytes: must be between"],
       ['{"allowOnHeadersStopIteration":true,"onInvalid":"drop"}', "loadAware.services[0].request.onInvalid: must be one of"],
+      ['{"allowOnHeadersStopIteration":true,"decodeIdleShare":1.5}', "loadAware.services[0].request.decodeIdleShare: must be between"],
       ['{"allowOnHeadersStopIteration":true,"prefix":{"blockBytes":60}}', "loadAware.services[0].request.prefix.blockBytes: must be a multiple of 8"],
       ['{"allowOnHeadersStopIteration":true,"criticalityHeader":"x-request-id"}', "loadAware.services[0].request.criticalityHeader: must not be x-request-id"],
       ['{"allowOnHeadersStopIteration":true,"shedding":{"sheddableAt":2,"standardAt":1}}', "loadAware.services[0].request.shedding.standardAt: must be at least"],

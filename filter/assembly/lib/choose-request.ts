@@ -1,7 +1,7 @@
 // Request-aware instance choice (pure): the scoring pass of choice/score-request.ts, the saturation
 // filter, the picker — the configured one, except for critical requests, which get the cheapest
 // instance — then the shedding rule (lib/criticality.ts) on the chosen instance's pressure; a
-// request sent charges its prefill to the instance (RequestCost.charge).
+// request sent charges its prefill to the instance (RequestCost.charge, lib/pending-prefill.ts).
 import { Rng } from "./inflight";
 import { Pick, Plan } from "./choice/plan";
 import { LlmPlan } from "./choice/plan-llm";
@@ -12,6 +12,7 @@ import { bandPick } from "./choice/picker-band";
 import { CRIT_CRITICAL, shouldShed } from "./criticality";
 import { modelCostMs } from "./choice/filter-model";
 import { PICKER_P2C } from "./choose";
+import { PendingPrefill } from "./pending-prefill";
 
 export class RequestPick {
   pick: Pick = new Pick();
@@ -19,7 +20,7 @@ export class RequestPick {
   shed: bool = false;
 }
 
-export function pickForRequest(plan: Plan, lp: LlmPlan, inflight: Array<i32>, nowMs: f64, picker: i32, band: f64, rng: Rng,
+export function pickForRequest(plan: Plan, lp: LlmPlan, inflight: Array<i32>, pending: PendingPrefill, nowMs: f64, picker: i32, band: f64, rng: Rng,
   rc: RequestCost, cp: CostParams, crit: i32, sheddableAt: f64, standardAt: f64, out: RequestPick): RequestPick {
   const p = plan.result.reset();
   // the probe (scorer-inband.ts) picks among all candidates, blind to the model filter, and the
@@ -28,7 +29,7 @@ export function pickForRequest(plan: Plan, lp: LlmPlan, inflight: Array<i32>, no
   out.pick = p;
   out.shed = false;
   const inflightP = inflight.dataStart;
-  const scan = scoreRequest(plan, lp, inflightP, nowMs, rc, cp);
+  const scan = scoreRequest(plan, lp, inflightP, pending, nowMs, rc, cp);
   dropSaturated(plan, inflightP, scan);
   p.eligible = scan.eligible;
   if (scan.eligible == 0) return out;
@@ -47,6 +48,10 @@ export function pickForRequest(plan: Plan, lp: LlmPlan, inflight: Array<i32>, no
     // one, the share shed follows the share of busy instances (docs/architecture-choice.md)
     if (p.index >= 0 && shouldShed(crit, unchecked(rc.pressureOf[p.index]), rc.pressure, sheddableAt, standardAt)) { out.shed = true; return out; }
   }
-  if (p.index >= 0) rc.charge(p.index, unchecked(plan.slot[p.index]), nowMs, modelCostMs(lp, lp.hasData ? rc.modelCol : -1, p.index, cp.adapterLoadMs));
+  if (p.index >= 0) {
+    // an adapter load delays the instance's steps; waiting for a LoRA slot to drain does not
+    const extra = modelCostMs(lp, lp.hasData ? rc.modelCol : -1, p.index, cp.adapterLoadMs);
+    rc.charge(pending, p.index, unchecked(plan.slot[p.index]), nowMs, extra < cp.adapterLoadMs ? extra : cp.adapterLoadMs);
+  }
   return out;
 }

@@ -156,7 +156,7 @@ function chooseWithBody(s: SwitchyardStream, v: RequestView, h: BodyHold, body: 
     const slot = unchecked(m.slots[k]);
     for (let i = 0; i < n; i++) if (unchecked(plan.slot[i]) == slot) unchecked(rc.cachedBlocks[i] = unchecked(m.blocks[k]));
   }
-  const out = pickForRequest(plan, lp, la.inflight.total, v.nowMs, cfg.picker, sp.cfg.band, la.rng, rc, req.cp, crit,
+  const out = pickForRequest(plan, lp, la.inflight.total, la.pending, v.nowMs, cfg.picker, sp.cfg.band, la.rng, rc, req.cp, crit,
     cfg.shedSheddableAt, cfg.shedStandardAt, req.out);
   if (out.shed) {
     req.count(crit == CRIT_SHEDDABLE ? RC_SHED_SHEDDABLE : RC_SHED_STANDARD);
@@ -172,6 +172,7 @@ function chooseWithBody(s: SwitchyardStream, v: RequestView, h: BodyHold, body: 
     const cached = unchecked(rc.cachedBlocks[p.index]);
     if (cached > 0) req.count(RC_PREFIX_HIT);
     req.index.record(req.hashes, nh, <u16>slot, now);
+    if (lp.hasData) req.adapters.sent(lp, col, p.index, slot, v.nowMs);
     if (sp.cfg.debug) {
       note = " model=" + target + " crit=" + CRITICALITY_NAMES[crit] + " prompt_tokens=" + (<i32>rc.promptTokens).toString() +
         " cached_blocks=" + cached.toString() + " cost_ms=" + unchecked(plan.cost[p.index]).toString();

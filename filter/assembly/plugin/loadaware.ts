@@ -5,6 +5,7 @@ import { LoadAwareService, PluginConfig, STATUS_DEGRADED } from "../lib/config";
 import { Snapshot } from "../lib/snapshot";
 import { Candidate, candidateFrom, Plan, SKIP_REASONS, skipName } from "../lib/choose";
 import { Inflight, Rng } from "../lib/inflight";
+import { PendingPrefill } from "../lib/pending-prefill";
 import { InbandTable, InbandParams, Prober, probeEvery } from "../lib/inband";
 import { InbandCounters, inbandParams } from "./inband";
 import { defineMetric, incrementMetric, METRIC_COUNTER } from "../abi/host";
@@ -52,6 +53,10 @@ function sanitize(s: string): string {
 export class LoadAware {
   plans: Array<ServicePlan> = [];
   inflight: Inflight = new Inflight();
+  /** Prefill sent ahead per in-flight slot (request-aware services), shared across VMs on the tick. */
+  pending: PendingPrefill = new PendingPrefill();
+  /** Some service chooses with the body: the pending prefill is exchanged on the tick. */
+  requestAware: bool = false;
   inband: InbandTable = new InbandTable();
   inbandCounters: InbandCounters | null = null;
   rng: Rng = new Rng(1);
@@ -73,12 +78,13 @@ export class LoadAware {
     this.debugHeader = String.UTF8.encode(la.debugHeader);
     this.rng = new Rng(seed);
     this.plans = [];
+    this.requestAware = false;
     for (let i = 0; i < la.services.length; i++) {
       const sp = new ServicePlan(la.services[i]);
       // Per service, not per instance: Envoy never frees a stat, and instances churn.
       sp.choiceMetric = defineMetric(METRIC_COUNTER, "switchyard.lb.choice." + sanitize(sp.cfg.service));
       const rq = sp.cfg.request;
-      if (rq != null) sp.req = new RequestPlan(rq!, sanitize(sp.cfg.service));
+      if (rq != null) { sp.req = new RequestPlan(rq!, sanitize(sp.cfg.service)); this.requestAware = true; }
       this.plans.push(sp);
     }
     for (let r = 1; r < SKIP_REASONS; r++) this.skipMetrics[r] = defineMetric(METRIC_COUNTER, "switchyard.lb.skip." + skipName(r));
@@ -97,6 +103,7 @@ export class LoadAware {
     // freed slots start from nothing; factors decay and outstanding requests age
     this.inband.sync(this.inflight.capacity(), this.inflight.gen);
     this.inband.fuseAll(nowMs);
+    if (this.requestAware) this.pending.sync(this.inflight.capacity(), this.inflight.gen);
   }
 
   /** Hands the counts gathered on the request path to the host (on tick). */
@@ -129,7 +136,7 @@ export class LoadAware {
       const rq = sp.req;
       if (snap == null) {
         sp.plan = new Plan(cands, sp.cfg.maxUtilization);
-        if (rq != null) rq.rebuild(sp.plan, sp.cfg.service, [], [], []);
+        if (rq != null) rq.rebuild(sp.plan, sp.cfg.service, [], [], [], [], 0);
         continue;
       }
       for (let j = 0; j < snap.instances.length; j++) {
@@ -151,11 +158,12 @@ export class LoadAware {
       }
       sp.plan = new Plan(cands, sp.cfg.maxUtilization);
       if (rq != null) {
-        const es = new Array<f64>(cands.length), w = new Array<f64>(cands.length);
-        for (let k = 0; k < cands.length; k++) { es[k] = cands[k].perItemMs * cands[k].slots; w[k] = cands[k].weight; }
-        rq.rebuild(sp.plan, sp.cfg.service, snap.llm, es, w);
+        const es = new Array<f64>(cands.length), w = new Array<f64>(cands.length), at = new Array<f64>(cands.length);
+        for (let k = 0; k < cands.length; k++) { es[k] = cands[k].perItemMs * cands[k].slots; w[k] = cands[k].weight; at[k] = cands[k].scrapeAtMs; }
+        rq.rebuild(sp.plan, sp.cfg.service, snap.llm, es, w, at, <f64>snap.generatedAtMs);
       }
     }
+    if (this.requestAware) this.pending.sync(this.inflight.capacity(), this.inflight.gen);
   }
 }
 

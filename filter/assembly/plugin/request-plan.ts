@@ -9,6 +9,7 @@ import { PrefixShare } from "../lib/request/prefix-share";
 import { Inflight } from "../lib/inflight";
 import { LlmPlan, buildLlmPlan } from "../lib/choice/plan-llm";
 import { RequestCost, CostParams } from "../lib/choice/score-request";
+import { AdapterSends } from "../lib/choice/adapter-sends";
 import { RequestPick } from "../lib/choose-request";
 import { Plan } from "../lib/choice/plan";
 import { InstanceLlm } from "../lib/snapshot-llm";
@@ -38,6 +39,8 @@ export class RequestPlan {
   rc: RequestCost = new RequestCost();
   cp: CostParams = new CostParams();
   out: RequestPick = new RequestPick();
+  /** Adapters sent to instances that had not loaded them, until a scrape shows it. */
+  adapters: AdapterSends = new AdapterSends();
   /** Address each in-flight slot had in the last plan: a slot reused by another address forgets its prefixes. */
   private slotAddr: Map<i32, string> = new Map();
   counts: StaticArray<i64> = new StaticArray<i64>(RC_COUNT);
@@ -65,14 +68,16 @@ export class RequestPlan {
     this.cp.fallbackPrefillMs = cfg.fallbackPrefillMsPerToken;
     this.cp.adapterLoadMs = cfg.adapterLoadMs;
     this.cp.kvFull = cfg.kvCacheFull;
+    this.cp.decodeIdleShare = cfg.decodeIdleShare;
     for (let i = 0; i < RC_COUNT; i++) this.metricIds[i] = defineMetric(METRIC_COUNTER, "switchyard.request." + RC_NAMES[i] + "." + service);
   }
 
   @inline count(what: i32): void { unchecked(this.counts[what]++); }
 
-  /** After a plan rebuild: the LLM side in plan order, and prefixes of re-assigned slots dropped. */
-  rebuild(plan: Plan, service: string, llm: Array<InstanceLlm>, esMs: Array<f64>, weight: Array<f64>): void {
+  /** After a plan rebuild: the LLM side in plan order (with the adapters sent since its scrapes), and prefixes of re-assigned slots dropped. */
+  rebuild(plan: Plan, service: string, llm: Array<InstanceLlm>, esMs: Array<f64>, weight: Array<f64>, scrapeAtMs: Array<f64>, nowMs: f64): void {
     this.lp = buildLlmPlan(plan, service, llm, esMs, weight);
+    this.adapters.reapply(this.lp, plan.slot, scrapeAtMs, nowMs);
     if (this.rc.cachedBlocks.length < plan.n) this.rc.cachedBlocks = new StaticArray<i32>(plan.n);
     for (let i = 0; i < plan.n; i++) {
       const s = plan.slot[i];

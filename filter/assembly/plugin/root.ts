@@ -27,6 +27,7 @@ const SNAPSHOT_KEY = String.UTF8.encode("switchyard.snapshot.v1");
 const WRITER_KEY = String.UTF8.encode("switchyard.writer.v1");
 const VMSEQ_KEY = String.UTF8.encode("switchyard.vmseq.v1");
 const INFLIGHT_KEY = String.UTF8.encode("switchyard.inflight.v1");
+const PENDING_KEY = String.UTF8.encode("switchyard.pending.v1");
 const STATUS_KEY = String.UTF8.encode(":status");
 
 export class SwitchyardRoot extends RootContext {
@@ -112,6 +113,7 @@ export class SwitchyardRoot extends RootContext {
       this.shareInflight(now, cfg);
       shareInband(this.loadAware.inband, this.loadAware.inflight);
       this.sharePrefixes(now, cfg);
+      if (this.loadAware.requestAware) this.sharePending(now, cfg);
     }
     this.metrics!.flush();
     this.loadAware.onTick(<f64>now);
@@ -124,6 +126,18 @@ export class SwitchyardRoot extends RootContext {
       const cur = getSharedData(INFLIGHT_KEY);
       const doc = this.loadAware.inflight.merge(cur.found ? cur.value : new ArrayBuffer(0), this.vmToken, now, maxAge);
       const r = setSharedData(INFLIGHT_KEY, doc, cur.found ? cur.cas : 0);
+      if (r != CAS_MISMATCH) return;
+    }
+  }
+
+  /** Publishes this VM's pending prefill per instance and reads the other workers' (lib/pending-prefill.ts). */
+  private sharePending(now: u64, cfg: PluginConfig): void {
+    const maxAge = <u64>(cfg.leaseMs > 10 * cfg.refreshMs ? cfg.leaseMs : 10 * cfg.refreshMs);
+    const la = this.loadAware;
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const cur = getSharedData(PENDING_KEY);
+      const doc = la.pending.merge(cur.found ? cur.value : new ArrayBuffer(0), this.vmToken, now, maxAge, la.inflight);
+      const r = setSharedData(PENDING_KEY, doc, cur.found ? cur.cas : 0);
       if (r != CAS_MISMATCH) return;
     }
   }

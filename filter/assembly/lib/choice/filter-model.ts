@@ -2,7 +2,8 @@
 // instances that serve the requested model are candidates: as a base model or a loaded adapter
 // (no extra cost), an adapter requests already wait for (it is being loaded: adapterLoadMs), or,
 // for an adapter the instance lists but has not loaded, adapter capacity left (it must load it:
-// adapterLoadMs). An instance at capacity without the adapter is left out.
+// adapterLoadMs; + E[S] when adapters this proxy sent since the scrape took the free slots,
+// adapter-sends.ts). An instance at capacity without the adapter is left out.
 import { MODEL_BASE, MODEL_LOADED, MODEL_WAITING } from "../snapshot-llm";
 import { LlmPlan, MODEL_LISTED } from "./plan-llm";
 
@@ -14,6 +15,9 @@ import { LlmPlan, MODEL_LISTED } from "./plan-llm";
   if ((f & MODEL_WAITING) != 0) return adapterLoadMs;
   // room to load it only where the instance lists the adapter (/v1/models): another base model's
   // instance with free LoRA slots cannot serve it
-  if ((f & MODEL_LISTED) != 0 && !unchecked(lp.isBase[col]) && unchecked(lp.loraRoom[i]) > 0) return adapterLoadMs;
-  return Infinity;
+  const room = unchecked(lp.loraRoom[i]);
+  if ((f & MODEL_LISTED) == 0 || unchecked(lp.isBase[col]) || room <= 0) return Infinity;
+  // the free slots the scrape showed are taken by adapters this proxy sent since: it waits for a
+  // running adapter's requests to drain (about one service time) before its own can load
+  return unchecked(lp.loraSent[i]) < room ? adapterLoadMs : adapterLoadMs + unchecked(lp.esMs[i]);
 }

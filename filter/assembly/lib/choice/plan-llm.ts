@@ -17,12 +17,16 @@ export class LlmPlan {
   kv: StaticArray<f64> = new StaticArray<f64>(0);
   /** Adapter capacity left: maxLoras − adapters loaded (−1: unknown / no LoRA). */
   loraRoom: StaticArray<i32> = new StaticArray<i32>(0);
+  /** Adapters this proxy sent to be loaded since the scrape (adapter-sends.ts): slots of loraRoom taken. */
+  loraSent: StaticArray<i32> = new StaticArray<i32>(0);
   /** E[S] per candidate (the body-blind service time) and the rest of the static wait (RTT, queueing). */
   esMs: StaticArray<f64> = new StaticArray<f64>(0);
   restMs: StaticArray<f64> = new StaticArray<f64>(0);
   /** 1/weight (scorer-health.ts). */
   inv: StaticArray<f64> = new StaticArray<f64>(0);
   modelIndex: Map<string, i32> = new Map();
+  /** Model name per column. */
+  names: Array<string> = [];
   /** Per model: served by some candidate as a base model (else only as an adapter). */
   isBase: Array<bool> = [];
   flags: StaticArray<u8> = new StaticArray<u8>(0);
@@ -48,6 +52,7 @@ export function buildLlmPlan(plan: Plan, service: string, llm: Array<InstanceLlm
   lp.decodeMs = new StaticArray<f64>(n);
   lp.kv = new StaticArray<f64>(n);
   lp.loraRoom = new StaticArray<i32>(n);
+  lp.loraSent = new StaticArray<i32>(n);
   lp.esMs = new StaticArray<f64>(n);
   lp.restMs = new StaticArray<f64>(n);
   lp.inv = new StaticArray<f64>(n);
@@ -73,7 +78,7 @@ export function buildLlmPlan(plan: Plan, service: string, llm: Array<InstanceLlm
     let loaded = 0;
     for (let k = 0; k < m; k++) {
       if ((r.modelFlags[k] & MODEL_LOADED) != 0) loaded++;
-      if (!lp.modelIndex.has(r.models[k])) { lp.modelIndex.set(r.models[k], lp.isBase.length); lp.isBase.push(false); }
+      if (!lp.modelIndex.has(r.models[k])) { lp.modelIndex.set(r.models[k], lp.isBase.length); lp.isBase.push(false); lp.names.push(r.models[k]); }
       if ((r.modelFlags[k] & MODEL_BASE) != 0) lp.isBase[lp.modelIndex.get(r.models[k])] = true;
     }
     lp.loraRoom[i] = r.maxLoras > 0 ? max(0, <i32>r.maxLoras - loaded) : -1;

@@ -2,10 +2,12 @@
 // static filters as in score.ts, the model filter, and a cost built on the request's own size.
 // Where the instance's per-token terms are known (LLM section; docs/architecture-choice.md, "Cost"),
 // for continuous batching:
-//   cost_i = rest_i + (P_i + O·d_i·occ_i + modelCost_i)/weight_i + max(0, b_i − c_i)·E[S]_i/c_i/weight_i
-//            + max(0, prefillUntil_slot − now)/weight_i
-//   P_i = uncached prompt tokens × prefill ms/token (scorer-prefix.ts), occ_i = (1 + min(b_i, c_i))/(1 + c_i)
-// and the chosen instance's prefillUntil grows by P_i (RequestCost.charge). Otherwise the body-blind
+//   cost_i = rest_i + (P_i + O·d_i·(s + (1 − s)·occ_i) + modelCost_i)/weight_i + max(0, b_i − c_i)·E[S]_i/c_i/weight_i
+//            + ahead_i/weight_i
+//   P_i = uncached prompt tokens × prefill ms/token (scorer-prefix.ts), occ_i = (1 + min(b_i, c_i))/(1 + c_i),
+//   s = request.decodeIdleShare (the part of a decode step an idle batch still costs)
+//   ahead_i = the prefill this proxy (every worker VM) sent to i and not done yet (lib/pending-prefill.ts)
+// and the chosen instance's pending prefill grows by P_i (RequestCost.charge). Otherwise the body-blind
 // form with the request's service time (scorer-size.ts):
 //   cost_i = rest_i + (S_i(request) + modelCost_i)/weight_i + b_i·E[S]_i/c_i/weight_i
 // It also gives each candidate's pressure for shedding: backlog per slot, a KV cache near full
@@ -17,6 +19,7 @@ import { modelCostMs } from "./filter-model";
 import { serviceMs } from "./scorer-size";
 import { cachedTokens } from "./scorer-prefix";
 import { ptr, f64At, setF64At, i32At } from "./flat";
+import { PendingPrefill } from "../pending-prefill";
 
 /** The request's side of the cost, filled per request (reused: nothing allocated per request). */
 export class RequestCost {
@@ -36,27 +39,11 @@ export class RequestCost {
   pressureOf: StaticArray<f64> = new StaticArray<f64>(0);
   /** Scratch, per candidate: the request's prefill there (ms, its uncached tokens; 0 where the per-token terms are unknown). */
   prefillMs: StaticArray<f64> = new StaticArray<f64>(0);
-  /**
-   * Proxy-local, per in-flight slot (kept across snapshots): when the prefill work this proxy sent
-   * there is done (ms, the request clock). Bounded by the in-flight table's slots (the live fleet).
-   */
-  prefillUntil: StaticArray<f64> = new StaticArray<f64>(0);
-
-  /** Per-slot state covering slots below `n` (grows with the in-flight table, i.e. the live fleet). */
-  growSlots(n: i32): void {
-    if (this.prefillUntil.length >= n) return;
-    const g = new StaticArray<f64>(n);
-    for (let k = 0; k < this.prefillUntil.length; k++) unchecked(g[k] = this.prefillUntil[k]);
-    this.prefillUntil = g;
-  }
-
-  /** A request was sent to candidate i (slot `slot`) at `nowMs`: its prefill (and adapter load) queues behind the earlier ones. */
-  charge(i: i32, slot: i32, nowMs: f64, extraMs: f64): void {
-    if (slot < 0 || slot >= this.prefillUntil.length || i >= this.prefillMs.length) return;
+  /** A request was sent to candidate i (slot `slot`) at `nowMs`: its prefill (and adapter load) queues behind what this proxy sent there before. */
+  charge(pending: PendingPrefill, i: i32, slot: i32, nowMs: f64, extraMs: f64): void {
+    if (i < 0 || i >= this.prefillMs.length) return;
     const add = unchecked(this.prefillMs[i]);
-    if (!(add > 0) && !(extraMs > 0)) return;
-    const at = unchecked(this.prefillUntil[slot]);
-    unchecked(this.prefillUntil[slot] = (at > nowMs ? at : nowMs) + add + (extraMs > 0 && extraMs < Infinity ? extraMs : 0));
+    pending.charge(slot, nowMs, (add > 0 ? add : 0) + (extraMs > 0 && extraMs < Infinity ? extraMs : 0));
   }
 }
 
@@ -66,9 +53,11 @@ export class CostParams {
   fallbackPrefillMs: f64 = 0.1;
   adapterLoadMs: f64 = 200;
   kvFull: f64 = 0.95;
+  /** request.decodeIdleShare: the decode time per token paid in an idle batch, as a share of the learned one */
+  decodeIdleShare: f64 = 0;
 }
 
-export function scoreRequest(plan: Plan, lp: LlmPlan, inflightP: usize, nowMs: f64, rc: RequestCost, cp: CostParams): Scan {
+export function scoreRequest(plan: Plan, lp: LlmPlan, inflightP: usize, pending: PendingPrefill, nowMs: f64, rc: RequestCost, cp: CostParams): Scan {
   const n = plan.n;
   const checkStale = anyStale(plan, nowMs);
   const skipP = ptr(plan.skip), slotP = ptr(plan.slot), staleP = ptr(plan.staleAtMs), qP = ptr(plan.qAdj);
@@ -93,7 +82,6 @@ export function scoreRequest(plan: Plan, lp: LlmPlan, inflightP: usize, nowMs: f
     const cached = cachedTokens(blocks, cp.blockBytes, cp.bytesPerToken, kv, cp.kvFull);
     const pf = unchecked(lp.prefillMs[i]), dc = unchecked(lp.decodeMs[i]);
     const slot = i32At(slotP, i);
-    if (slot >= rc.prefillUntil.length) rc.growSlots(slot + 1);
     let b = f64At(qP, i) + <f64>i32At(inflightP, slot);
     if (b < 0) b = 0;
     const slots = f64At(slotsP, i);
@@ -103,13 +91,16 @@ export function scoreRequest(plan: Plan, lp: LlmPlan, inflightP: usize, nowMs: f
       // Continuous batching (vLLM): the request joins the running batch at once while it has room.
       // It waits for the requests beyond the batch's slots and for the prefill this proxy sent
       // ahead of it; its decode is priced on the batch it joins (a step's time grows with the
-      // batch; the learned time per token is the instance's usual batch, taken as a full one).
+      // batch; the learned time per token is the instance's usual batch, taken as a full one),
+      // optionally with a floor for the step's fixed part, which an idle batch pays too
+      // (request.decodeIdleShare, 0 by default: docs/architecture-choice.md, "The idle share").
       const own = (rc.promptTokens - (cached < rc.promptTokens ? cached : rc.promptTokens)) * pf;
       unchecked(rc.prefillMs[i] = own);
       const occupancy = (1 + (b < slots ? b : slots)) / (1 + slots);
-      const ahead = slot >= 0 ? unchecked(rc.prefillUntil[slot]) - nowMs : 0;
+      const share = cp.decodeIdleShare;
+      const ahead = pending.aheadMs(slot, nowMs);
       const over = b - slots;
-      c = unchecked(lp.restMs[i]) * inv + (own + rc.outTokens * dc * occupancy + extra) * inv +
+      c = unchecked(lp.restMs[i]) * inv + (own + rc.outTokens * dc * (share + (1 - share) * occupancy) + extra) * inv +
         (over > 0 ? over * f64At(pwP, i) : 0) + (ahead > 0 ? ahead * inv : 0);
     } else {
       unchecked(rc.prefillMs[i] = 0);

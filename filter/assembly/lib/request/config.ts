@@ -45,6 +45,11 @@ export class RequestConfig {
   adapterLoadMs: f64 = 200;
   /** KV-cache use at which a cached prefix is assumed evicted (its saving counts 0) and the instance full. */
   kvCacheFull: f64 = 0.95;
+  /**
+   * Share of the learned decode time per token a request still pays in an idle batch (the step's
+   * fixed cost); the rest grows with the occupancy of the batch it joins (score-request.ts).
+   */
+  decodeIdleShare: f64 = 0;
   prefixBlockBytes: i32 = 64;
   prefixMaxBlocks: i32 = 256;
   prefixEntries: i32 = 32768;
@@ -73,7 +78,7 @@ export class RequestConfig {
 }
 
 export const REQUEST_KEYS: Array<string> = ["api", "allowOnHeadersStopIteration", "maxBodyBytes", "onInvalid", "holdTimeoutMs",
-  "bytesPerToken", "defaultMaxTokens", "fallbackPrefillMsPerToken", "adapterLoadMs", "kvCacheFull", "prefix", "criticalityHeader",
+  "bytesPerToken", "defaultMaxTokens", "fallbackPrefillMsPerToken", "adapterLoadMs", "kvCacheFull", "decodeIdleShare", "prefix", "criticalityHeader",
   "criticality", "shedding", "models", "priority", "picker"];
 
 function modelName(r: ObjectReader, key: string, required: bool): string {
@@ -99,6 +104,7 @@ export function parseRequestConfig(r: ObjectReader): RequestConfig {
   c.fallbackPrefillMsPerToken = r.num("fallbackPrefillMsPerToken", c.fallbackPrefillMsPerToken, 0, 1000);
   c.adapterLoadMs = r.num("adapterLoadMs", c.adapterLoadMs, 0, 600000);
   c.kvCacheFull = r.num("kvCacheFull", c.kvCacheFull, 0.5, 1);
+  c.decodeIdleShare = r.num("decodeIdleShare", c.decodeIdleShare, 0, 1);
   const px = r.obj("prefix", ["blockBytes", "maxBlocks", "entries", "maxAgeMs"]);
   if (px != null) {
     c.prefixBlockBytes = px.int("blockBytes", c.prefixBlockBytes, 8, 4096);

@@ -1,0 +1,151 @@
+// The prefill this proxy sent ahead to each instance and that is not done yet (by the request-aware
+// cost's estimate), per in-flight slot, shared across worker VMs (docs/architecture-choice.md,
+// "Pending prefill").
+//
+// The request path reads and charges only local arrays: `own` (this VM's charges) and `others`
+// (the other VMs' charges as of the last exchange). On the tick each VM reads one shared-data
+// document, folds the other live VMs' sections into `others`, and writes the document back (CAS)
+// with its own section replaced — the in-flight table's exchange (lib/inflight.ts), in a document
+// of its own so that body-blind configurations neither read nor write it.
+//
+// Section (little-endian): u32 vmToken, u64 publishedAtMs, u16 count, count × (u8 addrLen, addr,
+// f32 aheadMs) — aheadMs: how long the prefill this VM sent to addr still takes at publishedAtMs;
+// only addresses with prefill ahead are written. Records name the instance by address (each VM
+// numbers its slots itself); an address the reader holds no slot for is skipped.
+import { concatSections } from "./shared-doc";
+import { Inflight } from "./inflight";
+
+export const PENDING_SECTION_HEADER_BYTES: i32 = 14;
+
+export class PendingPrefill {
+  /** Per slot: when the prefill this VM sent there is done (ms, the request clock; 0: none). */
+  own: StaticArray<f64> = new StaticArray<f64>(0);
+  /** Per slot: when the prefill the other VMs sent there is done, as of the last exchange (0: none). */
+  others: StaticArray<f64> = new StaticArray<f64>(0);
+  /** Per slot: the in-flight generation the values belong to (a freed and reused slot starts empty). */
+  private gen: StaticArray<u32> = new StaticArray<u32>(0);
+  /** Records of other VMs skipped: a value not finite or negative (written by a broken VM). */
+  invalid: u64 = 0;
+
+  /** Covers slots below `n` (the in-flight table's capacity: the live fleet). */
+  grow(n: i32): void {
+    if (this.own.length >= n) return;
+    const o = new StaticArray<f64>(n), r = new StaticArray<f64>(n), g = new StaticArray<u32>(n);
+    for (let k = 0; k < this.own.length; k++) {
+      unchecked(o[k] = this.own[k]);
+      unchecked(r[k] = this.others[k]);
+      unchecked(g[k] = this.gen[k]);
+    }
+    this.own = o;
+    this.others = r;
+    this.gen = g;
+  }
+
+  /** After the in-flight table freed or reused slots: those slots' prefill is forgotten. */
+  sync(capacity: i32, gen: Array<u32>): void {
+    this.grow(capacity);
+    const n = min(capacity, gen.length);
+    for (let s = 0; s < n; s++) {
+      const g = unchecked(gen[s]);
+      if (unchecked(this.gen[s]) == g) continue;
+      unchecked(this.gen[s] = g);
+      unchecked(this.own[s] = 0);
+      unchecked(this.others[s] = 0);
+    }
+  }
+
+  /** The prefill sent to `slot` by this proxy (every VM) still ahead at `nowMs`. */
+  @inline aheadMs(slot: i32, nowMs: f64): f64 {
+    if (slot < 0 || slot >= this.own.length) return 0;
+    const a = unchecked(this.own[slot]) - nowMs, b = unchecked(this.others[slot]) - nowMs;
+    return (a > 0 ? a : 0) + (b > 0 ? b : 0);
+  }
+
+  /** This VM sent `ms` of prefill to `slot` at `nowMs`: it queues behind what this VM sent before. */
+  charge(slot: i32, nowMs: f64, ms: f64): void {
+    if (slot < 0 || !(ms > 0) || ms == Infinity) return;
+    if (slot >= this.own.length) this.grow(slot + 1);
+    const at = unchecked(this.own[slot]);
+    unchecked(this.own[slot] = (at > nowMs ? at : nowMs) + ms);
+  }
+
+  /** This VM's section: the addresses (of `addrs`, by slot) with prefill ahead at `nowMs`. */
+  encodeOwn(token: u32, nowMs: u64, addrs: Array<string>): ArrayBuffer {
+    const now = <f64>nowMs;
+    const n = min(addrs.length, this.own.length);
+    let count = 0;
+    let size = PENDING_SECTION_HEADER_BYTES;
+    for (let s = 0; s < n; s++) {
+      if (!(unchecked(this.own[s]) > now)) continue;
+      const a = unchecked(addrs[s]);
+      if (a.length == 0) continue;
+      size += 5 + String.UTF8.byteLength(a);
+      count++;
+    }
+    const out = new ArrayBuffer(size);
+    const p = changetype<usize>(out);
+    store<u32>(p, token);
+    store<u64>(p + 4, nowMs);
+    store<u16>(p + 12, <u16>count);
+    let off: usize = PENDING_SECTION_HEADER_BYTES;
+    for (let s = 0; s < n; s++) {
+      const until = unchecked(this.own[s]);
+      if (!(until > now)) continue;
+      const a = unchecked(addrs[s]);
+      if (a.length == 0) continue;
+      const len = <usize>String.UTF8.encodeUnsafe(changetype<usize>(a), a.length, p + off + 1);
+      store<u8>(p + off, <u8>len);
+      off += 1 + len;
+      store<f32>(p + off, <f32>(until - now));
+      off += 4;
+    }
+    return out;
+  }
+
+  /**
+   * Reads the shared document: the other live VMs' prefill ahead, per slot, into `others` (summed:
+   * the instance works through all of it), and returns the document to write back (expired
+   * sections dropped, ours replaced). A malformed section ends the read there.
+   */
+  merge(doc: ArrayBuffer, token: u32, nowMs: u64, maxAgeMs: u64, inflight: Inflight): ArrayBuffer {
+    const now = <f64>nowMs;
+    this.grow(inflight.capacity());
+    const others = this.others;
+    for (let s = 0; s < others.length; s++) unchecked(others[s] = 0);
+    const keep = new Array<ArrayBuffer>();
+    const p = changetype<usize>(doc);
+    const n = doc.byteLength;
+    let off = 0;
+    while (off + PENDING_SECTION_HEADER_BYTES <= n) {
+      const start = off;
+      const t = load<u32>(p + <usize>off);
+      const at = load<u64>(p + <usize>off + 4);
+      const count = <i32>load<u16>(p + <usize>off + 12);
+      off += PENDING_SECTION_HEADER_BYTES;
+      let ok = true;
+      const live = t != token && at + maxAgeMs >= nowMs;
+      for (let e = 0; e < count; e++) {
+        if (off + 1 > n) { ok = false; break; }
+        const len = <i32>load<u8>(p + <usize>off);
+        if (off + 1 + len + 4 > n) { ok = false; break; }
+        if (live) {
+          const v = <f64>load<f32>(p + <usize>off + 1 + <usize>len);
+          if (!(v >= 0) || v == Infinity) this.invalid++;
+          else {
+            const rest = <f64>at + v - now;
+            // never allocate a slot here: the document is input
+            const slot = rest > 0 ? inflight.slotOf(String.UTF8.decodeUnsafe(p + <usize>off + 1, <usize>len)) : -1;
+            if (slot >= 0 && slot < others.length) unchecked(others[slot] += rest);
+          }
+        }
+        off += 1 + len + 4;
+      }
+      if (!ok) break;
+      if (live) keep.push(doc.slice(start, off));
+    }
+    // summed remainders as one "done at" time: exact for one other VM, the sum of the work for several
+    for (let s = 0; s < others.length; s++) if (unchecked(others[s]) > 0) unchecked(others[s] += now);
+    keep.push(this.encodeOwn(token, nowMs, inflight.addresses()));
+    return concatSections(keep);
+  }
+}
