@@ -405,7 +405,10 @@ describe("the slowness verdict (slow, held, recovered)", () => {
 
   it("once judged slow, the whole peak ratio is priced and held (no fade) until the instance recovers", () => {
     const f = new Fixture(80, 0, 80, 1);
-    let t = episode(f);                  // two 10x answers in a row
+    let t = episode(f);                  // two 10x answers in a row: a verdict, not yet held
+    f.table.fuseAll(t);
+    expect(f.table.adj[0]).toBeLessThan(2.5);   // ratio / threshold, fading (a healthy tail's pair costs no more)
+    f.answer(0, t, 8, 700); t += 1000;   // a third slow answer in a row (HOLD_ANSWERS) confirms it
     f.table.fuseAll(t);
     const held = f.table.adj[0];
     expect(held).toBeGreaterThan(8);     // ~10x, not 10/threshold = 2x
@@ -429,6 +432,18 @@ describe("the slowness verdict (slow, held, recovered)", () => {
     expect(fuseFactor(p, 0, 0, 0, 0, 800, 80, 0, 0, 80, 0, 0, 0, 0, false, 0, 0, false)).toBe(2);
     // held, but the peak under the gate (a verdict from the slow score alone): not priced
     expect(fuseFactor(p, 0, 0, 0, 0, 240, 80, 0, 0, 80, 0, 0, 0, 0, false, 0, 0, true)).toBe(1);
+  });
+
+  it("a pair of slow answers broken by a normal one is not held: only HOLD_ANSWERS in a row above the slow-run ratio hold the verdict", () => {
+    const f = new Fixture(80, 0, 80, 1);
+    let t = episode(f);                  // the pair: a verdict
+    f.answer(0, t, 8, 80); t += 1000;    // a normal answer breaks the run
+    f.answer(0, t, 8, 700); t += 1000;   // one more slow answer: a run of 1
+    f.table.fuseAll(t);
+    expect(f.table.adj[0]).toBeLessThan(2.5);
+    t += 20000;                          // unconfirmed, it fades
+    f.table.fuseAll(t);
+    expect(f.table.adj[0]).toBeLessThan(1.1);
   });
 
   it("normal answers from before an episode are no recovery from it (out-of-order completion)", () => {

@@ -63,6 +63,15 @@ export const SLOW_RUN_RATIO: f64 = 2.5;
 /** Normal answers in a row, after a slowdown this proxy saw, that make the instance "recovered". */
 export const RECOVERY_ANSWERS: i32 = 3;
 /**
+ * Answers in a row above SLOW_RUN_RATIO x the norm (the verdict's pair among them) before a verdict
+ * is held at the whole ratio (fuseFactor `held`): a pair above slowdownThreshold is a healthy
+ * instance's tail every few seconds in a fleet, and held until recovery it kept that instance out
+ * for seconds (fleet B at rho 0.95: 0.62 vs 0.53 x LEAST_REQUEST over 10 paths); a third answer
+ * above 2.5x right after the pair comes ~1 in 12 pairs of a healthy instance, and almost always
+ * from a 10x slower one.
+ */
+export const HOLD_ANSWERS: i32 = 3;
+/**
  * How long after the last slow answer a recovery still corrects the scrape: the agent's P99
  * window (10 s) plus the fade of its E[S] (tau = the window), about twice over.
  */
@@ -228,6 +237,9 @@ export class InbandTable {
   normalAt: Array<f64> = [];
   /** The slow score (judge(); this VM's answers, not shared). */
   highRun: Array<i32> = [];
+  /** Answers above SLOW_RUN_RATIO x the norm in a row, and whether HOLD_ANSWERS of them confirmed the verdict in force. */
+  slowRun: Array<i32> = [];
+  confirmed: Array<bool> = [];
   /** Service samples seen, up to REF_MIN_SAMPLES (the norm is a running mean until then, and judges nothing). */
   eosN: Array<f64> = [];
   /** The clock of the last tick (fuseAll): what liftsSlow() judges by at a plan rebuild. */
@@ -274,7 +286,7 @@ export class InbandTable {
       this.hdrFloor.push(NaN); this.qAt.push(-Infinity);
       this.eosPeak.push(0); this.eosRef.push(0); this.eosAt.push(0);
       this.err.push(0); this.errAt.push(0);
-      this.slowAt.push(0); this.highRun.push(0); this.normalRun.push(0); this.normalAt.push(0); this.eosN.push(0);
+      this.slowAt.push(0); this.highRun.push(0); this.slowRun.push(0); this.confirmed.push(false); this.normalRun.push(0); this.normalAt.push(0); this.eosN.push(0);
       this.lastSentMs.push(-Infinity);
       this.openN.push(0); this.openSum.push(0);
       this.probeUntil.push(-Infinity); this.probeStreak.push(0);
@@ -290,7 +302,7 @@ export class InbandTable {
     this.hdrFloor[s] = NaN; this.qAt[s] = -Infinity;
     this.eosPeak[s] = 0; this.eosRef[s] = 0; this.eosAt[s] = 0;
     this.err[s] = 0; this.errAt[s] = 0;
-    this.slowAt[s] = 0; this.highRun[s] = 0; this.normalRun[s] = 0; this.normalAt[s] = 0; this.eosN[s] = 0;
+    this.slowAt[s] = 0; this.highRun[s] = 0; this.slowRun[s] = 0; this.confirmed[s] = false; this.normalRun[s] = 0; this.normalAt[s] = 0; this.eosN[s] = 0;
     this.lastSentMs[s] = -Infinity;
     this.openN[s] = 0; this.openSum[s] = 0;
     this.probeUntil[s] = -Infinity; this.probeStreak[s] = 0;
@@ -429,6 +441,10 @@ export class InbandTable {
     const high = x > SLOW_RUN_RATIO * ref;
     const run = high ? (h < SLOW_RUN ? h + 1 : SLOW_RUN) : (x <= NORMAL_RATIO * ref ? (h > 0 ? h - 1 : 0) : h);
     this.highRun[s] = run;
+    const sr = x > SLOW_RUN_RATIO * ref ? this.slowRun[s] + 1 : 0;
+    this.slowRun[s] = sr;
+    // a new episode (none in memory) starts unconfirmed
+    if (!(sa > 0 && t - sa <= RECOVERY_MEMORY_MS)) this.confirmed[s] = false;
     if (at > sa && (y > p.slowdownThreshold * ref || (high && run >= SLOW_RUN) || (sa > 0 && t - sa <= RECOVERY_MEMORY_MS && x > p.slowdownThreshold * ref))) {
       this.slowAt[s] = at;
       // the score starts verdicts; within one, answers above slowdownThreshold x the norm extend it
@@ -440,6 +456,7 @@ export class InbandTable {
       if (at >= this.normalAt[s]) this.normalRun[s] = 0;
       else if (this.normalRun[s] > 1) this.normalRun[s] = 1;
     }
+    if (sr >= HOLD_ANSWERS && this.slowAt[s] > 0) this.confirmed[s] = true;
     if (x <= NORMAL_RATIO * ref) {
       if (at <= this.slowAt[s]) return;
       if (this.normalRun[s] < 1e9) this.normalRun[s] += 1;
@@ -569,7 +586,7 @@ export class InbandTable {
     this.adj[s * ADJ_STRIDE] = fuseFactor(this.paramsOf[s], now,
       this.hdrPeak[s], this.hdrRef[s], this.hdrAt[s], this.eosPeak[s], this.eosRef[s], this.eosAt[s],
       openAge, this.esScrape[s], this.err[s], this.errAt[s], this.orcaErr[s], this.orcaAt[s], recovered, this.normalRun[s], this.calib[s],
-      !recovered && this.slowAt[s] > 0 && now - this.slowAt[s] <= RECOVERY_MEMORY_MS);
+      !recovered && this.confirmed[s] && this.slowAt[s] > 0 && now - this.slowAt[s] <= RECOVERY_MEMORY_MS);
   }
 
   /** Tick: every slot's factor at `now`. */
