@@ -7,7 +7,7 @@
 //
 // Shared document: repeated sections `u32 vmToken, u64 updatedAtMs, u16 count,
 // count × (u8 addrLen, addr, u32 inflight)`; only non-zero counts are written.
-import { concatSections } from "./shared-doc";
+import { AddrSections, addrRecordBytes, concatSections, writeAddr, writeAddrSectionHeader, ADDR_SECTION_HEADER_BYTES } from "./shared-doc";
 
 /** Stream handle for "no slot held". */
 export const NO_HOLD: i64 = -1;
@@ -142,24 +142,18 @@ export class Inflight {
   /** This VM's section (allocates the section only: this runs on every tick). */
   encodeOwn(token: u32, nowMs: u64): ArrayBuffer {
     let n = 0;
-    let size = 14;
+    let size = ADDR_SECTION_HEADER_BYTES;
     for (let i = 0; i < this.addrs.length; i++) {
       if (unchecked(this.local[i]) <= 0) continue;
-      size += 5 + String.UTF8.byteLength(unchecked(this.addrs[i]));
+      size += addrRecordBytes(unchecked(this.addrs[i]));
       n++;
     }
     const out = new ArrayBuffer(size);
     const p = changetype<usize>(out);
-    store<u32>(p, token);
-    store<u64>(p + 4, nowMs);
-    store<u16>(p + 12, <u16>n);
-    let off: usize = 14;
+    let off = writeAddrSectionHeader(p, token, nowMs, n);
     for (let i = 0; i < this.addrs.length; i++) {
       if (unchecked(this.local[i]) <= 0) continue;
-      const a = unchecked(this.addrs[i]);
-      const len = <usize>String.UTF8.encodeUnsafe(changetype<usize>(a), a.length, p + off + 1);
-      store<u8>(p + off, <u8>len);
-      off += 1 + len;
+      off = writeAddr(p, off, unchecked(this.addrs[i]));
       store<u32>(p + off, <u32>unchecked(this.local[i]));
       off += 4;
     }
@@ -168,42 +162,21 @@ export class Inflight {
 
   /**
    * Reads the shared document: sums other live VMs' counts into `remote`, and returns the
-   * document to write back (expired sections dropped, ours replaced). Malformed input is treated
-   * as empty (returned document then holds only our section).
+   * document to write back (expired sections dropped, ours replaced). Malformed input ends the
+   * read there (what follows is dropped from the returned document).
    */
   merge(doc: ArrayBuffer, token: u32, nowMs: u64, maxAgeMs: u64): ArrayBuffer {
     for (let i = 0; i < this.remote.length; i++) this.remote[i] = 0;
-    const keep = new Array<ArrayBuffer>();
-    const p = changetype<usize>(doc);
-    const n = doc.byteLength;
-    let off = 0;
-    while (off + 14 <= n) {
-      const start = off;
-      const t = load<u32>(p + <usize>off);
-      const at = load<u64>(p + <usize>off + 4);
-      const count = <i32>load<u16>(p + <usize>off + 12);
-      off += 14;
-      let ok = true;
-      const live = t != token && at + maxAgeMs >= nowMs;
-      for (let e = 0; e < count; e++) {
-        if (off + 1 > n) { ok = false; break; }
-        const len = <i32>load<u8>(p + <usize>off);
-        if (off + 1 + len + 4 > n) { ok = false; break; }
-        if (live) {
-          const addr = String.UTF8.decodeUnsafe(p + <usize>off + 1, <usize>len);
-          const c = <i32>load<u32>(p + <usize>off + 1 + <usize>len);
-          // Only addresses in our plans matter; others (a VM ahead of us on snapshots) are
-          // picked up on the tick after we adopt them. Never allocate here: the document is input.
-          if (this.slots.has(addr)) this.remote[this.slots.get(addr)] += c;
-        }
-        off += 1 + len + 4;
-      }
-      if (!ok) break;
-      if (live) keep.push(doc.slice(start, off));
+    const r = new AddrSections(doc, token, nowMs, maxAgeMs);
+    while (r.next()) {
+      const addr = r.addr();
+      // Only addresses in our plans matter; others (a VM ahead of us on snapshots) are
+      // picked up on the tick after we adopt them. Never allocate here: the document is input.
+      if (this.slots.has(addr)) this.remote[this.slots.get(addr)] += <i32>load<u32>(r.valuePtr);
     }
     for (let i = 0; i < this.total.length; i++) this.total[i] = this.local[i] + this.remote[i];
-    keep.push(this.encodeOwn(token, nowMs));
-    return concatSections(keep);
+    r.keep.push(this.encodeOwn(token, nowMs));
+    return concatSections(r.keep);
   }
 }
 

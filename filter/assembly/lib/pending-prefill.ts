@@ -12,10 +12,10 @@
 // f32 aheadMs) — aheadMs: how long the prefill this VM sent to addr still takes at publishedAtMs;
 // only addresses with prefill ahead are written. Records name the instance by address (each VM
 // numbers its slots itself); an address the reader holds no slot for is skipped.
-import { concatSections } from "./shared-doc";
+import { AddrSections, addrRecordBytes, concatSections, writeAddr, writeAddrSectionHeader, ADDR_SECTION_HEADER_BYTES } from "./shared-doc";
 import { Inflight } from "./inflight";
 
-export const PENDING_SECTION_HEADER_BYTES: i32 = 14;
+export const PENDING_SECTION_HEADER_BYTES: i32 = ADDR_SECTION_HEADER_BYTES;
 
 export class PendingPrefill {
   /** Per slot: when the prefill this VM sent there is done (ms, the request clock; 0: none). */
@@ -74,28 +74,23 @@ export class PendingPrefill {
     const now = <f64>nowMs;
     const n = min(addrs.length, this.own.length);
     let count = 0;
-    let size = PENDING_SECTION_HEADER_BYTES;
+    let size = ADDR_SECTION_HEADER_BYTES;
     for (let s = 0; s < n; s++) {
       if (!(unchecked(this.own[s]) > now)) continue;
       const a = unchecked(addrs[s]);
       if (a.length == 0) continue;
-      size += 5 + String.UTF8.byteLength(a);
+      size += addrRecordBytes(a);
       count++;
     }
     const out = new ArrayBuffer(size);
     const p = changetype<usize>(out);
-    store<u32>(p, token);
-    store<u64>(p + 4, nowMs);
-    store<u16>(p + 12, <u16>count);
-    let off: usize = PENDING_SECTION_HEADER_BYTES;
+    let off = writeAddrSectionHeader(p, token, nowMs, count);
     for (let s = 0; s < n; s++) {
       const until = unchecked(this.own[s]);
       if (!(until > now)) continue;
       const a = unchecked(addrs[s]);
       if (a.length == 0) continue;
-      const len = <usize>String.UTF8.encodeUnsafe(changetype<usize>(a), a.length, p + off + 1);
-      store<u8>(p + off, <u8>len);
-      off += 1 + len;
+      off = writeAddr(p, off, a);
       store<f32>(p + off, <f32>(until - now));
       off += 4;
     }
@@ -112,40 +107,18 @@ export class PendingPrefill {
     this.grow(inflight.capacity());
     const others = this.others;
     for (let s = 0; s < others.length; s++) unchecked(others[s] = 0);
-    const keep = new Array<ArrayBuffer>();
-    const p = changetype<usize>(doc);
-    const n = doc.byteLength;
-    let off = 0;
-    while (off + PENDING_SECTION_HEADER_BYTES <= n) {
-      const start = off;
-      const t = load<u32>(p + <usize>off);
-      const at = load<u64>(p + <usize>off + 4);
-      const count = <i32>load<u16>(p + <usize>off + 12);
-      off += PENDING_SECTION_HEADER_BYTES;
-      let ok = true;
-      const live = t != token && at + maxAgeMs >= nowMs;
-      for (let e = 0; e < count; e++) {
-        if (off + 1 > n) { ok = false; break; }
-        const len = <i32>load<u8>(p + <usize>off);
-        if (off + 1 + len + 4 > n) { ok = false; break; }
-        if (live) {
-          const v = <f64>load<f32>(p + <usize>off + 1 + <usize>len);
-          if (!(v >= 0) || v == Infinity) this.invalid++;
-          else {
-            const rest = <f64>at + v - now;
-            // never allocate a slot here: the document is input
-            const slot = rest > 0 ? inflight.slotOf(String.UTF8.decodeUnsafe(p + <usize>off + 1, <usize>len)) : -1;
-            if (slot >= 0 && slot < others.length) unchecked(others[slot] += rest);
-          }
-        }
-        off += 1 + len + 4;
-      }
-      if (!ok) break;
-      if (live) keep.push(doc.slice(start, off));
+    const r = new AddrSections(doc, token, nowMs, maxAgeMs);
+    while (r.next()) {
+      const v = <f64>load<f32>(r.valuePtr);
+      if (!(v >= 0) || v == Infinity) { this.invalid++; continue; }
+      const rest = <f64>r.at + v - now;
+      // never allocate a slot here: the document is input
+      const slot = rest > 0 ? inflight.slotOf(r.addr()) : -1;
+      if (slot >= 0 && slot < others.length) unchecked(others[slot] += rest);
     }
     // summed remainders as one "done at" time: exact for one other VM, the sum of the work for several
     for (let s = 0; s < others.length; s++) if (unchecked(others[s]) > 0) unchecked(others[s] += now);
-    keep.push(this.encodeOwn(token, nowMs, inflight.addresses()));
-    return concatSections(keep);
+    r.keep.push(this.encodeOwn(token, nowMs, inflight.addresses()));
+    return concatSections(r.keep);
   }
 }

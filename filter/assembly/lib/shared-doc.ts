@@ -13,3 +13,84 @@ export function concatSections(sections: Array<ArrayBuffer>): ArrayBuffer {
   }
   return out;
 }
+
+// Address-keyed sections (the in-flight counts, the pending prefill): u32 vmToken, u64
+// publishedAtMs, u16 count, then count × (u8 addrLen, addr, a 4-byte value). One reader and one
+// writer for both documents, so that their framing checks cannot drift apart.
+export const ADDR_SECTION_HEADER_BYTES: i32 = 14;
+
+/** Bytes one record for `addr` takes (length byte, UTF-8 bytes, 4-byte value). */
+@inline export function addrRecordBytes(addr: string): i32 { return 5 + String.UTF8.byteLength(addr); }
+
+/** Writes a section header at p; returns the offset of the first record. */
+@inline export function writeAddrSectionHeader(p: usize, token: u32, nowMs: u64, count: i32): usize {
+  store<u32>(p, token);
+  store<u64>(p + 4, nowMs);
+  store<u16>(p + 12, <u16>count);
+  return <usize>ADDR_SECTION_HEADER_BYTES;
+}
+
+/** Writes addr's length byte and bytes at p + off; returns the offset of its 4-byte value. */
+@inline export function writeAddr(p: usize, off: usize, addr: string): usize {
+  const len = <usize>String.UTF8.encodeUnsafe(changetype<usize>(addr), addr.length, p + off + 1);
+  store<u8>(p + off, <u8>len);
+  return off + 1 + len;
+}
+
+/**
+ * Walks a document of address-keyed sections: next() stops on each record of a live section
+ * (another VM's, published within maxAgeMs), and `keep` collects the live sections read whole.
+ * A malformed record ends the walk there (its section is not kept).
+ */
+export class AddrSections {
+  keep: Array<ArrayBuffer> = new Array<ArrayBuffer>();
+  /** The current record: its section's publishedAtMs, its address bytes and its value's address. */
+  at: u64 = 0;
+  addrPtr: usize = 0;
+  addrLen: i32 = 0;
+  valuePtr: usize = 0;
+  private p: usize;
+  private n: i32;
+  private off: i32 = 0;
+  private start: i32 = 0;
+  private remaining: i32 = 0;
+  private live: bool = false;
+
+  constructor(private doc: ArrayBuffer, private token: u32, private nowMs: u64, private maxAgeMs: u64) {
+    this.p = changetype<usize>(doc);
+    this.n = doc.byteLength;
+  }
+
+  /** The current record's address, decoded (allocates). */
+  addr(): string { return String.UTF8.decodeUnsafe(this.addrPtr, <usize>this.addrLen); }
+
+  next(): bool {
+    const p = this.p, n = this.n;
+    for (;;) {
+      if (this.remaining > 0) {
+        const off = this.off;
+        if (off + 1 > n) return false;
+        const len = <i32>load<u8>(p + <usize>off);
+        if (off + 1 + len + 4 > n) return false;
+        this.addrPtr = p + <usize>off + 1;
+        this.addrLen = len;
+        this.valuePtr = p + <usize>(off + 1 + len);
+        this.off = off + 1 + len + 4;
+        this.remaining--;
+        if (this.live && this.remaining == 0) this.keep.push(this.doc.slice(this.start, this.off));
+        if (this.live) return true;
+        continue;
+      }
+      const off = this.off;
+      if (off + ADDR_SECTION_HEADER_BYTES > n) return false;
+      const t = load<u32>(p + <usize>off);
+      this.at = load<u64>(p + <usize>off + 4);
+      this.remaining = <i32>load<u16>(p + <usize>off + 12);
+      this.start = off;
+      this.off = off + ADDR_SECTION_HEADER_BYTES;
+      this.live = t != this.token && this.at + this.maxAgeMs >= this.nowMs;
+      if (this.live && this.remaining == 0) this.keep.push(this.doc.slice(this.start, this.off));
+    }
+    return false;
+  }
+}
