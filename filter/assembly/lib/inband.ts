@@ -441,7 +441,7 @@ export class InbandTable {
     const high = x > SLOW_RUN_RATIO * ref;
     const run = high ? (h < SLOW_RUN ? h + 1 : SLOW_RUN) : (x <= NORMAL_RATIO * ref ? (h > 0 ? h - 1 : 0) : h);
     this.highRun[s] = run;
-    const sr = x > SLOW_RUN_RATIO * ref ? this.slowRun[s] + 1 : 0;
+    const sr = high ? this.slowRun[s] + 1 : 0;
     this.slowRun[s] = sr;
     // a new episode (none in memory) starts unconfirmed
     if (!(sa > 0 && t - sa <= RECOVERY_MEMORY_MS)) this.confirmed[s] = false;
