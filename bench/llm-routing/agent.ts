@@ -17,6 +17,7 @@ import { extractLlmSignals, LlmTermEstimator, modelList, parseModelsList, type L
 import { encodeSnapshot, type InstanceRecord, type Snapshot } from '../../agent/src/snapshot/codec';
 import type { InstanceLlmRecord } from '../../agent/src/snapshot/llm';
 import type { LlmEngine } from '../../sim/inference/llm/engine';
+import { KvCapacity } from '../../agent/src/inference/kv-capacity';
 
 export interface LlmAgentSpec {
   /** inference.scrapeIntervalMs (agent default 1000) */
@@ -61,6 +62,7 @@ interface InstRt {
   terms?: LlmTerms;
   signals?: LlmSignals;
   served: ServedModels;
+  kv: KvCapacity;
 }
 
 export class LlmAgentModel {
@@ -87,6 +89,7 @@ export class LlmAgentModel {
       llm: new LlmTermEstimator({ windowS: spec.windowMs / 1000 }),
       goodScrapes: 0,
       served: parseModelsList(models[i]),
+      kv: new KvCapacity(),
     }));
     this.baseline = new BaselineTracker(spec.baselineWindowMs, 0.1);
     this.seq = epoch0 * 1000 - 1;
@@ -105,6 +108,7 @@ export class LlmAgentModel {
     rt.state = rt.est.observe(at, signals);
     rt.signals = extractLlmSignals(exp);
     rt.terms = rt.llm.observe(at, rt.signals);
+    rt.kv.observe(signals.running, rt.signals.kvCacheUsage);
     if (rt.state.windowCompletions > 0 && Number.isFinite(rt.state.p99Ms)) this.baseline.add(at, rt.state.p99Ms);
   }
 
@@ -131,6 +135,7 @@ export class LlmAgentModel {
       prefillMsPerToken: rt.terms?.prefillMsPerToken ?? NaN,
       decodeMsPerToken: rt.terms?.decodeMsPerToken ?? NaN,
       kvCacheUsage: rt.signals?.kvCacheUsage ?? NaN,
+      kvSeqs: rt.kv.value(),
       maxLoras: lora && Number.isFinite(lora.maxLora) ? lora.maxLora : 0,
       models: modelList([], rt.served, lora).models,
     };

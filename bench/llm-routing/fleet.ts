@@ -79,6 +79,8 @@ export interface Outcome {
   promptTokens: number;
   cachedTokens: number;
   preemptions: number;
+  /** from arrival to the engine first scheduling it (NaN: shed) */
+  queuedMs: number;
 }
 
 export interface RunResult {
@@ -148,6 +150,7 @@ export function runFleet(instances: InstanceSpec[], reqs: BenchRequest[], policy
           idx: o.b.idx, instance: i, shed: false, arrivalMs: r.arrivalMs,
           ttftMs: (r.firstTokenMs as number) - r.arrivalMs, e2eMs: (r.finishedMs as number) - r.arrivalMs,
           promptTokens: r.promptTokens.length, cachedTokens: r.cachedTokens, preemptions: r.preemptions,
+          queuedMs: (r.firstScheduledMs as number) - r.arrivalMs,
         };
       }
     }
@@ -175,7 +178,7 @@ export function runFleet(instances: InstanceSpec[], reqs: BenchRequest[], policy
     const inst = policy.route(t, rr);
     routeCpu += performance.now() - c0;
     if (inst < 0) {
-      outcomes[b.idx] = { idx: b.idx, instance: -1, shed: true, arrivalMs: t, ttftMs: NaN, e2eMs: NaN, promptTokens: b.tokens.length, cachedTokens: 0, preemptions: 0 };
+      outcomes[b.idx] = { idx: b.idx, instance: -1, shed: true, arrivalMs: t, ttftMs: NaN, e2eMs: NaN, promptTokens: b.tokens.length, cachedTokens: 0, preemptions: 0, queuedMs: NaN };
       continue;
     }
     if (!candidates(b.w.model).includes(inst)) throw new Error(`${policy.name}: instance ${inst} does not serve ${b.w.model}`);

@@ -46,7 +46,7 @@ const NO_SHED_NAME = 'switchyard-request (250 ms, no shedding)';
 /** the compiled filter (build/switchyard.wasm) in the embedded host, the real agent code scraping
  *  every 1 s (the agent's default) and every 250 ms */
 const FILTER_NAMES = ['switchyard-filter (1000 ms)', 'switchyard-filter (250 ms)', 'switchyard-filter (1000 ms, p2c picker)', 'switchyard-filter (1000 ms, vLLM priority)',
-  'switchyard-filter (1000 ms, vLLM priority, shedding 0.5 / 1)', 'switchyard-filter (1000 ms, 2 workers)'];
+  'switchyard-filter (1000 ms, vLLM priority, tighter shedding)', 'switchyard-filter (1000 ms, 2 workers)'];
 
 function policies(): RoutingPolicy[] {
   return [
@@ -58,10 +58,11 @@ function policies(): RoutingPolicy[] {
     // the instances run vLLM --scheduling-policy priority; the filter writes each request's
     // priority into its body from its criticality (request.priority)
     new SwitchyardFilterPolicy({ wasmPath, agent: { scrapeIntervalMs: 1000 }, engine: { schedulingPolicy: 'priority' }, request: { priority: { critical: 0, standard: 1, sheddable: 2 } }, name: FILTER_NAMES[3] }),
-    // ... and shedding at half the default pressures: admission below capacity
+    // ... and shedding below the defaults (0.5 / 0.6 of the KV capacity; 0.5 / 1 per slot where it
+    // is unknown): admission further below capacity
     new SwitchyardFilterPolicy({ wasmPath,
       agent: { scrapeIntervalMs: 1000 }, engine: { schedulingPolicy: 'priority' }, name: FILTER_NAMES[4],
-      request: { priority: { critical: 0, standard: 1, sheddable: 2 }, shedding: { sheddableAt: 0.5, standardAt: 1 } },
+      request: { priority: { critical: 0, standard: 1, sheddable: 2 }, shedding: { sheddableAt: 0.5, standardAt: 1, kvSheddableAt: 0.5, kvStandardAt: 0.6 } },
     }),
     // two Envoy workers (one VM each, requests alternating): the in-flight table, the pending
     // prefill per instance and the prefix index are shared across VMs

@@ -9,7 +9,19 @@ import { serviceMs } from "../assembly/lib/choice/scorer-size";
 import { prefixKeep, cachedTokens } from "../assembly/lib/choice/scorer-prefix";
 import { RequestCost, CostParams, scoreRequest } from "../assembly/lib/choice/score-request";
 import { pickForRequest, RequestPick } from "../assembly/lib/choose-request";
-import { CRIT_CRITICAL, CRIT_STANDARD, CRIT_SHEDDABLE, criticalityOf, resolveCriticality, shouldShed } from "../assembly/lib/criticality";
+import { CRIT_CRITICAL, CRIT_STANDARD, CRIT_SHEDDABLE, criticalityOf, resolveCriticality, shouldShed, loadAt } from "../assembly/lib/criticality";
+
+/** cost parameters with shedding out of the way (every threshold 100) */
+function noShed(): CostParams {
+  const cp = new CostParams();
+  cp.shed.set(100, 100, 100, 100);
+  return cp;
+}
+
+/** shouldShed on raw pressures: the chosen instance's, the pool's least, and the two thresholds */
+function shed(crit: i32, pressure: f64, pool: f64, sheddableAt: f64, standardAt: f64): bool {
+  return shouldShed(crit, loadAt(pressure, sheddableAt), loadAt(pressure, standardAt), loadAt(pool, sheddableAt));
+}
 import { routeModel, basisPointsOf } from "../assembly/lib/request/model-route";
 import { ModelRule, ModelSplit, RequestConfig } from "../assembly/lib/request/config";
 import { Rng } from "../assembly/lib/inflight";
@@ -112,13 +124,26 @@ describe("filter-model: model and LoRA affinity", () => {
     expect(modelCostMs(f.lp, sql, 1, 200)).toBe(Infinity);  // does not list sql-lora
   });
 
+  it("an adapter waiting where every LoRA slot is held by running adapters waits for a drain: + E[S]", () => {
+    // instance 0: 2 slots, sql-lora and chat-lora running, code-lora waiting (vLLM skips it until
+    // a running adapter's requests have all finished); instance 1: code-lora waiting, a slot free
+    const f = new Fixture(snapOf([inst("10.0.0.1:80"), inst("10.0.0.2:80")], [
+      llm("10.0.0.1:80", ["llama-3-8b", "sql-lora", "chat-lora", "code-lora"], [MODEL_BASE, MODEL_LOADED, MODEL_LOADED, MODEL_WAITING], NaN, NaN, NaN, 2),
+      llm("10.0.0.2:80", ["llama-3-8b", "sql-lora", "code-lora"], [MODEL_BASE, MODEL_LOADED, MODEL_WAITING], NaN, NaN, NaN, 2),
+    ]));
+    const code = f.lp.modelColumn("code-lora");
+    expect(modelCostMs(f.lp, code, 0, 200)).toBe(300.0);    // 200 + E[S] 100: no slot free
+    expect(modelCostMs(f.lp, code, 1, 200)).toBe(200.0);    // being loaded
+    expect(modelCostMs(f.lp, f.lp.modelColumn("sql-lora"), 0, 200)).toBe(0.0);
+  });
+
   it("the request pass sends an adapter request to the instance that has it loaded", () => {
     const f = adapterFleet();
     const rc = cost(4);
     rc.modelCol = f.lp.modelColumn("sql-lora");
     const out = new RequestPick();
     for (let k = 0; k < 20; k++) {
-      pickForRequest(f.plan, f.lp, f.inflight, f.pending, 0, 0, 0.1, new Rng(k + 1), rc, new CostParams(), CRIT_STANDARD, 1, 2, out);
+      pickForRequest(f.plan, f.lp, f.inflight, f.pending, 0, 0, 0.1, new Rng(k + 1), rc, new CostParams(), CRIT_STANDARD, out);
       expect(out.pick.index).toBe(0);
     }
     expect(rc.modelExcluded).toBe(2);
@@ -130,7 +155,7 @@ describe("filter-model: model and LoRA affinity", () => {
     rc.modelCol = f.lp.modelColumn("mistral-7b");
     const out = new RequestPick();
     f.plan.result.probe = true;
-    pickForRequest(f.plan, f.lp, f.inflight, f.pending, 0, 0, 0.1, new Rng(3), rc, new CostParams(), CRIT_STANDARD, 1, 2, out);
+    pickForRequest(f.plan, f.lp, f.inflight, f.pending, 0, 0, 0.1, new Rng(3), rc, new CostParams(), CRIT_STANDARD, out);
     expect(out.pick.index).toBe(3);
     expect(out.pick.probe).toBe(false);
     // the body-blind pick keeps the probe
@@ -297,7 +322,7 @@ describe("score-request: size, prefix and KV cache in one pass", () => {
     rc.modelCol = 0;
     const out = new RequestPick();
     // critical: the cheapest, instance 2 (prefill 0.1 ms/token: 100 ms for 1000 tokens)
-    pickForRequest(f.plan, f.lp, f.inflight, f.pending, 1000, 0, 0.1, new Rng(1), rc, new CostParams(), CRIT_CRITICAL, 1, 2, out);
+    pickForRequest(f.plan, f.lp, f.inflight, f.pending, 1000, 0, 0.1, new Rng(1), rc, new CostParams(), CRIT_CRITICAL, out);
     expect(out.pick.index).toBe(2);
     expect(f.pending.own[2]).toBeCloseTo(1100);
     scoreRequest(f.plan, f.lp, f.inflight.dataStart, f.pending, 1000, rc, new CostParams());
@@ -307,14 +332,14 @@ describe("score-request: size, prefix and KV cache in one pass", () => {
     scoreRequest(f.plan, f.lp, f.inflight.dataStart, f.pending, 1200, rc, new CostParams());
     expect(f.plan.cost[2]).toBeCloseTo(100 + 1000);
     // a second request queues behind the first: its prefill adds to the end of the first's
-    pickForRequest(f.plan, f.lp, f.inflight, f.pending, 1000, 0, 0.1, new Rng(1), rc, new CostParams(), CRIT_CRITICAL, 1, 2, out);
+    pickForRequest(f.plan, f.lp, f.inflight, f.pending, 1000, 0, 0.1, new Rng(1), rc, new CostParams(), CRIT_CRITICAL, out);
     expect(f.pending.own[out.pick.index]).toBeGreaterThan(1000);
     // a shed request charges nothing
     const before = f.pending.own[0] + f.pending.own[1] + f.pending.own[2];
     const busy = new Fixture(snapOf([inst("10.0.0.1:80", 5)], [llm("10.0.0.1:80", ["m"], [MODEL_BASE], 0.2, 20, 0.3)]));
     const rb = cost(1);
     rb.modelCol = 0;
-    pickForRequest(busy.plan, busy.lp, busy.inflight, busy.pending, 1000, 0, 0.1, new Rng(1), rb, new CostParams(), CRIT_SHEDDABLE, 1, 2, out);
+    pickForRequest(busy.plan, busy.lp, busy.inflight, busy.pending, 1000, 0, 0.1, new Rng(1), rb, new CostParams(), CRIT_SHEDDABLE, out);
     expect(out.shed).toBe(true);
     expect(busy.pending.aheadMs(0, 1000)).toBe(0.0);
     expect(f.pending.own[0] + f.pending.own[1] + f.pending.own[2]).toBe(before);
@@ -335,7 +360,7 @@ describe("score-request: size, prefix and KV cache in one pass", () => {
     // with it, a critical request (the cheapest) goes to instance 0, not 1
     const out = new RequestPick();
     f.pending.own[2] = 1500;
-    pickForRequest(f.plan, f.lp, f.inflight, f.pending, 1000, 0, 0.1, new Rng(1), rc, new CostParams(), CRIT_CRITICAL, 1, 2, out);
+    pickForRequest(f.plan, f.lp, f.inflight, f.pending, 1000, 0, 0.1, new Rng(1), rc, new CostParams(), CRIT_CRITICAL, out);
     expect(out.pick.index).toBe(0);
   });
 
@@ -366,12 +391,63 @@ describe("score-request: size, prefix and KV cache in one pass", () => {
     rc.modelCol = 0;
     const out = new RequestPick();
     // band picker, band 0: the cheapest
-    pickForRequest(g.plan, g.lp, g.inflight, g.pending, 0, 1, 0, new Rng(1), rc, new CostParams(), CRIT_STANDARD, 1, 2, out);
+    pickForRequest(g.plan, g.lp, g.inflight, g.pending, 0, 1, 0, new Rng(1), rc, new CostParams(), CRIT_STANDARD, out);
     expect(rc.pressure).toBe(0.0); // the pool's least loaded instance is idle...
     expect(out.shed).toBe(true);   // ...but the request would go to the full one
-    pickForRequest(g.plan, g.lp, g.inflight, g.pending, 0, 1, 0, new Rng(1), rc, new CostParams(), CRIT_CRITICAL, 1, 2, out);
+    // a critical request is not shed and goes where a standard one would still be admitted: the
+    // idle instance, although the full one is cheaper by the cost (picker-calm.ts)
+    pickForRequest(g.plan, g.lp, g.inflight, g.pending, 0, 1, 0, new Rng(1), rc, new CostParams(), CRIT_CRITICAL, out);
     expect(out.shed).toBe(false);
+    expect(out.pick.index).toBe(1);
+  });
+
+  it("critical requests: the cheapest instance under the standard threshold; when none is, the cheapest", () => {
+    // three instances with the KV capacity published (kvSeqs 10): backlog 8 / 2 / 5
+    const ls = new Array<InstanceLlm>();
+    const rec = (a: string, pf: f32): InstanceLlm => { const r = llm(a, ["m"], [MODEL_BASE], pf, 20, 0.5); r.kvSeqs = 10; return r; };
+    ls.push(rec("10.0.0.1:80", 0.01)); ls.push(rec("10.0.0.2:80", 2)); ls.push(rec("10.0.0.3:80", 1));
+    const g = new Fixture(snapOf([inst("10.0.0.1:80", 8, 64), inst("10.0.0.2:80", 2, 64), inst("10.0.0.3:80", 5, 64)], ls));
+    const rc = cost(3);
+    rc.modelCol = 0;
+    const out = new RequestPick();
+    const cp = new CostParams();
+    pickForRequest(g.plan, g.lp, g.inflight, g.pending, 0, 1, 0, new Rng(1), rc, cp, CRIT_CRITICAL, out);
+    // pressure = backlog ÷ kvSeqs: 0.8 / 0.2 / 0.5 against the shipped kvStandardAt 0.7
+    expect(rc.pressureOf[0]).toBeCloseTo(0.8);
+    expect(rc.pressureOf[2]).toBeCloseTo(0.5);
+    expect(out.pick.index).toBe(2); // instance 0 is the cheapest but over; 2 is cheaper than 1
+    expect(out.pick.considered).toBe(2);
+    // a standard request at instance 0's pressure would be shed; at instance 2's it is not
+    expect(shouldShed(CRIT_STANDARD, rc.shedLoadOf[0], rc.stdLoadOf[0], rc.poolShedLoad)).toBe(true);
+    expect(shouldShed(CRIT_STANDARD, rc.shedLoadOf[2], rc.stdLoadOf[2], rc.poolShedLoad)).toBe(false);
+    // every instance over the standard threshold: the cheapest
+    cp.shed.set(1, 2, 0.1, 0.1);
+    pickForRequest(g.plan, g.lp, g.inflight, g.pending, 0, 1, 0, new Rng(1), rc, cp, CRIT_CRITICAL, out);
     expect(out.pick.index).toBe(0);
+    expect(out.shed).toBe(false);
+  });
+
+  it("pressure: backlog per KV capacity where kvSeqs is published (the KV gauge not read), else per slot with the KV floor", () => {
+    const a = llm("10.0.0.1:80", ["m"], [MODEL_BASE], 1, 20, 0.97); a.kvSeqs = 20;   // full KV gauge, capacity known
+    const b = llm("10.0.0.2:80", ["m"], [MODEL_BASE], 1, 20, 0.97);                  // full KV gauge, capacity unknown
+    const c = llm("10.0.0.3:80", ["m"], [MODEL_BASE], 1, 20, 0.1); c.kvSeqs = 0.5;   // out of range: unknown
+    const ls = new Array<InstanceLlm>(); ls.push(a); ls.push(b); ls.push(c);
+    const g = new Fixture(snapOf([inst("10.0.0.1:80", 5, 4), inst("10.0.0.2:80", 1, 4), inst("10.0.0.3:80", 3, 4)], ls));
+    const rc = cost(3);
+    rc.modelCol = 0;
+    const cp = new CostParams();
+    scoreRequest(g.plan, g.lp, g.inflight.dataStart, g.pending, 0, rc, cp);
+    expect(rc.pressureOf[0]).toBeCloseTo(0.25);  // 5 / 20: the gauge's 0.97 does not count
+    expect(rc.pressureOf[1]).toBe(2.0);          // 1 / 4 per slot, floored at 2 by the full KV cache
+    expect(rc.pressureOf[2]).toBeCloseTo(0.75);  // 3 / 4 per slot
+    // loads against the shipped thresholds: kv 0.6 / 0.7, per slot 1 / 2
+    expect(rc.shedLoadOf[0]).toBeCloseTo(0.25 / 0.6);
+    expect(rc.stdLoadOf[0]).toBeCloseTo(0.25 / 0.7);
+    expect(rc.shedLoadOf[1]).toBe(2.0);
+    expect(rc.stdLoadOf[1]).toBe(1.0);
+    expect(rc.poolShedLoad).toBeCloseTo(0.25 / 0.6);
+    // a threshold of 0 is reached at once, even at no backlog
+    expect(loadAt(0, 0)).toBe(Infinity);
   });
 
   it("shipped request-aware picker (band): every eligible candidate priced, the cheap one never missed; p2c misses it", () => {
@@ -391,12 +467,12 @@ describe("score-request: size, prefix and KV cache in one pass", () => {
       g.pending = new PendingPrefill();
       let rc = cost(8);
       rc.modelCol = 0;
-      pickForRequest(g.plan, g.lp, g.inflight, g.pending, 0, shipped, 0.1, new Rng(k + 1), rc, new CostParams(), CRIT_STANDARD, 1, 2, out);
+      pickForRequest(g.plan, g.lp, g.inflight, g.pending, 0, shipped, 0.1, new Rng(k + 1), rc, new CostParams(), CRIT_STANDARD, out);
       if (out.pick.index == 5) bandHits++;
       g.pending = new PendingPrefill();
       rc = cost(8);
       rc.modelCol = 0;
-      pickForRequest(g.plan, g.lp, g.inflight, g.pending, 0, PICKER_P2C, 0.1, new Rng(k + 1), rc, new CostParams(), CRIT_STANDARD, 1, 2, out);
+      pickForRequest(g.plan, g.lp, g.inflight, g.pending, 0, PICKER_P2C, 0.1, new Rng(k + 1), rc, new CostParams(), CRIT_STANDARD, out);
       if (out.pick.index == 5) p2cHits++;
     }
     expect(bandHits).toBe(64);
@@ -429,42 +505,42 @@ describe("criticality and shedding", () => {
   });
   it("sheds sheddable first, standard next, critical never", () => {
     // (criticality, chosen instance's pressure, pool's least loaded pressure, sheddableAt, standardAt)
-    expect(shouldShed(CRIT_SHEDDABLE, 0.99, 0, 1, 2)).toBe(false);
-    expect(shouldShed(CRIT_SHEDDABLE, 1, 0, 1, 2)).toBe(true);
-    expect(shouldShed(CRIT_STANDARD, 1.5, 0.4, 1, 2)).toBe(false);
-    expect(shouldShed(CRIT_STANDARD, 2, 0, 1, 2)).toBe(true);
-    expect(shouldShed(CRIT_CRITICAL, 1e9, 1e9, 1, 2)).toBe(false);
+    expect(shed(CRIT_SHEDDABLE, 0.99, 0, 1, 2)).toBe(false);
+    expect(shed(CRIT_SHEDDABLE, 1, 0, 1, 2)).toBe(true);
+    expect(shed(CRIT_STANDARD, 1.5, 0.4, 1, 2)).toBe(false);
+    expect(shed(CRIT_STANDARD, 2, 0, 1, 2)).toBe(true);
+    expect(shed(CRIT_CRITICAL, 1e9, 1e9, 1, 2)).toBe(false);
   });
   it("pool at half of sheddableAt (no instance with half its slots free): the sheddable threshold halves; standard unchanged", () => {
     // pool below sheddableAt / 2: the configured thresholds
-    expect(shouldShed(CRIT_SHEDDABLE, 0.9, 0.49, 1, 2)).toBe(false);
-    expect(shouldShed(CRIT_STANDARD, 1.9, 0.49, 1, 2)).toBe(false);
+    expect(shed(CRIT_SHEDDABLE, 0.9, 0.49, 1, 2)).toBe(false);
+    expect(shed(CRIT_STANDARD, 1.9, 0.49, 1, 2)).toBe(false);
     // pool at sheddableAt / 2: sheddable at 0.5 where it would go; standard still at 2
-    expect(shouldShed(CRIT_SHEDDABLE, 0.5, 0.5, 1, 2)).toBe(true);
-    expect(shouldShed(CRIT_SHEDDABLE, 0.49, 0.5, 1, 2)).toBe(false);
-    expect(shouldShed(CRIT_STANDARD, 1.99, 1.5, 1, 2)).toBe(false);
-    expect(shouldShed(CRIT_STANDARD, 2, 1.5, 1, 2)).toBe(true);
+    expect(shed(CRIT_SHEDDABLE, 0.5, 0.5, 1, 2)).toBe(true);
+    expect(shed(CRIT_SHEDDABLE, 0.49, 0.5, 1, 2)).toBe(false);
+    expect(shed(CRIT_STANDARD, 1.99, 1.5, 1, 2)).toBe(false);
+    expect(shed(CRIT_STANDARD, 2, 1.5, 1, 2)).toBe(true);
     // no eligible instance at all: +Inf
-    expect(shouldShed(CRIT_STANDARD, Infinity, Infinity, 1, 2)).toBe(true);
-    expect(shouldShed(CRIT_CRITICAL, 3, 3, 1, 2)).toBe(false);
+    expect(shed(CRIT_STANDARD, Infinity, Infinity, 1, 2)).toBe(true);
+    expect(shed(CRIT_CRITICAL, 3, 3, 1, 2)).toBe(false);
     // pickForRequest: every instance with 3 of 4 slots busy: sheddable shed, standard and critical sent
     const g = new Fixture(snapOf([inst("10.0.0.1:80", 4, 4), inst("10.0.0.2:80", 3, 4)], []));
     const out = new RequestPick();
     let rc = cost(2);
-    pickForRequest(g.plan, g.lp, g.inflight, g.pending, 0, 1, 0, new Rng(5), rc, new CostParams(), CRIT_SHEDDABLE, 1, 2, out);
+    pickForRequest(g.plan, g.lp, g.inflight, g.pending, 0, 1, 0, new Rng(5), rc, new CostParams(), CRIT_SHEDDABLE, out);
     expect(rc.pressure).toBeCloseTo(0.75);
     expect(out.shed).toBe(true);
     rc = cost(2);
-    pickForRequest(g.plan, g.lp, g.inflight, g.pending, 0, 1, 0, new Rng(5), rc, new CostParams(), CRIT_STANDARD, 1, 2, out);
+    pickForRequest(g.plan, g.lp, g.inflight, g.pending, 0, 1, 0, new Rng(5), rc, new CostParams(), CRIT_STANDARD, out);
     expect(out.shed).toBe(false);
     rc = cost(2);
-    pickForRequest(g.plan, g.lp, g.inflight, g.pending, 0, 1, 0, new Rng(5), rc, new CostParams(), CRIT_CRITICAL, 1, 2, out);
+    pickForRequest(g.plan, g.lp, g.inflight, g.pending, 0, 1, 0, new Rng(5), rc, new CostParams(), CRIT_CRITICAL, out);
     expect(out.shed).toBe(false);
     expect(out.pick.index).toBe(1);
     // one instance with most slots free: the configured threshold, sheddable sent there
     const h = new Fixture(snapOf([inst("10.0.0.1:80", 4, 4), inst("10.0.0.2:80", 1, 4)], []));
     rc = cost(2);
-    pickForRequest(h.plan, h.lp, h.inflight, h.pending, 0, 1, 0, new Rng(5), rc, new CostParams(), CRIT_SHEDDABLE, 1, 2, out);
+    pickForRequest(h.plan, h.lp, h.inflight, h.pending, 0, 1, 0, new Rng(5), rc, new CostParams(), CRIT_SHEDDABLE, out);
     expect(out.shed).toBe(false);
     expect(out.pick.index).toBe(1);
   });
@@ -472,10 +548,10 @@ describe("criticality and shedding", () => {
     const g = new Fixture(snapOf([inst("10.0.0.1:80", 4), inst("10.0.0.2:80", 2.5), inst("10.0.0.3:80", 6)], []));
     const rc = cost(3);
     const out = new RequestPick();
-    pickForRequest(g.plan, g.lp, g.inflight, g.pending, 0, 0, 0.1, new Rng(3), rc, new CostParams(), CRIT_STANDARD, 1, 2, out);
+    pickForRequest(g.plan, g.lp, g.inflight, g.pending, 0, 0, 0.1, new Rng(3), rc, new CostParams(), CRIT_STANDARD, out);
     expect(out.shed).toBe(true);
     for (let k = 0; k < 10; k++) {
-      pickForRequest(g.plan, g.lp, g.inflight, g.pending, 0, 0, 0.1, new Rng(k + 7), rc, new CostParams(), CRIT_CRITICAL, 1, 2, out);
+      pickForRequest(g.plan, g.lp, g.inflight, g.pending, 0, 0, 0.1, new Rng(k + 7), rc, new CostParams(), CRIT_CRITICAL, out);
       expect(out.shed).toBe(false);
       expect(out.pick.index).toBe(1);
     }
@@ -490,7 +566,7 @@ describe("pickForRequest: prefix holder and empty pools", () => {
     const out = new RequestPick();
     let third = 0;
     for (let k = 0; k < 20; k++) {
-      pickForRequest(g.plan, g.lp, g.inflight, g.pending, 0, 0, 0.1, new Rng(k + 1), rc, new CostParams(), CRIT_STANDARD, 100, 100, out);
+      pickForRequest(g.plan, g.lp, g.inflight, g.pending, 0, 0, 0.1, new Rng(k + 1), rc, noShed(), CRIT_STANDARD, out);
       expect(out.pick.index).toBe(0);
       if (out.pick.considered == 3) third++;
     }
@@ -504,7 +580,7 @@ describe("pickForRequest: prefix holder and empty pools", () => {
     rc.cachedBlocks[1] = 8;
     const out = new RequestPick();
     for (let k = 0; k < 10; k++) {
-      pickForRequest(g.plan, g.lp, g.inflight, g.pending, 0, 0, 0.1, new Rng(k + 1), rc, new CostParams(), CRIT_STANDARD, 100, 100, out);
+      pickForRequest(g.plan, g.lp, g.inflight, g.pending, 0, 0, 0.1, new Rng(k + 1), rc, noShed(), CRIT_STANDARD, out);
       expect(rc.affinity).toBe(1);
       expect(out.pick.index).toBe(1);
       expect(out.pick.considered).toBe(2);
@@ -516,7 +592,7 @@ describe("pickForRequest: prefix holder and empty pools", () => {
     a.rho = 0.99; a.esMs = 10; a.es2Ms2 = 200; // cheap, but ρ above 0.95 and 1 waiting for its 1 slot
     const g = new Fixture(snapOf([a, b], []));
     const out = new RequestPick();
-    pickForRequest(g.plan, g.lp, g.inflight, g.pending, 0, 0, 0, new Rng(5), cost(2), new CostParams(), CRIT_CRITICAL, 100, 100, out);
+    pickForRequest(g.plan, g.lp, g.inflight, g.pending, 0, 0, 0, new Rng(5), cost(2), noShed(), CRIT_CRITICAL, out);
     expect(out.pick.index).toBe(1);
     expect(out.pick.eligible).toBe(1);
   });
@@ -528,7 +604,7 @@ describe("pickForRequest: prefix holder and empty pools", () => {
     const out = new RequestPick();
     const crits = [CRIT_STANDARD, CRIT_SHEDDABLE, CRIT_CRITICAL];
     for (let k = 0; k < crits.length; k++) {
-      pickForRequest(g.plan, g.lp, g.inflight, g.pending, 0, 0, 0.1, new Rng(5), cost(2), new CostParams(), crits[k], 1, 2, out);
+      pickForRequest(g.plan, g.lp, g.inflight, g.pending, 0, 0, 0.1, new Rng(5), cost(2), new CostParams(), crits[k], out);
       expect(out.shed).toBe(false);
       expect(out.pick.eligible).toBe(0);
       expect(out.pick.index).toBe(-1);

@@ -31,6 +31,8 @@ describe("request config", () => {
     expect(c.prefixMaxAgeMs).toBe(600000);
     expect(c.shedSheddableAt).toBe(1.0);
     expect(c.shedStandardAt).toBe(2.0);
+    expect(c.shedKvSheddableAt).toBe(0.6);
+    expect(c.shedKvStandardAt).toBe(0.7);
     // the request-aware picker defaults to band, whatever the service's body-blind picker
     expect(c.picker).toBe(PICKER_BAND);
     expect(r.config!.loadAware.services[0].picker).toBe(PICKER_P2C);
@@ -67,13 +69,16 @@ describe("request config", () => {
   });
   it("reads models, splits, criticality and shedding", () => {
     const r = parseConfig(withRequest('{"allowOnHeadersStopIteration":true,"onInvalid":"reject-400","criticality":"sheddable",' +
-      '"shedding":{"sheddableAt":0.5,"standardAt":3},"models":[{"name":"llama-3-8b","criticality":"critical","split":[{"to":"llama-3-8b-v2","percent":10}]},' +
+      '"shedding":{"sheddableAt":0.5,"standardAt":3,"kvSheddableAt":0.4,"kvStandardAt":0.9},"models":[{"name":"llama-3-8b","criticality":"critical","split":[{"to":"llama-3-8b-v2","percent":10}]},' +
       '{"name":"gpt-4o","aliasOf":"llama-3-70b"}]}'));
     expect(r.error).toBe("");
     const c = r.config!.loadAware.services[0].request!;
     expect(c.onInvalid).toBe(ON_INVALID_REJECT);
     expect(c.defaultCriticality).toBe(CRIT_SHEDDABLE);
     expect(c.shedSheddableAt).toBe(0.5);
+    expect(c.shedStandardAt).toBe(3.0);
+    expect(c.shedKvSheddableAt).toBe(0.4);
+    expect(c.shedKvStandardAt).toBe(0.9);
     expect(c.rule("llama-3-8b")!.criticality).toBe(CRIT_CRITICAL);
     expect(c.rule("llama-3-8b")!.split[0].basisPoints).toBe(1000);
     expect(c.rule("gpt-4o")!.aliasOf).toBe("llama-3-70b");
@@ -86,6 +91,8 @@ describe("request config", () => {
       ['{"allowOnHeadersStopIteration":true,"prefix":{"blockBytes":60}}', "loadAware.services[0].request.prefix.blockBytes: must be a multiple of 8"],
       ['{"allowOnHeadersStopIteration":true,"criticalityHeader":"x-request-id"}', "loadAware.services[0].request.criticalityHeader: must not be x-request-id"],
       ['{"allowOnHeadersStopIteration":true,"shedding":{"sheddableAt":2,"standardAt":1}}', "loadAware.services[0].request.shedding.standardAt: must be at least"],
+      ['{"allowOnHeadersStopIteration":true,"shedding":{"kvSheddableAt":0.8}}', "loadAware.services[0].request.shedding.kvStandardAt: must be at least kvSheddableAt"],
+      ['{"allowOnHeadersStopIteration":true,"shedding":{"kvStandardAt":-1}}', "loadAware.services[0].request.shedding.kvStandardAt: must be between"],
       ['{"allowOnHeadersStopIteration":true,"models":[{"name":"a","split":[{"to":"b","percent":60},{"to":"c","percent":50}]}]}', "loadAware.services[0].request.models[0].split: percentages add up"],
       ['{"allowOnHeadersStopIteration":true,"models":[{"name":"a"},{"name":"a"}]}', "loadAware.services[0].request.models[1].name: duplicate"],
       ['{"allowOnHeadersStopIteration":true,"models":[{"name":"a","aliasOf":"b","split":[{"to":"c","percent":1}]}]}', "loadAware.services[0].request.models[0]: aliasOf and split"],

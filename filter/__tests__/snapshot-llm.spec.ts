@@ -2,7 +2,7 @@
 // agent's oracle too: test/agent/snapshot-llm.test.ts) and the per-token value rules (D1: out of
 // range reads as unknown, the instance is kept).
 import { decodeSnapshot } from "../assembly/lib/snapshot";
-import { MODEL_BASE, MODEL_LOADED, MODEL_WAITING, llmTermOrNaN, kvUsageOrNaN } from "../assembly/lib/snapshot-llm";
+import { MODEL_BASE, MODEL_LOADED, MODEL_WAITING, llmTermOrNaN, kvUsageOrNaN, kvSeqsOrNaN } from "../assembly/lib/snapshot-llm";
 import { fixture } from "./fixtures";
 
 describe("snapshot LLM section", () => {
@@ -18,6 +18,7 @@ describe("snapshot LLM section", () => {
     expect(a.prefillMsPerToken).toBe(<f32>0.125);
     expect(a.decodeMsPerToken).toBe(<f32>6.25);
     expect(a.kvCacheUsage).toBe(<f32>0.4375);
+    expect(a.kvSeqs).toBe(<f32>24.5);
     expect(a.maxLoras).toBe(2);
     expect(a.models.length).toBe(5);
     expect(a.models[0]).toBe("meta-llama/Llama-3.1-8B-Instruct");
@@ -34,7 +35,9 @@ describe("snapshot LLM section", () => {
       expect(isNaN(s.llm[i].prefillMsPerToken)).toBe(true);
       expect(isNaN(s.llm[i].decodeMsPerToken)).toBe(true);
       expect(isNaN(s.llm[i].kvCacheUsage)).toBe(true);
+      expect(isNaN(s.llm[i].kvSeqs)).toBe(true);
     }
+    expect(isNaN(s.llm[1].kvSeqs)).toBe(true);
     expect(s.llm[2].maxLoras).toBe(65535);
     expect(s.llm[2].modelFlags[0]).toBe(MODEL_BASE);
     expect(s.llm[3].models[0].length).toBe(255);
@@ -56,5 +59,13 @@ describe("snapshot LLM section", () => {
     expect(kvUsageOrNaN(<f32>1)).toBe(<f32>1);
     expect(isNaN(kvUsageOrNaN(<f32>1.01))).toBe(true);
     expect(isNaN(kvUsageOrNaN(<f32>-0.1))).toBe(true);
+    // kvSeqs: sequences the KV cache holds, 1..65535; below one sequence, above the bound, NaN or
+    // infinite: unknown (the filter then sheds on the backlog per slot)
+    expect(kvSeqsOrNaN(<f32>1)).toBe(<f32>1);
+    expect(kvSeqsOrNaN(<f32>65535)).toBe(<f32>65535);
+    expect(isNaN(kvSeqsOrNaN(<f32>0.99))).toBe(true);
+    expect(isNaN(kvSeqsOrNaN(<f32>65536))).toBe(true);
+    expect(isNaN(kvSeqsOrNaN(<f32>Infinity))).toBe(true);
+    expect(isNaN(kvSeqsOrNaN(<f32>NaN))).toBe(true);
   });
 });

@@ -63,7 +63,7 @@ test('decisionProblem: an authority of 253 characters is a host name, 254 is not
 });
 
 test('LLM section: a record with an empty service name refuses the document; the terms NaN/out of range read as unknown', () => {
-  const rec: InstanceLlmRecord = { service: 'x', addr: '10.0.0.1:8000', prefillMsPerToken: 0.1, decodeMsPerToken: 5, kvCacheUsage: 0.5, maxLoras: 2, models: [] };
+  const rec: InstanceLlmRecord = { service: 'x', addr: '10.0.0.1:8000', prefillMsPerToken: 0.1, decodeMsPerToken: 5, kvCacheUsage: 0.5, kvSeqs: 24, maxLoras: 2, models: [] };
   const ok = encodeLlmSection([rec]);
   assert.equal(decodeSection(LLM_SECTION, ok)[0].service, 'x');
   // the same payload with the service string emptied (u16 count, u16 reserved, u8 length, 'x')

@@ -18,6 +18,7 @@ test('accept-llm.bin: models with flags, terms, KV usage; out-of-range numbers r
   assert.equal(a.prefillMsPerToken, 0.125);
   assert.equal(a.decodeMsPerToken, 6.25);
   assert.equal(a.kvCacheUsage, 0.4375);
+  assert.equal(a.kvSeqs, 24.5);
   assert.equal(a.maxLoras, 2);
   assert.deepEqual(a.models.map((m) => [m.name, m.flags]), [
     ['meta-llama/Llama-3.1-8B-Instruct', MODEL_BASE], ['sql-lora', MODEL_LOADED], ['chat-lora', MODEL_LOADED | MODEL_WAITING], ['summ-lora', MODEL_WAITING], ['idle-lora', 0],
@@ -29,6 +30,7 @@ test('accept-llm.bin: models with flags, terms, KV usage; out-of-range numbers r
     assert.ok(Number.isNaN(r.prefillMsPerToken), `${r.addr} prefill`);
     assert.ok(Number.isNaN(r.decodeMsPerToken), `${r.addr} decode`);
     assert.ok(Number.isNaN(r.kvCacheUsage), `${r.addr} kv`);
+    assert.ok(Number.isNaN(r.kvSeqs), `${r.addr} kvSeqs (0.5 and 70000 written: out of 1..65535)`);
   }
   assert.equal(s.llm[2].maxLoras, 65535);
   assert.equal(s.llm[2].models[0].flags, MODEL_BASE, 'flag bits 3-7 ignored');
@@ -47,7 +49,7 @@ test('accept-llm.bin: models with flags, terms, KV usage; out-of-range numbers r
 });
 
 test('LLM section round trip; absent when undefined; encoder bounds name the field', () => {
-  const rec: InstanceLlmRecord = { service: 'llm', addr: '10.1.1.1:8000', prefillMsPerToken: 0.1, decodeMsPerToken: 7, kvCacheUsage: 0, maxLoras: 4, models: [{ name: 'base', flags: MODEL_BASE }] };
+  const rec: InstanceLlmRecord = { service: 'llm', addr: '10.1.1.1:8000', prefillMsPerToken: 0.1, decodeMsPerToken: 7, kvCacheUsage: 0, kvSeqs: 24.5, maxLoras: 4, models: [{ name: 'base', flags: MODEL_BASE }] };
   const back = decodeSnapshot(encodeSnapshot({ seq: 1, generatedAtMs: 1, peers: [], llm: [rec] }));
   assert.deepEqual(back.llm, [{ ...rec, prefillMsPerToken: Math.fround(0.1) }]);
   assert.equal(decodeSnapshot(encodeSnapshot({ seq: 1, generatedAtMs: 1, peers: [] })).llm, undefined);
@@ -56,8 +58,8 @@ test('LLM section round trip; absent when undefined; encoder bounds name the fie
   assert.throws(() => encodeSnapshot({ seq: 1, generatedAtMs: 1, peers: [], llm: [{ ...rec, addr: 'h:1' }] }), /llm\[0\]\.addr/);
   assert.throws(() => encodeSnapshot({ seq: 1, generatedAtMs: 1, peers: [], llm: [{ ...rec, models: [{ name: 'x'.repeat(256), flags: 0 }] }] }), /llm\[0\]\.models\[0\]\.name: string longer than 255/);
   // D1: an out-of-range term is carried as unknown, the record stays
-  const bad = decodeSnapshot(encodeSnapshot({ seq: 1, generatedAtMs: 1, peers: [], llm: [{ ...rec, prefillMsPerToken: -3, kvCacheUsage: 2 }] }));
+  const bad = decodeSnapshot(encodeSnapshot({ seq: 1, generatedAtMs: 1, peers: [], llm: [{ ...rec, prefillMsPerToken: -3, kvCacheUsage: 2, kvSeqs: 0 }] }));
   assert.equal(bad.llm?.length, 1);
-  assert.ok(Number.isNaN(bad.llm![0].prefillMsPerToken) && Number.isNaN(bad.llm![0].kvCacheUsage));
+  assert.ok(Number.isNaN(bad.llm![0].prefillMsPerToken) && Number.isNaN(bad.llm![0].kvCacheUsage) && Number.isNaN(bad.llm![0].kvSeqs));
   assert.equal(bad.llm![0].decodeMsPerToken, 7);
 });

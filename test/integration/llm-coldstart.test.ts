@@ -41,6 +41,7 @@ test('a fresh LLM fleet with allIneligible reject-503 gets traffic (prior E[S]),
     for (const l of s.llm!) {
       assert.deepEqual(l.models, [{ name: 'llama-3-8b', flags: MODEL_BASE }, { name: 'sql-lora', flags: 0 }]);
       assert.equal(l.kvCacheUsage, 0);
+      assert.ok(Number.isNaN(l.kvSeqs), 'no sequence running yet: the KV capacity is unknown');
       assert.ok(Number.isNaN(l.prefillMsPerToken), 'nothing served yet: unknown');
     }
     const json = await (await fetch(`${agent.url}/v1/snapshot?format=json`)).json() as { instances: Array<{ esSource: string }>; llm: unknown[] };

@@ -22,7 +22,7 @@ function inst(addr: string): InstanceRecord {
 }
 // 0.5 ms per prompt token: a 2000-token prompt queues 1 s of prefill on the instance it is sent to
 const llm = (addr: string): InstanceLlmRecord =>
-  ({ service: 'llm', addr, prefillMsPerToken: 0.5, decodeMsPerToken: 10, kvCacheUsage: 0.1, maxLoras: 0, models: [{ name: 'llama-3-8b', flags: MODEL_BASE | MODEL_LOADED }] });
+  ({ service: 'llm', addr, prefillMsPerToken: 0.5, decodeMsPerToken: 10, kvCacheUsage: 0.1, kvSeqs: NaN, maxLoras: 0, models: [{ name: 'llama-3-8b', flags: MODEL_BASE | MODEL_LOADED }] });
 
 async function twoWorkers(): Promise<ProxyWasmHost> {
   let body: Buffer = Buffer.alloc(0);

@@ -414,7 +414,7 @@ test('with an LLM section, every listed model is routed by model (the first one 
   try {
     const model = (name: string) => ({ name, flags: MODEL_BASE | MODEL_LOADED });
     const llm = (addr: string, models: string[]): InstanceLlmRecord =>
-      ({ service: 'llm', addr, prefillMsPerToken: 0.1, decodeMsPerToken: 10, kvCacheUsage: 0.2, maxLoras: 0, models: models.map(model) });
+      ({ service: 'llm', addr, prefillMsPerToken: 0.1, decodeMsPerToken: 10, kvCacheUsage: 0.2, kvSeqs: NaN, maxLoras: 0, models: models.map(model) });
     // llama-3-8b only on instance 1: whichever model the plan lists first, both requests below must
     // go by model, not body-blind
     await b.serve([inst('10.0.0.1:80'), inst('10.0.0.2:80')], [llm('10.0.0.1:80', ['llama-3-8b', 'mistral-7b']), llm('10.0.0.2:80', ['mistral-7b'])]);

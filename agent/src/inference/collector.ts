@@ -25,6 +25,7 @@ import { makeAgents, scrapeOnce } from './scraper';
 import { extractLlmSignals, fetchModels, llmSampleFilter, LlmTermEstimator, modelList, type LlmSignals, type LlmTerms, type ServedModels } from './llm';
 import type { EsSource } from '../snapshot/codec';
 import type { InstanceLlmRecord } from '../snapshot/llm';
+import { KvCapacity } from './kv-capacity';
 
 export interface Logger {
   warn(obj: unknown, msg?: string): void;
@@ -74,6 +75,8 @@ interface ScrapedInstance {
 
 interface InstanceLlmRt {
   est: LlmTermEstimator;
+  /** sequences the KV cache holds (kv-capacity.ts) */
+  kv: KvCapacity;
   terms?: LlmTerms;
   signals?: LlmSignals;
   served?: ServedModels;
@@ -246,7 +249,7 @@ export class InferenceCollector extends EventEmitter {
         scrapesFailed: 0,
         inFlight: false,
         removed: false,
-        llm: svc.llm ? { est: new LlmTermEstimator({ windowS: this.config.windowS }), modelsInFlight: false } : undefined,
+        llm: svc.llm ? { est: new LlmTermEstimator({ windowS: this.config.windowS }), kv: new KvCapacity(), modelsInFlight: false } : undefined,
       };
       svc.instances.set(addr, inst);
       this.schedule(inst, Math.random() * Math.min(100, this.config.scrapeIntervalMs));
@@ -314,6 +317,7 @@ export class InferenceCollector extends EventEmitter {
         if (inst.llm) {
           inst.llm.signals = extractLlmSignals(out.exposition, svc.cfg.labels);
           inst.llm.terms = inst.llm.est.observe(t, inst.llm.signals);
+          inst.llm.kv.observe(signals.running, inst.llm.signals.kvCacheUsage);
         }
         if (inst.state.windowCompletions > 0 && Number.isFinite(inst.state.p99Ms)) svc.baseline.add(t, inst.state.p99Ms);
         this.m.scrapes.inc({ service, result: 'ok' });
@@ -474,6 +478,7 @@ export class InferenceCollector extends EventEmitter {
         prefillMsPerToken: l.terms?.prefillMsPerToken ?? NaN,
         decodeMsPerToken: l.terms?.decodeMsPerToken ?? NaN,
         kvCacheUsage: l.signals?.kvCacheUsage ?? NaN,
+        kvSeqs: l.kv.value(),
         maxLoras: lora && Number.isFinite(lora.maxLora) ? lora.maxLora : 0,
         models,
       },

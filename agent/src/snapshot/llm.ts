@@ -35,6 +35,8 @@ export interface InstanceLlmRecord {
   decodeMsPerToken: number;
   /** 0..1; NaN unknown */
   kvCacheUsage: number;
+  /** sequences the KV cache holds (running ÷ usage, smoothed: inference/kv-capacity.ts), 1..65535; NaN unknown */
+  kvSeqs: number;
   /** adapters resident at once (vLLM --max-loras); 0 unknown / no LoRA */
   maxLoras: number;
   models: LlmModel[];
@@ -51,12 +53,18 @@ export function kvUsageOrNaN(v: number): number {
   return judge(v, { min: 0, max: 1, nanIsUnknown: true }) === 'ok' ? v : NaN;
 }
 
+export function kvSeqsOrNaN(v: number): number {
+  // Stryker disable next-line BooleanLiteral: equivalent, NaN is neither 'ok' when unknown nor when invalid: NaN either way
+  return judge(v, { min: 1, max: 65535, nanIsUnknown: true }) === 'ok' ? v : NaN;
+}
+
 export function sanitizeLlm(r: InstanceLlmRecord): InstanceLlmRecord {
   const p = llmTermOrNaN(r.prefillMsPerToken);
   const d = llmTermOrNaN(r.decodeMsPerToken);
   const k = kvUsageOrNaN(r.kvCacheUsage);
-  if (Object.is(p, r.prefillMsPerToken) && Object.is(d, r.decodeMsPerToken) && Object.is(k, r.kvCacheUsage)) return r;
-  return { ...r, prefillMsPerToken: p, decodeMsPerToken: d, kvCacheUsage: k };
+  const q = kvSeqsOrNaN(r.kvSeqs);
+  if (Object.is(p, r.prefillMsPerToken) && Object.is(d, r.decodeMsPerToken) && Object.is(k, r.kvCacheUsage) && Object.is(q, r.kvSeqs)) return r;
+  return { ...r, prefillMsPerToken: p, decodeMsPerToken: d, kvCacheUsage: k, kvSeqs: q };
 }
 
 export const LLM_SECTION: SectionCodec<InstanceLlmRecord[]> = {
@@ -74,6 +82,7 @@ export const LLM_SECTION: SectionCodec<InstanceLlmRecord[]> = {
       w.f32(r.prefillMsPerToken);
       w.f32(r.decodeMsPerToken);
       w.f32(r.kvCacheUsage);
+      w.f32(r.kvSeqs);
       w.u16(Number.isFinite(r.maxLoras) ? Math.min(Math.max(0, Math.floor(r.maxLoras)), 0xffff) : 0);
       w.u8(r.models.length);
       r.models.forEach((m, k) => {
@@ -95,6 +104,7 @@ export const LLM_SECTION: SectionCodec<InstanceLlmRecord[]> = {
       const prefillMsPerToken = r.f32();
       const decodeMsPerToken = r.f32();
       const kvCacheUsage = r.f32();
+      const kvSeqs = r.f32();
       const maxLoras = r.u16();
       const n = r.u8();
       if (n > MAX_LLM_MODELS) r.fail(`llm[${i}]: ${n} models, more than ${MAX_LLM_MODELS}`);
@@ -105,7 +115,7 @@ export const LLM_SECTION: SectionCodec<InstanceLlmRecord[]> = {
         if (!name) r.fail(`llm[${i}]: empty model name`);
         models.push({ name, flags });
       }
-      out.push({ service, addr, prefillMsPerToken, decodeMsPerToken, kvCacheUsage, maxLoras, models });
+      out.push({ service, addr, prefillMsPerToken, decodeMsPerToken, kvCacheUsage, kvSeqs, maxLoras, models });
     }
     return out;
   },
@@ -120,6 +130,7 @@ export function llmToJson(r: InstanceLlmRecord): Record<string, unknown> {
     prefillMsPerToken: f32(r.prefillMsPerToken),
     decodeMsPerToken: f32(r.decodeMsPerToken),
     kvCacheUsage: f32(r.kvCacheUsage),
+    kvSeqs: f32(r.kvSeqs),
     maxLoras: r.maxLoras,
     models: r.models.map((m) => ({ name: m.name, base: (m.flags & MODEL_BASE) !== 0, loaded: (m.flags & MODEL_LOADED) !== 0, waiting: (m.flags & MODEL_WAITING) !== 0 })),
   };

@@ -1,6 +1,6 @@
 // Request-aware instance choice (pure): the scoring pass of choice/score-request.ts, the saturation
 // filter, the picker — the configured one, except for critical requests, which get the cheapest
-// instance — then the shedding rule (lib/criticality.ts) on the chosen instance's pressure; a
+// instance with room under the standard shedding threshold (picker-calm.ts) — then the shedding rule (lib/criticality.ts) on the chosen instance's pressure; a
 // request sent charges its prefill to the instance (RequestCost.charge, lib/pending-prefill.ts).
 import { Rng } from "./inflight";
 import { Pick, Plan } from "./choice/plan";
@@ -9,6 +9,7 @@ import { scoreRequest, RequestCost, CostParams } from "./choice/score-request";
 import { dropSaturated } from "./choice/filter-saturated";
 import { p2cScored } from "./choice/picker-p2c";
 import { bandPick } from "./choice/picker-band";
+import { calmPick } from "./choice/picker-calm";
 import { CRIT_CRITICAL, shouldShed } from "./criticality";
 import { modelCostMs } from "./choice/filter-model";
 import { PICKER_P2C } from "./choose";
@@ -21,7 +22,7 @@ export class RequestPick {
 }
 
 export function pickForRequest(plan: Plan, lp: LlmPlan, inflight: Array<i32>, pending: PendingPrefill, nowMs: f64, picker: i32, band: f64, rng: Rng,
-  rc: RequestCost, cp: CostParams, crit: i32, sheddableAt: f64, standardAt: f64, out: RequestPick): RequestPick {
+  rc: RequestCost, cp: CostParams, crit: i32, out: RequestPick): RequestPick {
   const p = plan.result.reset();
   // the probe (scorer-inband.ts) picks among all candidates, blind to the model filter, and the
   // request cost does not read the in-band factor it re-learns: no probing here
@@ -33,7 +34,10 @@ export function pickForRequest(plan: Plan, lp: LlmPlan, inflight: Array<i32>, pe
   dropSaturated(plan, inflightP, scan);
   p.eligible = scan.eligible;
   if (scan.eligible == 0) return out;
-  if (crit == CRIT_CRITICAL) bandPick(plan, scan.best, 0, rng, p);
+  if (crit == CRIT_CRITICAL) {
+    calmPick(plan, rc.stdLoadOf, p);
+    if (p.index < 0) bandPick(plan, scan.best, 0, rng, p);
+  }
   else {
     if (picker == PICKER_P2C) {
       p2cScored(plan, scan.eligible, rng, p);
@@ -46,7 +50,7 @@ export function pickForRequest(plan: Plan, lp: LlmPlan, inflight: Array<i32>, pe
     // judged where the request would go: admitting on the account of the pool's least loaded
     // instance, which the picker may not have drawn, loads the busy ones; judged on the chosen
     // one, the share shed follows the share of busy instances (docs/architecture-choice.md)
-    if (p.index >= 0 && shouldShed(crit, unchecked(rc.pressureOf[p.index]), rc.pressure, sheddableAt, standardAt)) { out.shed = true; return out; }
+    if (p.index >= 0 && shouldShed(crit, unchecked(rc.shedLoadOf[p.index]), unchecked(rc.stdLoadOf[p.index]), rc.poolShedLoad)) { out.shed = true; return out; }
   }
   if (p.index >= 0) {
     // an adapter load delays the instance's steps; waiting for a LoRA slot to drain does not

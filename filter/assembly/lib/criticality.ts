@@ -24,17 +24,35 @@ export function resolveCriticality(headerValue: string | null, modelDefault: i32
 }
 
 /**
- * Whether a request of criticality `crit` is shed: `pressure` is the pressure of the instance it
- * would be sent to, `poolPressure` the least loaded eligible instance's (+Inf when none is
- * eligible). Sheddable at `sheddableAt` where it would go, standard at `standardAt` there; the
- * sheddable threshold halves while the pool's least loaded instance is at sheddableAt / 2 or
- * more: near capacity, what is admitted queues ahead of the critical requests still to come
- * (docs/architecture-choice.md, "Shedding").
+ * The shedding thresholds: backlog per slot (sheddableAt / standardAt), or, where the agent
+ * publishes the instance's KV capacity, backlog as a share of it (kvSheddableAt / kvStandardAt).
  */
-export function shouldShed(crit: i32, pressure: f64, poolPressure: f64, sheddableAt: f64, standardAt: f64): bool {
-  // near capacity only the sheddable threshold tightens: standard is never shed below standardAt
-  const s = poolPressure >= sheddableAt * 0.5 ? sheddableAt * 0.5 : sheddableAt;
-  if (crit == CRIT_SHEDDABLE) return pressure >= s;
-  if (crit == CRIT_STANDARD) return pressure >= standardAt;
+export class ShedAt {
+  sheddable: f64 = 1;
+  standard: f64 = 2;
+  kvSheddable: f64 = 0.6;
+  kvStandard: f64 = 0.7;
+  set(sheddable: f64, standard: f64, kvSheddable: f64, kvStandard: f64): void {
+    this.sheddable = sheddable; this.standard = standard; this.kvSheddable = kvSheddable; this.kvStandard = kvStandard;
+  }
+}
+
+/** A pressure as a multiple of a threshold: 1 at the threshold; a threshold of 0 is reached at once. */
+@inline export function loadAt(pressure: f64, threshold: f64): f64 {
+  return threshold > 0 ? pressure / threshold : Infinity;
+}
+
+/**
+ * Whether a request of criticality `crit` is shed where it would go: `shedLoad` and `stdLoad` are
+ * that instance's pressure as a multiple of its sheddable and standard thresholds (loadAt),
+ * `poolShedLoad` the least such sheddable load among the eligible instances (+Inf when none is).
+ * Sheddable at 1, standard at 1; the sheddable threshold halves while the pool's least loaded
+ * instance is at half of its own or more: near capacity, what is admitted queues ahead of the
+ * critical requests still to come (docs/architecture-choice.md, "Shedding").
+ */
+export function shouldShed(crit: i32, shedLoad: f64, stdLoad: f64, poolShedLoad: f64): bool {
+  // near capacity only the sheddable threshold tightens: standard is never shed below its own
+  if (crit == CRIT_SHEDDABLE) return shedLoad >= (poolShedLoad >= 0.5 ? 0.5 : 1);
+  if (crit == CRIT_STANDARD) return stdLoad >= 1;
   return false;
 }

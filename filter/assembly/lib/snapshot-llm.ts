@@ -8,6 +8,7 @@ export class InstanceLlm {
   prefillMsPerToken: f32 = NaN;   // NaN: unknown
   decodeMsPerToken: f32 = NaN;    // NaN: unknown
   kvCacheUsage: f32 = NaN;        // 0..1, NaN: unknown
+  kvSeqs: f32 = NaN;              // sequences the KV cache holds, 1..65535, NaN: unknown
   maxLoras: u16 = 0;              // 0: unknown / no LoRA
   models: Array<string> = [];
   modelFlags: Array<u8> = [];
@@ -17,7 +18,7 @@ export class InstanceLlm {
 //
 // Layout (docs/contracts.md, "Section type 4, LLM"): u16 count, u16 reserved, then per instance
 //   u8 serviceLen, service, u8 addrLen, addr, f32 prefillMsPerToken, f32 decodeMsPerToken,
-//   f32 kvCacheUsage, u16 maxLoras, u8 modelCount (<= MAX_LLM_MODELS), then per model
+//   f32 kvCacheUsage, f32 kvSeqs, u16 maxLoras, u8 modelCount (<= MAX_LLM_MODELS), then per model
 //   u8 flags (bits 0-2 as above, bits 3-7 ignored), u8 nameLen, name (non-empty).
 // D1: a structural defect (bad string, empty service or model name, address not ip:port, more
 // models than the bound) rejects the document; a number out of its range reads as NaN
@@ -42,6 +43,11 @@ export function kvUsageOrNaN(v: f32): f32 {
   return judge(v, 0, 1, true) == VALUE_OK ? v : NaN;
 }
 
+/** Sequences the KV cache holds: the value when in [1, 65535], NaN ("unknown") otherwise. */
+export function kvSeqsOrNaN(v: f32): f32 {
+  return judge(v, 1, 65535, true) == VALUE_OK ? v : NaN;
+}
+
 export function decodeLlm(r: Reader, out: Array<InstanceLlm>): void {
   const count = <i32>r.u16();
   r.u16();
@@ -53,6 +59,7 @@ export function decodeLlm(r: Reader, out: Array<InstanceLlm>): void {
     x.prefillMsPerToken = llmTermOrNaN(r.f32());
     x.decodeMsPerToken = llmTermOrNaN(r.f32());
     x.kvCacheUsage = kvUsageOrNaN(r.f32());
+    x.kvSeqs = kvSeqsOrNaN(r.f32());
     x.maxLoras = r.u16();
     const n = <i32>r.u8();
     if (r.err.length > 0) return;

@@ -156,8 +156,7 @@ function chooseWithBody(s: SwitchyardStream, v: RequestView, h: BodyHold, body: 
     const slot = unchecked(m.slots[k]);
     for (let i = 0; i < n; i++) if (unchecked(plan.slot[i]) == slot) unchecked(rc.cachedBlocks[i] = unchecked(m.blocks[k]));
   }
-  const out = pickForRequest(plan, lp, la.inflight.total, la.pending, v.nowMs, cfg.picker, sp.cfg.band, la.rng, rc, req.cp, crit,
-    cfg.shedSheddableAt, cfg.shedStandardAt, req.out);
+  const out = pickForRequest(plan, lp, la.inflight.total, la.pending, v.nowMs, cfg.picker, sp.cfg.band, la.rng, rc, req.cp, crit, req.out);
   if (out.shed) {
     req.count(crit == CRIT_SHEDDABLE ? RC_SHED_SHEDDABLE : RC_SHED_STANDARD);
     const headers: Array<HeaderPair> = [new HeaderPair(v.retryAfterName, String.UTF8.encode(sp.cfg.retryAfterS.toString()))];

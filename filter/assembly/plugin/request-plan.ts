@@ -69,6 +69,7 @@ export class RequestPlan {
     this.cp.adapterLoadMs = cfg.adapterLoadMs;
     this.cp.kvFull = cfg.kvCacheFull;
     this.cp.decodeIdleShare = cfg.decodeIdleShare;
+    this.cp.shed.set(cfg.shedSheddableAt, cfg.shedStandardAt, cfg.shedKvSheddableAt, cfg.shedKvStandardAt);
     for (let i = 0; i < RC_COUNT; i++) this.metricIds[i] = defineMetric(METRIC_COUNTER, "switchyard.request." + RC_NAMES[i] + "." + service);
   }
 

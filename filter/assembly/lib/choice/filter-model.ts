@@ -12,10 +12,12 @@ import { LlmPlan, MODEL_LISTED } from "./plan-llm";
   if (col < 0) return 0;
   const f = lp.flagsOf(col, i);
   if ((f & (MODEL_BASE | MODEL_LOADED)) != 0) return 0;
-  if ((f & MODEL_WAITING) != 0) return adapterLoadMs;
+  const room = unchecked(lp.loraRoom[i]);
+  // waiting with a slot free: it is being loaded; with every slot held by running adapters it
+  // waits for one of them to drain, which the other adapters' traffic can put off indefinitely
+  if ((f & MODEL_WAITING) != 0) return room > 0 ? adapterLoadMs : adapterLoadMs + unchecked(lp.esMs[i]);
   // room to load it only where the instance lists the adapter (/v1/models): another base model's
   // instance with free LoRA slots cannot serve it
-  const room = unchecked(lp.loraRoom[i]);
   if ((f & MODEL_LISTED) == 0 || unchecked(lp.isBase[col]) || room <= 0) return Infinity;
   // the free slots the scrape showed are taken by adapters this proxy sent since: it waits for a
   // running adapter's requests to drain (about one service time) before its own can load

@@ -15,6 +15,8 @@ export class LlmPlan {
   prefillMs: StaticArray<f64> = new StaticArray<f64>(0);
   decodeMs: StaticArray<f64> = new StaticArray<f64>(0);
   kv: StaticArray<f64> = new StaticArray<f64>(0);
+  /** sequences the KV cache holds (NaN: unknown): the shedding pressure's denominator where known */
+  kvSeqs: StaticArray<f64> = new StaticArray<f64>(0);
   /** Adapter capacity left: maxLoras − adapters loaded (−1: unknown / no LoRA). */
   loraRoom: StaticArray<i32> = new StaticArray<i32>(0);
   /** Adapters this proxy sent to be loaded since the scrape (adapter-sends.ts): slots of loraRoom taken. */
@@ -51,6 +53,7 @@ export function buildLlmPlan(plan: Plan, service: string, llm: Array<InstanceLlm
   lp.prefillMs = new StaticArray<f64>(n);
   lp.decodeMs = new StaticArray<f64>(n);
   lp.kv = new StaticArray<f64>(n);
+  lp.kvSeqs = new StaticArray<f64>(n);
   lp.loraRoom = new StaticArray<i32>(n);
   lp.loraSent = new StaticArray<i32>(n);
   lp.esMs = new StaticArray<f64>(n);
@@ -64,7 +67,7 @@ export function buildLlmPlan(plan: Plan, service: string, llm: Array<InstanceLlm
     lp.inv[i] = w > 0 ? 1.0 / w : Infinity;
     lp.esMs[i] = esMs[i];
     lp.restMs[i] = plan.baseWaitMs[i] - esMs[i];
-    lp.prefillMs[i] = NaN; lp.decodeMs[i] = NaN; lp.kv[i] = NaN; lp.loraRoom[i] = -1;
+    lp.prefillMs[i] = NaN; lp.decodeMs[i] = NaN; lp.kv[i] = NaN; lp.kvSeqs[i] = NaN; lp.loraRoom[i] = -1;
     const a = plan.addr[i];
     const r: InstanceLlm | null = byAddr.has(a) ? byAddr.get(a) : null;
     rec[i] = r;
@@ -74,6 +77,8 @@ export function buildLlmPlan(plan: Plan, service: string, llm: Array<InstanceLlm
     lp.decodeMs[i] = positiveOrNaN(<f64>r.decodeMsPerToken);
     const kv = <f64>r.kvCacheUsage;
     lp.kv[i] = kv >= 0 && kv <= 1 ? kv : NaN;
+    const q = <f64>r.kvSeqs;
+    lp.kvSeqs[i] = q >= 1 && q <= 65535 ? q : NaN;
     const m = min(r.models.length, r.modelFlags.length);
     let loaded = 0;
     for (let k = 0; k < m; k++) {

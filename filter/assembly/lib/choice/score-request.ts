@@ -10,8 +10,9 @@
 // and the chosen instance's pending prefill grows by P_i (RequestCost.charge). Otherwise the body-blind
 // form with the request's service time (scorer-size.ts):
 //   cost_i = rest_i + (S_i(request) + modelCost_i)/weight_i + b_i·E[S]_i/c_i/weight_i
-// It also gives each candidate's pressure for shedding: backlog per slot, a KV cache near full
-// counting 1 and a full one 2 (lib/choose-request.ts judges it where the request would go).
+// It also gives each candidate's pressure for shedding (lib/choose-request.ts judges it where the
+// request would go): where the agent publishes the instance's KV capacity (kvSeqs), the backlog
+// as a share of it; else the backlog per slot, a KV cache near full counting 1 and a full one 2.
 import { Plan, Scan } from "./plan";
 import { LlmPlan } from "./plan-llm";
 import { anyStale, leftOutAt } from "./filter-stale";
@@ -20,6 +21,7 @@ import { serviceMs } from "./scorer-size";
 import { cachedTokens } from "./scorer-prefix";
 import { ptr, f64At, setF64At, i32At } from "./flat";
 import { PendingPrefill } from "../pending-prefill";
+import { ShedAt, loadAt } from "../criticality";
 
 /** The request's side of the cost, filled per request (reused: nothing allocated per request). */
 export class RequestCost {
@@ -29,14 +31,19 @@ export class RequestCost {
   outTokens: f64 = 0;
   /** Per candidate: leading prompt blocks it was sent (PrefixIndex). */
   cachedBlocks: StaticArray<i32> = new StaticArray<i32>(0);
-  /** Result: the least eligible backlog per slot (+Inf: none eligible). */
+  /** Result: the least eligible pressure (+Inf: none eligible). */
   pressure: f64 = Infinity;
+  /** Result: the least eligible pressure as a multiple of its sheddable threshold (+Inf: none eligible). */
+  poolShedLoad: f64 = Infinity;
   /** Result: the eligible candidate with the longest remembered prefix (-1: none). */
   affinity: i32 = -1;
   /** Result: candidates the model filter left out. */
   modelExcluded: i32 = 0;
-  /** Scratch, per candidate: its pressure (backlog per slot; a KV cache near full counts 1, full 2). */
+  /** Scratch, per candidate: its pressure (backlog per KV capacity; else per slot, a KV cache near full counting 1, full 2). */
   pressureOf: StaticArray<f64> = new StaticArray<f64>(0);
+  /** Scratch, per candidate: its pressure as a multiple of its sheddable / standard threshold (criticality.ts loadAt). */
+  shedLoadOf: StaticArray<f64> = new StaticArray<f64>(0);
+  stdLoadOf: StaticArray<f64> = new StaticArray<f64>(0);
   /** Scratch, per candidate: the request's prefill there (ms, its uncached tokens; 0 where the per-token terms are unknown). */
   prefillMs: StaticArray<f64> = new StaticArray<f64>(0);
   /** A request was sent to candidate i (slot `slot`) at `nowMs`: its prefill (and adapter load) queues behind what this proxy sent there before. */
@@ -55,6 +62,8 @@ export class CostParams {
   kvFull: f64 = 0.95;
   /** request.decodeIdleShare: the decode time per token paid in an idle batch, as a share of the learned one */
   decodeIdleShare: f64 = 0;
+  /** request.shedding */
+  shed: ShedAt = new ShedAt();
 }
 
 export function scoreRequest(plan: Plan, lp: LlmPlan, inflightP: usize, pending: PendingPrefill, nowMs: f64, rc: RequestCost, cp: CostParams): Scan {
@@ -68,10 +77,15 @@ export function scoreRequest(plan: Plan, lp: LlmPlan, inflightP: usize, pending:
   let eligible = 0;
   let saturated = 0;
   let pressure = Infinity;
+  let poolShed = Infinity;
+  const th = cp.shed;
   let excluded = 0;
   let affinity = -1;
   let affinityBlocks = 0;
-  if (rc.prefillMs.length < n) { rc.prefillMs = new StaticArray<f64>(n); rc.pressureOf = new StaticArray<f64>(n); }
+  if (rc.prefillMs.length < n) {
+    rc.prefillMs = new StaticArray<f64>(n); rc.pressureOf = new StaticArray<f64>(n);
+    rc.shedLoadOf = new StaticArray<f64>(n); rc.stdLoadOf = new StaticArray<f64>(n);
+  }
   for (let i = 0; i < n; i++) {
     if (leftOutAt(skipP, staleP, skippedP, costP, checkStale, nowMs, i)) continue;
     const extra = modelCostMs(lp, col, i, cp.adapterLoadMs);
@@ -111,15 +125,30 @@ export function scoreRequest(plan: Plan, lp: LlmPlan, inflightP: usize, pending:
     eligible++;
     if (c < best) best = c;
     if (b >= f64At(satP, i)) saturated++;
-    // a KV cache near full is saturation (vLLM queues and preempts there): from kvFull − 0.2 (where
-    // prefix credit starts to fade, scorer-prefix.ts) it counts as backlog per slot 1, full as 2
-    let pr = b / slots;
-    if (kv >= cp.kvFull - 0.2 && pr < 1) pr = 1;
-    if (kv >= cp.kvFull && pr < 2) pr = 2;
+    // Where the KV capacity is known, the backlog (the snapshot's, corrected by this proxy's live
+    // count) as a share of it: vLLM queues when the KV cache is full, whatever the sequence cap,
+    // and the live count sees what a 1 s old usage gauge does not. Else backlog per slot, and a
+    // KV cache near full is saturation (vLLM queues and preempts there): from kvFull − 0.2 (where
+    // prefix credit starts to fade, scorer-prefix.ts) it counts as backlog per slot 1, full as 2.
+    const kvSeqs = unchecked(lp.kvSeqs[i]);
+    let pr: f64, shedLoad: f64, stdLoad: f64;
+    if (kvSeqs >= 1) {
+      pr = b / kvSeqs;
+      shedLoad = loadAt(pr, th.kvSheddable); stdLoad = loadAt(pr, th.kvStandard);
+    } else {
+      pr = b / slots;
+      if (kv >= cp.kvFull - 0.2 && pr < 1) pr = 1;
+      if (kv >= cp.kvFull && pr < 2) pr = 2;
+      shedLoad = loadAt(pr, th.sheddable); stdLoad = loadAt(pr, th.standard);
+    }
     unchecked(rc.pressureOf[i] = pr);
+    unchecked(rc.shedLoadOf[i] = shedLoad);
+    unchecked(rc.stdLoadOf[i] = stdLoad);
     if (pr < pressure) pressure = pr;
+    if (shedLoad < poolShed) poolShed = shedLoad;
   }
   rc.pressure = pressure;
+  rc.poolShedLoad = poolShed;
   rc.modelExcluded = excluded;
   rc.affinity = affinity;
   const sc = plan.scan;

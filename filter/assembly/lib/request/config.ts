@@ -60,6 +60,12 @@ export class RequestConfig {
   shedSheddableAt: f64 = 1;
   /** ... and standard ones. Critical requests are never shed. */
   shedStandardAt: f64 = 2;
+  /**
+   * Where the agent publishes the instance's KV capacity (kvSeqs), the pressure is the backlog as a
+   * share of it instead, and these thresholds apply (docs/architecture-choice.md, "Shedding").
+   */
+  shedKvSheddableAt: f64 = 0.6;
+  shedKvStandardAt: f64 = 0.7;
   models: Array<ModelRule> = [];
   /**
    * Picker of the request-aware choice (PICKER_*; the service's loadAware `picker` is for its
@@ -120,11 +126,14 @@ export function parseRequestConfig(r: ObjectReader): RequestConfig {
     if (why.length > 0) p.add(join(r.path, "criticalityHeader"), why);
   }
   c.defaultCriticality = criticalityOf(r.oneOf("criticality", "standard", CRITICALITY_NAMES));
-  const sh = r.obj("shedding", ["sheddableAt", "standardAt"]);
+  const sh = r.obj("shedding", ["sheddableAt", "standardAt", "kvSheddableAt", "kvStandardAt"]);
   if (sh != null) {
     c.shedSheddableAt = sh.num("sheddableAt", c.shedSheddableAt, 0, 1000);
     c.shedStandardAt = sh.num("standardAt", c.shedStandardAt, 0, 1000);
     if (p.ok && c.shedStandardAt < c.shedSheddableAt) p.add(join(sh.path, "standardAt"), "must be at least sheddableAt");
+    c.shedKvSheddableAt = sh.num("kvSheddableAt", c.shedKvSheddableAt, 0, 1000);
+    c.shedKvStandardAt = sh.num("kvStandardAt", c.shedKvStandardAt, 0, 1000);
+    if (p.ok && c.shedKvStandardAt < c.shedKvSheddableAt) p.add(join(sh.path, "kvStandardAt"), "must be at least kvSheddableAt");
   }
   c.picker = r.oneOf("picker", "band", ["band", "p2c"]) == "p2c" ? PICKER_P2C : PICKER_BAND;
   const models = r.arr("models");
