@@ -7,7 +7,7 @@ import { Pick, Plan } from "./plan";
 import { ptr, f64At } from "./flat";
 
 /** `stdLoadOf[i]` (valid where plan.cost[i] is finite): candidate i's pressure as a multiple of its standard threshold. p.index −1: none is under it. */
-export function calmPick(plan: Plan, stdLoadOf: StaticArray<f64>, p: Pick): void {
+export function calmPick(plan: Plan, stdLoadOf: StaticArray<f64>, drainOf: StaticArray<u8>, p: Pick): void {
   const n = plan.n;
   const costP = ptr(plan.cost);
   let best = Infinity;
@@ -15,7 +15,7 @@ export function calmPick(plan: Plan, stdLoadOf: StaticArray<f64>, p: Pick): void
   let considered = 0;
   for (let i = 0; i < n; i++) {
     const c = f64At(costP, i);
-    if (c == Infinity || !(unchecked(stdLoadOf[i]) < 1)) continue;
+    if (c == Infinity || !(unchecked(stdLoadOf[i]) < 1) || unchecked(drainOf[i]) != 0) continue;
     considered++;
     if (c < best) { best = c; k = i; }
   }

@@ -44,6 +44,8 @@ export class RequestCost {
   /** Scratch, per candidate: its pressure as a multiple of its sheddable / standard threshold (criticality.ts loadAt). */
   shedLoadOf: StaticArray<f64> = new StaticArray<f64>(0);
   stdLoadOf: StaticArray<f64> = new StaticArray<f64>(0);
+  /** Scratch, per candidate: 1 when the request's adapter waits there for a running adapter to drain (filter-model.ts), else 0. */
+  drainOf: StaticArray<u8> = new StaticArray<u8>(0);
   /** Scratch, per candidate: the request's prefill there (ms, its uncached tokens; 0 where the per-token terms are unknown). */
   prefillMs: StaticArray<f64> = new StaticArray<f64>(0);
   /** A request was sent to candidate i (slot `slot`) at `nowMs`: its prefill (and adapter load) queues behind what this proxy sent there before. */
@@ -85,11 +87,13 @@ export function scoreRequest(plan: Plan, lp: LlmPlan, inflightP: usize, pending:
   if (rc.prefillMs.length < n) {
     rc.prefillMs = new StaticArray<f64>(n); rc.pressureOf = new StaticArray<f64>(n);
     rc.shedLoadOf = new StaticArray<f64>(n); rc.stdLoadOf = new StaticArray<f64>(n);
+    rc.drainOf = new StaticArray<u8>(n);
   }
   for (let i = 0; i < n; i++) {
     if (leftOutAt(skipP, staleP, skippedP, costP, checkStale, nowMs, i)) continue;
     const extra = modelCostMs(lp, col, i, cp.adapterLoadMs);
     if (extra == Infinity) { setF64At(costP, i, Infinity); excluded++; continue; }
+    unchecked(rc.drainOf[i] = extra > cp.adapterLoadMs ? 1 : 0);
     const kv = unchecked(lp.kv[i]);
     const blocks = unchecked(rc.cachedBlocks[i]);
     if (blocks > affinityBlocks) { affinityBlocks = blocks; affinity = i; }
