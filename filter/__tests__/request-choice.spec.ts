@@ -427,6 +427,29 @@ describe("score-request: size, prefix and KV cache in one pass", () => {
     expect(out.shed).toBe(false);
   });
 
+  it("critical requests avoid an instance where their adapter waits for a running adapter to drain", () => {
+    // two instances, 2 LoRA slots each: on the first sql-lora and chat-lora run and code-lora waits
+    // (cheaper by prefill); on the second code-lora is loaded
+    const a = llm("10.0.0.1:80", ["llama-3-8b", "sql-lora", "chat-lora", "code-lora"], [MODEL_BASE, MODEL_LOADED, MODEL_LOADED, MODEL_WAITING], 0.01, 20, 0.3, 2);
+    const b = llm("10.0.0.2:80", ["llama-3-8b", "code-lora"], [MODEL_BASE, MODEL_LOADED], 2, 20, 0.3, 2);
+    const ls = new Array<InstanceLlm>(); ls.push(a); ls.push(b);
+    const g = new Fixture(snapOf([inst("10.0.0.1:80", 0, 8), inst("10.0.0.2:80", 0, 8)], ls));
+    const rc = cost(2);
+    rc.modelCol = g.lp.modelColumn("code-lora");
+    const cp = new CostParams();
+    cp.adapterLoadMs = 40;
+    scoreRequest(g.plan, g.lp, g.inflight.dataStart, g.pending, 0, rc, cp);
+    expect(g.plan.cost[0]).toBeLessThan(g.plan.cost[1]);   // by cost the first (40 + E[S] 100 ms < 2000 ms of prefill)
+    expect(rc.drainOf[0]).toBe(<u8>1);
+    expect(rc.drainOf[1]).toBe(<u8>0);
+    const out = new RequestPick();
+    pickForRequest(g.plan, g.lp, g.inflight, g.pending, 0, 1, 0, new Rng(1), rc, cp, CRIT_CRITICAL, out);
+    expect(out.pick.index).toBe(1);
+    // a standard request goes by cost
+    pickForRequest(g.plan, g.lp, g.inflight, g.pending, 0, 1, 0, new Rng(1), rc, cp, CRIT_STANDARD, out);
+    expect(out.pick.index).toBe(0);
+  });
+
   it("pressure: backlog per KV capacity where kvSeqs is published (the KV gauge not read), else per slot with the KV floor", () => {
     const a = llm("10.0.0.1:80", ["m"], [MODEL_BASE], 1, 20, 0.97); a.kvSeqs = 20;   // full KV gauge, capacity known
     const b = llm("10.0.0.2:80", ["m"], [MODEL_BASE], 1, 20, 0.97);                  // full KV gauge, capacity unknown
