@@ -7,6 +7,8 @@ import { Candidate, candidateFrom, Plan, MODEL_CONDITIONAL } from "../assembly/l
 import { LlmPlan, buildLlmPlan } from "../assembly/lib/choice/plan-llm";
 import { modelCostMs } from "../assembly/lib/choice/filter-model";
 import { AdapterSends, ADAPTER_SENDS_CAPACITY } from "../assembly/lib/choice/adapter-sends";
+import { AdapterShare, modelHash } from "../assembly/lib/choice/adapter-share";
+import { Inflight } from "../assembly/lib/inflight";
 
 function inst(addr: string): InstanceState {
   const s = new InstanceState();
@@ -107,5 +109,77 @@ describe("AdapterSends", () => {
       s.sent(lp, lp.modelColumn("chat-lora"), 0, 10, <f64>k);
     }
     expect(s.count).toBe(ADAPTER_SENDS_CAPACITY);
+  });
+});
+
+// Shared across worker VMs (lib/choice/adapter-share.ts): two VMs, each with its own AdapterSends
+// and in-flight table (the same addresses, possibly in other slots), exchanging one document.
+describe("AdapterShare", () => {
+  it("a mark one VM publishes is applied by the other: being loaded there, one LoRA slot taken", () => {
+    const p = plan();
+    const lp0 = build(p), lp1 = build(p);
+    // VM 1 knows the addresses in another slot order
+    const inf0 = new Inflight(), inf1 = new Inflight();
+    inf0.beginEpoch(); inf0.slotFor("10.0.0.1:80"); inf0.slotFor("10.0.0.2:80");
+    inf1.beginEpoch(); inf1.slotFor("10.0.0.2:80"); inf1.slotFor("10.0.0.1:80");
+    const slots0 = new StaticArray<i32>(2), slots1 = new StaticArray<i32>(2);
+    slots0[0] = inf0.slotOf("10.0.0.1:80"); slots0[1] = inf0.slotOf("10.0.0.2:80");
+    slots1[0] = inf1.slotOf("10.0.0.1:80"); slots1[1] = inf1.slotOf("10.0.0.2:80");
+    const own0 = new AdapterSends(), own1 = new AdapterSends();
+    const sh0 = new AdapterShare(), sh1 = new AdapterShare();
+    const chat = lp0.modelColumn("chat-lora"), code = lp0.modelColumn("code-lora");
+    // VM 0 sends chat-lora to instance 0 (one free slot there)
+    expect(own0.sent(lp0, chat, 0, slots0[0], 1000)).toBe(true);
+    let doc = sh0.merge(new ArrayBuffer(0), own0, 7, 1000, 5000, inf0);
+    doc = sh1.merge(doc, own1, 9, 1010, 5000, inf1);
+    expect(sh1.remoteCount).toBe(1);
+    expect(modelCostMs(lp1, code, 0, 200)).toBe(200.0);        // before: the free slot
+    expect(sh1.apply(lp1, slots1)).toBe(1);
+    expect(lp1.flagsOf(chat, 0) & MODEL_WAITING).toBe(MODEL_WAITING);
+    expect(modelCostMs(lp1, chat, 0, 200)).toBe(200.0);        // chat-lora joins the load
+    expect(modelCostMs(lp1, code, 0, 200)).toBe(300.0);        // code-lora waits for a drain (+ E[S] 100)
+    expect(lp1.loraSent[0]).toBe(1);
+    // applied again (the next tick), the mark counts once
+    lp1.resetMarks();
+    expect(lp1.loraSent[0]).toBe(0);
+    expect(lp1.flagsOf(chat, 0) & MODEL_WAITING).toBe(<u8>0);  // back to the snapshot's flags
+    sh1.apply(lp1, slots1);
+    sh1.apply(lp1, slots1);
+    expect(lp1.loraSent[0]).toBe(1);
+    // VM 1 sending chat-lora there itself marks nothing more
+    expect(own1.sent(lp1, chat, 0, slots1[0], 1020)).toBe(false);
+    // both sections are in the document VM 1 writes; VM 0 reads none of its own back
+    doc = sh0.merge(doc, own0, 7, 1030, 5000, inf0);
+    expect(sh0.remoteCount).toBe(0);
+  });
+
+  it("sections older than maxAgeMs are dropped; a truncated document is read up to the break; unknown addresses are skipped", () => {
+    const p = plan();
+    const lp = build(p);
+    const inf = new Inflight();
+    inf.beginEpoch(); inf.slotFor("10.0.0.1:80"); inf.slotFor("10.0.0.2:80");
+    const own = new AdapterSends(), sh = new AdapterShare(), other = new AdapterSends(), sho = new AdapterShare();
+    const chat = lp.modelColumn("chat-lora");
+    other.sent(lp, chat, 0, inf.slotOf("10.0.0.1:80"), 1000);
+    const doc = sho.merge(new ArrayBuffer(0), other, 3, 1000, 5000, inf);
+    // expired
+    sh.merge(doc, own, 4, 7000, 5000, inf);
+    expect(sh.remoteCount).toBe(0);
+    // truncated in the record: nothing read, no trap
+    sh.merge(doc.slice(0, doc.byteLength - 2), own, 4, 1000, 5000, inf);
+    expect(sh.remoteCount).toBe(0);
+    // an address this VM has no slot for
+    const stranger = new Inflight();
+    stranger.beginEpoch(); stranger.slotFor("10.9.9.9:80");
+    const before = sh.skipped;
+    sh.merge(doc, own, 4, 1000, 5000, stranger);
+    expect(sh.remoteCount).toBe(0);
+    expect(sh.skipped).toBe(before + 1);
+  });
+
+  it("modelHash: FNV-1a, distinct for the fleet's adapter names", () => {
+    expect(modelHash("")).toBe(<u32>0x811c9dc5);
+    expect(modelHash("sql-lora")).not.toBe(modelHash("chat-lora"));
+    expect(modelHash("chat-lora")).toBe(modelHash("chat-lora"));
   });
 });

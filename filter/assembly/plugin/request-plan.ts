@@ -10,6 +10,7 @@ import { Inflight } from "../lib/inflight";
 import { LlmPlan, buildLlmPlan } from "../lib/choice/plan-llm";
 import { RequestCost, CostParams } from "../lib/choice/score-request";
 import { AdapterSends } from "../lib/choice/adapter-sends";
+import { AdapterShare } from "../lib/choice/adapter-share";
 import { RequestPick } from "../lib/choose-request";
 import { Plan } from "../lib/choice/plan";
 import { InstanceLlm } from "../lib/snapshot-llm";
@@ -41,6 +42,12 @@ export class RequestPlan {
   out: RequestPick = new RequestPick();
   /** Adapters sent to instances that had not loaded them, until a scrape shows it. */
   adapters: AdapterSends = new AdapterSends();
+  /** The other worker VMs' adapter marks, exchanged under adapterKey on the tick. */
+  adapterShare: AdapterShare = new AdapterShare();
+  adapterKey: ArrayBuffer;
+  /** The plan's in-flight slots and its candidates' scrape times (for re-applying the marks on the tick). */
+  private planSlots: StaticArray<i32> = new StaticArray<i32>(0);
+  private scrapeAtMs: Array<f64> = [];
   /** Address each in-flight slot had in the last plan: a slot reused by another address forgets its prefixes. */
   private slotAddr: Map<i32, string> = new Map();
   counts: StaticArray<i64> = new StaticArray<i64>(RC_COUNT);
@@ -62,6 +69,7 @@ export class RequestPlan {
     this.hashes = new StaticArray<u64>(cfg.prefixMaxBlocks);
     this.share = new PrefixShare(cfg.prefixEntries);
     this.shareKey = String.UTF8.encode("switchyard.prefix.v1." + service);
+    this.adapterKey = String.UTF8.encode("switchyard.adapters.v1." + service);
     this.index.ring = this.share.ring;
     this.cp.bytesPerToken = cfg.bytesPerToken;
     this.cp.blockBytes = cfg.prefixBlockBytes;
@@ -78,7 +86,10 @@ export class RequestPlan {
   /** After a plan rebuild: the LLM side in plan order (with the adapters sent since its scrapes), and prefixes of re-assigned slots dropped. */
   rebuild(plan: Plan, service: string, llm: Array<InstanceLlm>, esMs: Array<f64>, weight: Array<f64>, scrapeAtMs: Array<f64>, nowMs: f64): void {
     this.lp = buildLlmPlan(plan, service, llm, esMs, weight);
+    this.planSlots = plan.slot;
+    this.scrapeAtMs = scrapeAtMs;
     this.adapters.reapply(this.lp, plan.slot, scrapeAtMs, nowMs);
+    this.adapterShare.apply(this.lp, plan.slot);
     if (this.rc.cachedBlocks.length < plan.n) this.rc.cachedBlocks = new StaticArray<i32>(plan.n);
     for (let i = 0; i < plan.n; i++) {
       const s = plan.slot[i];
@@ -107,6 +118,23 @@ export class RequestPlan {
     unchecked(this.counts[RC_PREFIX_SHARE_LOST] += <i64>(lost - this.lostSeen));
     this.learnedSeen = sh.learned;
     this.lostSeen = lost;
+  }
+
+  /**
+   * On the tick: this VM's adapter marks out, the other VMs' in (adapter-share.ts); the plan's
+   * marks are then this VM's still in force plus the others'.
+   */
+  shareAdapters(token: u32, nowMs: u64, maxAgeMs: u64, inflight: Inflight): void {
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const cur = getSharedData(this.adapterKey);
+      const doc = this.adapterShare.merge(cur.found ? cur.value : new ArrayBuffer(0), this.adapters, token, nowMs, maxAgeMs, inflight);
+      const r = setSharedData(this.adapterKey, doc, cur.found ? cur.cas : 0);
+      if (r != CAS_MISMATCH) break;
+    }
+    if (this.lp.n == 0) return;
+    this.lp.resetMarks();
+    this.adapters.reapply(this.lp, this.planSlots, this.scrapeAtMs, <f64>nowMs);
+    this.adapterShare.apply(this.lp, this.planSlots);
   }
 
   flush(): void {

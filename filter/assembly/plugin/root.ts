@@ -142,13 +142,16 @@ export class SwitchyardRoot extends RootContext {
     }
   }
 
-  /** Exchanges the prefix index records of every request-aware service with the other VMs (lib/request/prefix-share.ts). */
+  /** Exchanges the prefix index records and the adapter marks of every request-aware service with the other VMs (lib/request/prefix-share.ts, lib/choice/adapter-share.ts). */
   private sharePrefixes(now: u64, cfg: PluginConfig): void {
     const maxAge = <u64>(cfg.leaseMs > 10 * cfg.refreshMs ? cfg.leaseMs : 10 * cfg.refreshMs);
     const plans = this.loadAware.plans;
     for (let i = 0; i < plans.length; i++) {
       const rq = plans[i].req;
-      if (rq != null) rq.sharePrefixes(this.vmToken, now, maxAge, this.loadAware.inflight);
+      if (rq != null) {
+        rq.sharePrefixes(this.vmToken, now, maxAge, this.loadAware.inflight);
+        rq.shareAdapters(this.vmToken, now, maxAge, this.loadAware.inflight);
+      }
     }
   }
 

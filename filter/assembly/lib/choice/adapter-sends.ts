@@ -44,6 +44,10 @@ export class AdapterSends {
     return true;
   }
 
+  /** Mark k's in-flight slot (−1: none) and adapter name, k in 0..ADAPTER_SENDS_CAPACITY (adapter-share.ts publishes them). */
+  @inline slotAt(k: i32): i32 { return unchecked(this.slot[k]); }
+  @inline modelAt(k: i32): string { return unchecked(this.model[k]); }
+
   /**
    * After a plan rebuild: the sends newer than the scrape each candidate's data comes from are
    * marked again (`scrapeAtMs` and `slots` in plan order); the others are forgotten.
@@ -73,7 +77,7 @@ export class AdapterSends {
 }
 
 /** Marks adapter column `col` as being loaded on candidate i, counting a LoRA slot taken; false when it is a base model or already there. */
-function mark(lp: LlmPlan, col: i32, i: i32): bool {
+export function mark(lp: LlmPlan, col: i32, i: i32): bool {
   if (col < 0 || i < 0 || i >= lp.n || col >= lp.names.length) return false;
   if (unchecked(lp.isBase[col])) return false;
   const f = lp.flagsOf(col, i);

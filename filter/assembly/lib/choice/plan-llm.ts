@@ -32,6 +32,14 @@ export class LlmPlan {
   /** Per model: served by some candidate as a base model (else only as an adapter). */
   isBase: Array<bool> = [];
   flags: StaticArray<u8> = new StaticArray<u8>(0);
+  /** The flags as the snapshot gave them, before any adapter mark (adapter-sends.ts, adapter-share.ts). */
+  snapFlags: StaticArray<u8> = new StaticArray<u8>(0);
+
+  /** Back to the snapshot's flags and no LoRA slot taken: the marks are applied again after this. */
+  resetMarks(): void {
+    memory.copy(changetype<usize>(this.flags), changetype<usize>(this.snapFlags), <usize>this.flags.length);
+    for (let i = 0; i < this.loraSent.length; i++) unchecked(this.loraSent[i] = 0);
+  }
 
   /** Column of `model`, -1 when no candidate lists it. */
   modelColumn(model: string): i32 {
@@ -100,6 +108,8 @@ export function buildLlmPlan(plan: Plan, service: string, llm: Array<InstanceLlm
       lp.flags[col * n + i] |= (r.modelFlags[k] & (MODEL_BASE | MODEL_LOADED | MODEL_WAITING)) | MODEL_LISTED;
     }
   }
+  lp.snapFlags = new StaticArray<u8>(lp.flags.length);
+  memory.copy(changetype<usize>(lp.snapFlags), changetype<usize>(lp.flags), <usize>lp.flags.length);
   return lp;
 }
 
