@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { encodeSnapshot, type InstanceRecord } from '../../agent/src/snapshot/codec';
 import { MODEL_BASE, type InstanceLlmRecord } from '../../agent/src/snapshot/llm';
 import { ProxyWasmHost, type RequestResult } from '../../host/src';
-import { WASM, header } from './helpers';
+import { header, twoWorkerLlmHost } from './helpers';
 
 const AUTH = 'llm.example';
 const T0 = 1_000_000;
@@ -28,24 +28,10 @@ const llm = (addr: string, prefill: number, maxLoras: number): InstanceLlmRecord
   models: [{ name: 'llama-3-8b', flags: MODEL_BASE }, { name: 'sql-lora', flags: 0 }, { name: 'chat-lora', flags: 0 }],
 });
 
-async function twoWorkers(): Promise<ProxyWasmHost> {
-  let body: Buffer = Buffer.alloc(0);
-  const host = await ProxyWasmHost.create({
-    wasm: WASM, workers: 2, mainThread: false, canary: false, clock: 'manual', startTimeMs: T0,
-    allowOnHeadersStopIteration: true,
-    pluginConfig: JSON.stringify({
-      agent: { cluster: 'switchyard_agent', longPollMs: 0, pollMs: REFRESH }, refreshMs: REFRESH, leaseMs: 20 * REFRESH,
-      link: { stalenessMs: 600000, services: [] },
-      loadAware: { services: [{ authorities: [AUTH], service: 'llm', stalenessMs: 600000, debug: true,
-        request: { allowOnHeadersStopIteration: true } }] },
-    }),
-    clusters: { switchyard_agent: { handler: () => ({ status: 200, body }) } },
-  });
-  body = encodeSnapshot({ seq: 1, generatedAtMs: T0, peers: [], instances: [inst(FAST), inst(ROOMY)], llm: [llm(FAST, 0.01, 1), llm(ROOMY, 0.1, 2)] });
-  for (let i = 0; i < 8; i++) await host.advance(REFRESH);
-  assert.ok((host.metric('switchyard.snapshot.updates') ?? 0) >= 2, 'both VMs adopted the snapshot');
-  return host;
-}
+const twoWorkers = (): Promise<ProxyWasmHost> => twoWorkerLlmHost({
+  authority: AUTH, t0: T0, refreshMs: REFRESH, stalenessMs: 600000,
+  snapshot: encodeSnapshot({ seq: 1, generatedAtMs: T0, peers: [], instances: [inst(FAST), inst(ROOMY)], llm: [llm(FAST, 0.01, 1), llm(ROOMY, 0.1, 2)] }),
+});
 
 const ask = (host: ProxyWasmHost, worker: number, model: string, tag: string): Promise<RequestResult> =>
   host.request({ ':method': 'POST', ':path': '/v1/completions', ':authority': AUTH, ':scheme': 'http', 'content-type': 'application/json' },

@@ -85,3 +85,26 @@ export async function until(pred: () => Promise<boolean> | boolean, timeoutMs: n
     await sleep(stepMs);
   }
 }
+
+/**
+ * The real filter in the embedded host with two worker VMs on a manual clock, one request-aware
+ * service `llm` at `authority`, fed `snapshot` by an in-process agent cluster (polled every
+ * `refreshMs`); returns once both VMs have adopted it. For the exchanges between worker VMs
+ * (in-flight counts, pending prefill, prefix index, adapter marks).
+ */
+export async function twoWorkerLlmHost(o: { authority: string; t0: number; refreshMs: number; stalenessMs: number; snapshot: Buffer; request?: Record<string, unknown> }): Promise<ProxyWasmHost> {
+  const host = await ProxyWasmHost.create({
+    wasm: WASM, workers: 2, mainThread: false, canary: false, clock: 'manual', startTimeMs: o.t0,
+    allowOnHeadersStopIteration: true,
+    pluginConfig: JSON.stringify({
+      agent: { cluster: 'switchyard_agent', longPollMs: 0, pollMs: o.refreshMs }, refreshMs: o.refreshMs, leaseMs: 20 * o.refreshMs,
+      link: { stalenessMs: o.stalenessMs, services: [] },
+      loadAware: { services: [{ authorities: [o.authority], service: 'llm', stalenessMs: o.stalenessMs, debug: true,
+        request: { allowOnHeadersStopIteration: true, ...o.request } }] },
+    }),
+    clusters: { switchyard_agent: { handler: () => ({ status: 200, body: o.snapshot }) } },
+  });
+  for (let i = 0; i < 8; i++) await host.advance(o.refreshMs);
+  if ((host.metric('switchyard.snapshot.updates') ?? 0) < 2) throw new Error('both VMs should have adopted the snapshot');
+  return host;
+}

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { encodeSnapshot, type InstanceRecord } from '../../agent/src/snapshot/codec';
 import { MODEL_BASE, MODEL_LOADED, type InstanceLlmRecord } from '../../agent/src/snapshot/llm';
 import { ProxyWasmHost, type RequestResult } from '../../host/src';
-import { WASM, header } from './helpers';
+import { header, twoWorkerLlmHost } from './helpers';
 
 const AUTH = 'llm.example';
 const T0 = 1_000_000;
@@ -24,24 +24,10 @@ function inst(addr: string): InstanceRecord {
 const llm = (addr: string): InstanceLlmRecord =>
   ({ service: 'llm', addr, prefillMsPerToken: 0.5, decodeMsPerToken: 10, kvCacheUsage: 0.1, kvSeqs: NaN, maxLoras: 0, models: [{ name: 'llama-3-8b', flags: MODEL_BASE | MODEL_LOADED }] });
 
-async function twoWorkers(): Promise<ProxyWasmHost> {
-  let body: Buffer = Buffer.alloc(0);
-  const host = await ProxyWasmHost.create({
-    wasm: WASM, workers: 2, mainThread: false, canary: false, clock: 'manual', startTimeMs: T0,
-    allowOnHeadersStopIteration: true,
-    pluginConfig: JSON.stringify({
-      agent: { cluster: 'switchyard_agent', longPollMs: 0, pollMs: REFRESH }, refreshMs: REFRESH, leaseMs: 20 * REFRESH,
-      link: { stalenessMs: 600000, services: [] },
-      loadAware: { services: [{ authorities: [AUTH], service: 'llm', stalenessMs: 600000, debug: true,
-        request: { allowOnHeadersStopIteration: true } }] },
-    }),
-    clusters: { switchyard_agent: { handler: () => ({ status: 200, body }) } },
-  });
-  body = encodeSnapshot({ seq: 1, generatedAtMs: T0, peers: [], instances: ADDRS.map(inst), llm: ADDRS.map(llm) });
-  for (let i = 0; i < 8; i++) await host.advance(REFRESH);
-  assert.ok((host.metric('switchyard.snapshot.updates') ?? 0) >= 2, 'both VMs adopted the snapshot');
-  return host;
-}
+const twoWorkers = (): Promise<ProxyWasmHost> => twoWorkerLlmHost({
+  authority: AUTH, t0: T0, refreshMs: REFRESH, stalenessMs: 600000,
+  snapshot: encodeSnapshot({ seq: 1, generatedAtMs: T0, peers: [], instances: ADDRS.map(inst), llm: ADDRS.map(llm) }),
+});
 
 // a distinct ~8 KiB prompt each time (≈ 2000 tokens, nothing cached anywhere)
 const long = (host: ProxyWasmHost, worker: number, tag: string): Promise<RequestResult> =>

@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { encodeSnapshot, type InstanceRecord } from '../../agent/src/snapshot/codec';
 import { ProxyWasmHost, type RequestResult } from '../../host/src';
-import { WASM, header } from './helpers';
+import { header, twoWorkerLlmHost } from './helpers';
 
 const AUTH = 'llm.example';
 const T0 = 1_000_000;
@@ -17,25 +17,11 @@ function inst(addr: string): InstanceRecord {
     p50Ms: 10, p99Ms: 40, baselineP99Ms: 40, gpuUtil: 0.3, dataAgeMs: 0, slots: 1 };
 }
 
-async function twoWorkers(request: Record<string, unknown> = {}): Promise<ProxyWasmHost> {
-  let body: Buffer = Buffer.alloc(0);
-  const host = await ProxyWasmHost.create({
-    wasm: WASM, workers: 2, mainThread: false, canary: false, clock: 'manual', startTimeMs: T0,
-    allowOnHeadersStopIteration: true,
-    pluginConfig: JSON.stringify({
-      agent: { cluster: 'switchyard_agent', longPollMs: 0, pollMs: REFRESH }, refreshMs: REFRESH, leaseMs: 20 * REFRESH,
-      link: { stalenessMs: 60000, services: [] },
-      loadAware: { services: [{ authorities: [AUTH], service: 'llm', stalenessMs: 60000, debug: true,
-        request: { allowOnHeadersStopIteration: true, ...request } }] },
-    }),
-    clusters: { switchyard_agent: { handler: () => ({ status: 200, body }) } },
-  });
-  // the two VMs number the fleet in the same order here; the as-pect spec covers different numberings
-  body = encodeSnapshot({ seq: 1, generatedAtMs: T0, peers: [], instances: ['10.0.0.1:80', '10.0.0.2:80', '10.0.0.3:80', '10.0.0.4:80'].map(inst) });
-  for (let i = 0; i < 8; i++) await host.advance(REFRESH);
-  assert.ok((host.metric('switchyard.snapshot.updates') ?? 0) >= 2, 'both VMs adopted the snapshot');
-  return host;
-}
+// the two VMs number the fleet in the same order here; the as-pect spec covers different numberings
+const twoWorkers = (request: Record<string, unknown> = {}): Promise<ProxyWasmHost> => twoWorkerLlmHost({
+  authority: AUTH, t0: T0, refreshMs: REFRESH, stalenessMs: 60000, request,
+  snapshot: encodeSnapshot({ seq: 1, generatedAtMs: T0, peers: [], instances: ['10.0.0.1:80', '10.0.0.2:80', '10.0.0.3:80', '10.0.0.4:80'].map(inst) }),
+});
 
 const chat = (host: ProxyWasmHost, worker: number, system: string, user: string): Promise<RequestResult> =>
   host.request({ ':method': 'POST', ':path': '/v1/chat/completions', ':authority': AUTH, ':scheme': 'http', 'content-type': 'application/json' },
