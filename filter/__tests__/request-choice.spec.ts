@@ -401,7 +401,7 @@ describe("score-request: size, prefix and KV cache in one pass", () => {
     expect(out.pick.index).toBe(1);
   });
 
-  it("critical requests: the cheapest instance under the standard threshold; when none is, the cheapest", () => {
+  it("critical requests: the cheapest instance under the standard threshold or the prefix holder with room; when none is, the cheapest", () => {
     // three instances with the KV capacity published (kvSeqs 10): backlog 8 / 2 / 5
     const ls = new Array<InstanceLlm>();
     const rec = (a: string, pf: f32): InstanceLlm => { const r = llm(a, ["m"], [MODEL_BASE], pf, 20, 0.5); r.kvSeqs = 10; return r; };
@@ -420,7 +420,21 @@ describe("score-request: size, prefix and KV cache in one pass", () => {
     // a standard request at instance 0's pressure would be shed; at instance 2's it is not
     expect(shouldShed(CRIT_STANDARD, rc.shedLoadOf[0], rc.stdLoadOf[0], rc.poolShedLoad)).toBe(true);
     expect(shouldShed(CRIT_STANDARD, rc.shedLoadOf[2], rc.stdLoadOf[2], rc.poolShedLoad)).toBe(false);
+    // the prefix holder qualifies past the standard threshold while it has room (pressure < 1)
+    // (each pick charges its prefill to the instance chosen: start from none ahead each time)
+    rc.cachedBlocks[0] = 16;
+    g.pending = new PendingPrefill();
+    pickForRequest(g.plan, g.lp, g.inflight, g.pending, 0, 1, 0, new Rng(1), rc, cp, CRIT_CRITICAL, out);
+    expect(rc.affinity).toBe(0);
+    expect(out.pick.index).toBe(0);
+    g.inflight[0] = 3;   // backlog 11 of 10: full
+    g.pending = new PendingPrefill();
+    pickForRequest(g.plan, g.lp, g.inflight, g.pending, 0, 1, 0, new Rng(1), rc, cp, CRIT_CRITICAL, out);
+    expect(out.pick.index).toBe(2);
+    g.inflight[0] = 0;
+    rc.cachedBlocks[0] = 0;
     // every instance over the standard threshold: the cheapest
+    g.pending = new PendingPrefill();
     cp.shed.set(1, 2, 0.1, 0.1);
     pickForRequest(g.plan, g.lp, g.inflight, g.pending, 0, 1, 0, new Rng(1), rc, cp, CRIT_CRITICAL, out);
     expect(out.pick.index).toBe(0);

@@ -1,13 +1,19 @@
 // Picker for critical requests: the cheapest instance among those that would still admit a
-// standard request (its pressure under the standard shedding threshold), else the cheapest. Cost
+// standard request (its pressure under the standard shedding threshold) and the instance holding
+// the longest remembered prefix of the prompt while it has room (pressure under 1: KV blocks or
+// slots free), else the cheapest. Cost
 // prices the request's own service and the backlog beyond the inferred slots, but a KV cache near
 // full queues a new request whatever the slot count says (vLLM admits a waiting request only when
 // blocks free up, FIFO): a critical request goes where the shedding keeps room.
 import { Pick, Plan } from "./plan";
 import { ptr, f64At } from "./flat";
 
-/** `stdLoadOf[i]` (valid where plan.cost[i] is finite): candidate i's pressure as a multiple of its standard threshold. p.index −1: none is under it. */
-export function calmPick(plan: Plan, stdLoadOf: StaticArray<f64>, drainOf: StaticArray<u8>, p: Pick): void {
+/**
+ * `stdLoadOf[i]`, `pressureOf[i]`, `drainOf[i]` (valid where plan.cost[i] is finite): candidate
+ * i's pressure as a multiple of its standard threshold, its pressure, whether its adapter waits
+ * there for a drain; `affinity`: the prefix holder (−1: none). p.index −1: none qualifies.
+ */
+export function calmPick(plan: Plan, stdLoadOf: StaticArray<f64>, drainOf: StaticArray<u8>, pressureOf: StaticArray<f64>, affinity: i32, p: Pick): void {
   const n = plan.n;
   const costP = ptr(plan.cost);
   let best = Infinity;
@@ -15,7 +21,11 @@ export function calmPick(plan: Plan, stdLoadOf: StaticArray<f64>, drainOf: Stati
   let considered = 0;
   for (let i = 0; i < n; i++) {
     const c = f64At(costP, i);
-    if (c == Infinity || !(unchecked(stdLoadOf[i]) < 1) || unchecked(drainOf[i]) != 0) continue;
+    if (c == Infinity || unchecked(drainOf[i]) != 0) continue;
+    // the prefix holder may be past the standard threshold (prefix affinity loads it): its cached
+    // prefix is the prefill the request does not wait for (without it, critical requests' prefix
+    // hit rate fell from 29–35 % at 1× to 18–22 % at 2× overload)
+    if (!(unchecked(stdLoadOf[i]) < 1) && !(i == affinity && unchecked(pressureOf[i]) < 1)) continue;
     considered++;
     if (c < best) { best = c; k = i; }
   }
