@@ -22,7 +22,8 @@ export interface Summary {
   goodputPerS: number;
   /** Σ cached prompt tokens / Σ prompt tokens over the served measured requests */
   prefixHitRate: number;
-  byCrit: Record<Criticality, { n: number; ttftP99: number; e2eP99: number }>;
+  /** per class; queueP99: arrival to first scheduled by the engine (the queue part of TTFT, in the JSON only) */
+  byCrit: Record<Criticality, { n: number; ttftP99: number; e2eP99: number; queueP99: number }>;
   preemptions: number;
   routeUsPerRequest: number;
 }
@@ -35,7 +36,7 @@ export function summarize(sc: Scenario, r: RunResult, sloMs: number): Summary {
   const byCrit = {} as Summary['byCrit'];
   for (const c of ['critical', 'standard', 'sheddable'] as Criticality[]) {
     const s = served.filter((o) => sc.requests[o.idx].criticality === c);
-    byCrit[c] = { n: s.length, ttftP99: quantile(s.map((o) => o.ttftMs), 0.99), e2eP99: quantile(s.map((o) => o.e2eMs), 0.99) };
+    byCrit[c] = { n: s.length, ttftP99: quantile(s.map((o) => o.ttftMs), 0.99), e2eP99: quantile(s.map((o) => o.e2eMs), 0.99), queueP99: quantile(s.map((o) => o.queuedMs), 0.99) };
   }
   const tok = served.reduce((a, o) => a + o.promptTokens, 0);
   return {

@@ -55,10 +55,13 @@ test('every request is accounted for (served to its last token or shed), on an i
       if (o.shed) {
         shed++;
         assert.equal(o.instance, -1);
+        assert.ok(Number.isNaN(o.queuedMs));
         continue;
       }
       served++;
       assert.ok(o.ttftMs > 0 && o.ttftMs <= o.e2eMs, `${p.name}: ttft ${o.ttftMs} e2e ${o.e2eMs}`);
+      // the queue part of TTFT: from arrival to the step that first scheduled it, which ends at or before the first token
+      assert.ok(o.queuedMs >= 0 && o.queuedMs < o.ttftMs, `${p.name}: queued ${o.queuedMs} ttft ${o.ttftMs}`);
       assert.ok(o.cachedTokens >= 0 && o.cachedTokens < o.promptTokens);
       const m = sc.requests[i].w.model;
       assert.ok(fl[o.instance].cfg.models?.includes(m) || Object.keys(fl[o.instance].cfg.adapters ?? {}).includes(m), `${p.name}: ${m} on ${fl[o.instance].name}`);
