@@ -1,7 +1,8 @@
 // Request-aware instance choice (pure): the scoring pass of choice/score-request.ts, the saturation
 // filter, the picker — the configured one, except for critical requests, which get the cheapest
-// instance with room under the standard shedding threshold (picker-calm.ts) — then the shedding rule (lib/criticality.ts) on the chosen instance's pressure; a
-// request sent charges its prefill to the instance (RequestCost.charge, lib/pending-prefill.ts).
+// instance with room (choice/picker-calm.ts) — then the shedding rule (lib/criticality.ts) on the
+// chosen instance's pressure; a request sent charges its prefill to the instance
+// (RequestCost.charge, lib/pending-prefill.ts).
 import { Rng } from "./inflight";
 import { Pick, Plan } from "./choice/plan";
 import { LlmPlan } from "./choice/plan-llm";

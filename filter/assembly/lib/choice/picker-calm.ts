@@ -1,10 +1,11 @@
 // Picker for critical requests: the cheapest instance among those that would still admit a
 // standard request (its pressure under the standard shedding threshold) and the instance holding
 // the longest remembered prefix of the prompt while it has room (pressure under 1: KV blocks or
-// slots free), else the cheapest. Cost
-// prices the request's own service and the backlog beyond the inferred slots, but a KV cache near
-// full queues a new request whatever the slot count says (vLLM admits a waiting request only when
-// blocks free up, FIFO): a critical request goes where the shedding keeps room.
+// slots free), never one where the request's adapter waits for a drain; else the cheapest. The
+// cost prices the request's own service and the backlog beyond the inferred slots, but a KV cache
+// near full queues a new request whatever the slot count says (vLLM admits a waiting request only
+// when blocks free up, FIFO): a critical request goes where the shedding keeps room
+// (docs/architecture-choice.md, "Shedding").
 import { Pick, Plan } from "./plan";
 import { ptr, f64At } from "./flat";
 
