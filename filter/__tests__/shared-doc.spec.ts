@@ -1,17 +1,20 @@
-import { AddrSections, addrRecordBytes, concatSections, writeAddr, writeAddrSectionHeader, ADDR_SECTION_HEADER_BYTES } from "../assembly/lib/shared-doc";
+import { AddrSections, AddrSectionWriter, concatSections, ADDR_SECTION_HEADER_BYTES } from "../assembly/lib/shared-doc";
 
+/** A section as a VM writes it (AddrSectionWriter; one writer reused, as each VM does). */
+const W = new AddrSectionWriter();
 function section(token: u32, at: u64, addrs: Array<string>, values: Array<u32>): ArrayBuffer {
+  W.begin();
   let size = ADDR_SECTION_HEADER_BYTES;
-  for (let i = 0; i < addrs.length; i++) size += addrRecordBytes(addrs[i]);
-  const out = new ArrayBuffer(size);
-  const p = changetype<usize>(out);
-  let off = writeAddrSectionHeader(p, token, at, addrs.length);
   for (let i = 0; i < addrs.length; i++) {
-    off = writeAddr(p, off, addrs[i]);
-    store<u32>(p + off, values[i]);
-    off += 4;
+    W.add(addrs[i], values[i]);
+    size += 5 + String.UTF8.byteLength(addrs[i]);
   }
-  expect(<i32>off).toBe(size);
+  const out = W.finish(token, at);
+  expect(out.byteLength).toBe(size);
+  // header: token, publishedAtMs, count
+  expect(load<u32>(changetype<usize>(out))).toBe(token);
+  expect(load<u64>(changetype<usize>(out) + 4)).toBe(at);
+  expect(<i32>load<u16>(changetype<usize>(out) + 12)).toBe(addrs.length);
   return out;
 }
 
@@ -40,5 +43,19 @@ describe("AddrSections", () => {
     expect(n).toBe(2);              // a's record and b's first
     expect(r.keep.length).toBe(1);  // b is cut: not written back
     expect(r.keep[0].byteLength).toBe(a.byteLength);
+  });
+
+  it("the writer grows its scratch past 256 bytes and starts afresh on begin()", () => {
+    const addrs = new Array<string>(), values = new Array<u32>();
+    for (let i = 0; i < 40; i++) { addrs.push("10.0.1." + i.toString() + ":8080"); values.push(<u32>i); }
+    const big = section(5, 10, addrs, values);
+    expect(big.byteLength).toBeGreaterThan(256);
+    const r = new AddrSections(big, 1, 10, 500);
+    let k = 0;
+    while (r.next()) { expect(r.addr()).toBe(addrs[k]); expect(load<u32>(r.valuePtr)).toBe(<u32>k); k++; }
+    expect(k).toBe(40);
+    // the next section holds only its own records
+    const small = section(5, 20, ["10.0.0.9:80"], [7]);
+    expect(small.byteLength).toBe(ADDR_SECTION_HEADER_BYTES + 5 + 11);
   });
 });

@@ -7,7 +7,7 @@
 //
 // Shared document: repeated sections `u32 vmToken, u64 updatedAtMs, u16 count,
 // count × (u8 addrLen, addr, u32 inflight)`; only non-zero counts are written.
-import { AddrSections, addrRecordBytes, concatSections, writeAddr, writeAddrSectionHeader, ADDR_SECTION_HEADER_BYTES } from "./shared-doc";
+import { AddrSections, AddrSectionWriter, concatSections } from "./shared-doc";
 
 /** Stream handle for "no slot held". */
 export const NO_HOLD: i64 = -1;
@@ -34,6 +34,8 @@ export class Inflight {
   private freeSlots: Array<i32> = [];
   private epoch: u32 = 0;
   private live: i32 = 0;
+  /** Scratch for this VM's section of the shared document (encodeOwn). */
+  private writer: AddrSectionWriter = new AddrSectionWriter();
 
   /** Starts a plan build: the slots asked for (slotFor) until the next one are the live ones. */
   beginEpoch(): void { this.epoch++; }
@@ -141,23 +143,13 @@ export class Inflight {
 
   /** This VM's section (allocates the section only: this runs on every tick). */
   encodeOwn(token: u32, nowMs: u64): ArrayBuffer {
-    let n = 0;
-    let size = ADDR_SECTION_HEADER_BYTES;
+    const w = this.writer;
+    w.begin();
     for (let i = 0; i < this.addrs.length; i++) {
-      if (unchecked(this.local[i]) <= 0) continue;
-      size += addrRecordBytes(unchecked(this.addrs[i]));
-      n++;
+      const c = unchecked(this.local[i]);
+      if (c > 0) w.add(unchecked(this.addrs[i]), <u32>c);
     }
-    const out = new ArrayBuffer(size);
-    const p = changetype<usize>(out);
-    let off = writeAddrSectionHeader(p, token, nowMs, n);
-    for (let i = 0; i < this.addrs.length; i++) {
-      if (unchecked(this.local[i]) <= 0) continue;
-      off = writeAddr(p, off, unchecked(this.addrs[i]));
-      store<u32>(p + off, <u32>unchecked(this.local[i]));
-      off += 4;
-    }
-    return out;
+    return w.finish(token, nowMs);
   }
 
   /**

@@ -12,7 +12,7 @@
 // f32 aheadMs) — aheadMs: how long the prefill this VM sent to addr still takes at publishedAtMs;
 // only addresses with prefill ahead are written. Records name the instance by address (each VM
 // numbers its slots itself); an address the reader holds no slot for is skipped.
-import { AddrSections, addrRecordBytes, concatSections, writeAddr, writeAddrSectionHeader, ADDR_SECTION_HEADER_BYTES } from "./shared-doc";
+import { AddrSections, AddrSectionWriter, concatSections, ADDR_SECTION_HEADER_BYTES } from "./shared-doc";
 import { Inflight } from "./inflight";
 
 export const PENDING_SECTION_HEADER_BYTES: i32 = ADDR_SECTION_HEADER_BYTES;
@@ -26,6 +26,8 @@ export class PendingPrefill {
   private gen: StaticArray<u32> = new StaticArray<u32>(0);
   /** Records of other VMs skipped: a value not finite or negative (written by a broken VM). */
   invalid: u64 = 0;
+  /** Scratch for this VM's section (encodeOwn). */
+  private writer: AddrSectionWriter = new AddrSectionWriter();
 
   /** Covers slots below `n` (the in-flight table's capacity: the live fleet). */
   grow(n: i32): void {
@@ -73,28 +75,14 @@ export class PendingPrefill {
   encodeOwn(token: u32, nowMs: u64, addrs: Array<string>): ArrayBuffer {
     const now = <f64>nowMs;
     const n = min(addrs.length, this.own.length);
-    let count = 0;
-    let size = ADDR_SECTION_HEADER_BYTES;
-    for (let s = 0; s < n; s++) {
-      if (!(unchecked(this.own[s]) > now)) continue;
-      const a = unchecked(addrs[s]);
-      if (a.length == 0) continue;
-      size += addrRecordBytes(a);
-      count++;
-    }
-    const out = new ArrayBuffer(size);
-    const p = changetype<usize>(out);
-    let off = writeAddrSectionHeader(p, token, nowMs, count);
+    const w = this.writer;
+    w.begin();
     for (let s = 0; s < n; s++) {
       const until = unchecked(this.own[s]);
-      if (!(until > now)) continue;
       const a = unchecked(addrs[s]);
-      if (a.length == 0) continue;
-      off = writeAddr(p, off, a);
-      store<f32>(p + off, <f32>(until - now));
-      off += 4;
+      if (until > now && a.length > 0) w.add(a, reinterpret<u32>(<f32>(until - now)));
     }
-    return out;
+    return w.finish(token, nowMs);
   }
 
   /**

@@ -19,22 +19,45 @@ export function concatSections(sections: Array<ArrayBuffer>): ArrayBuffer {
 // writer for both documents, so that their framing checks cannot drift apart.
 export const ADDR_SECTION_HEADER_BYTES: i32 = 14;
 
-/** Bytes one record for `addr` takes (length byte, UTF-8 bytes, 4-byte value). */
-@inline export function addrRecordBytes(addr: string): i32 { return 5 + String.UTF8.byteLength(addr); }
+/**
+ * Builds one VM's address-keyed section in one pass: begin(), add() per record, finish(). The
+ * records go into a scratch buffer kept between ticks (grown to the largest section this VM wrote:
+ * the live fleet); finish() allocates the section itself and nothing else.
+ */
+export class AddrSectionWriter {
+  private buf: ArrayBuffer = new ArrayBuffer(256);
+  private off: i32 = ADDR_SECTION_HEADER_BYTES;
+  private count: i32 = 0;
 
-/** Writes a section header at p; returns the offset of the first record. */
-@inline export function writeAddrSectionHeader(p: usize, token: u32, nowMs: u64, count: i32): usize {
-  store<u32>(p, token);
-  store<u64>(p + 4, nowMs);
-  store<u16>(p + 12, <u16>count);
-  return <usize>ADDR_SECTION_HEADER_BYTES;
-}
+  begin(): void {
+    this.off = ADDR_SECTION_HEADER_BYTES;
+    this.count = 0;
+  }
 
-/** Writes addr's length byte and bytes at p + off; returns the offset of its 4-byte value. */
-@inline export function writeAddr(p: usize, off: usize, addr: string): usize {
-  const len = <usize>String.UTF8.encodeUnsafe(changetype<usize>(addr), addr.length, p + off + 1);
-  store<u8>(p + off, <u8>len);
-  return off + 1 + len;
+  /** One record: addr (UTF-8, its length byte first) and a 4-byte value (an f32 goes as its bits). */
+  add(addr: string, value: u32): void {
+    const need = this.off + 5 + String.UTF8.byteLength(addr);
+    if (need > this.buf.byteLength) {
+      const b = new ArrayBuffer(max(need, this.buf.byteLength * 2));
+      memory.copy(changetype<usize>(b), changetype<usize>(this.buf), <usize>this.off);
+      this.buf = b;
+    }
+    const p = changetype<usize>(this.buf) + <usize>this.off;
+    const len = <usize>String.UTF8.encodeUnsafe(changetype<usize>(addr), addr.length, p + 1);
+    store<u8>(p, <u8>len);
+    store<u32>(p + 1 + len, value);
+    this.off += 5 + <i32>len;
+    this.count++;
+  }
+
+  /** The section: header (token, publishedAtMs, record count) and the records added since begin(). */
+  finish(token: u32, nowMs: u64): ArrayBuffer {
+    const p = changetype<usize>(this.buf);
+    store<u32>(p, token);
+    store<u64>(p + 4, nowMs);
+    store<u16>(p + 12, <u16>this.count);
+    return this.buf.slice(0, this.off);
+  }
 }
 
 /**

@@ -110,18 +110,19 @@ export class SwitchyardRoot extends RootContext {
     this.elect(now, cfg);
     if (this.isWriter && !this.pollInFlight && now >= this.nextPollAtMs) this.poll(cfg);
     if (cfg.loadAware.enabled) {
-      this.shareInflight(now, cfg);
+      // how long another VM's section counts: at least ten ticks and at least the writer lease
+      const maxAge = <u64>(cfg.leaseMs > 10 * cfg.refreshMs ? cfg.leaseMs : 10 * cfg.refreshMs);
+      this.shareInflight(now, maxAge);
       shareInband(this.loadAware.inband, this.loadAware.inflight);
-      this.sharePrefixes(now, cfg);
-      if (this.loadAware.requestAware) this.sharePending(now, cfg);
+      this.sharePrefixes(now, maxAge);
+      if (this.loadAware.requestAware) this.sharePending(now, maxAge);
     }
     this.metrics!.flush();
     this.loadAware.onTick(<f64>now);
   }
 
   /** Publishes this VM's in-flight counts and reads the other workers' (see lib/inflight.ts). */
-  private shareInflight(now: u64, cfg: PluginConfig): void {
-    const maxAge = <u64>(cfg.leaseMs > 10 * cfg.refreshMs ? cfg.leaseMs : 10 * cfg.refreshMs);
+  private shareInflight(now: u64, maxAge: u64): void {
     for (let attempt = 0; attempt < 3; attempt++) {
       const cur = getSharedData(INFLIGHT_KEY);
       const doc = this.loadAware.inflight.merge(cur.found ? cur.value : new ArrayBuffer(0), this.vmToken, now, maxAge);
@@ -131,8 +132,7 @@ export class SwitchyardRoot extends RootContext {
   }
 
   /** Publishes this VM's pending prefill per instance and reads the other workers' (lib/pending-prefill.ts). */
-  private sharePending(now: u64, cfg: PluginConfig): void {
-    const maxAge = <u64>(cfg.leaseMs > 10 * cfg.refreshMs ? cfg.leaseMs : 10 * cfg.refreshMs);
+  private sharePending(now: u64, maxAge: u64): void {
     const la = this.loadAware;
     for (let attempt = 0; attempt < 3; attempt++) {
       const cur = getSharedData(PENDING_KEY);
@@ -143,8 +143,7 @@ export class SwitchyardRoot extends RootContext {
   }
 
   /** Exchanges the prefix index records and the adapter marks of every request-aware service with the other VMs (lib/request/prefix-share.ts, lib/choice/adapter-share.ts). */
-  private sharePrefixes(now: u64, cfg: PluginConfig): void {
-    const maxAge = <u64>(cfg.leaseMs > 10 * cfg.refreshMs ? cfg.leaseMs : 10 * cfg.refreshMs);
+  private sharePrefixes(now: u64, maxAge: u64): void {
     const plans = this.loadAware.plans;
     for (let i = 0; i < plans.length; i++) {
       const rq = plans[i].req;

@@ -11,7 +11,7 @@
 // Bounded: at most REMOTE_CAPACITY remote marks are read per exchange.
 import { AdapterSends, ADAPTER_SENDS_CAPACITY, mark } from "./adapter-sends";
 import { LlmPlan } from "./plan-llm";
-import { AddrSections, ADDR_SECTION_HEADER_BYTES, addrRecordBytes, concatSections, writeAddr, writeAddrSectionHeader } from "../shared-doc";
+import { AddrSections, AddrSectionWriter, concatSections } from "../shared-doc";
 import { Inflight } from "../inflight";
 
 export const REMOTE_CAPACITY: i32 = 1024;
@@ -33,28 +33,18 @@ export class AdapterShare {
   remoteCount: i32 = 0;
   /** Remote records beyond REMOTE_CAPACITY, or naming an address this VM has no slot for, skipped. */
   skipped: u64 = 0;
+  /** Scratch for this VM's section (encodeOwn). */
+  private writer: AddrSectionWriter = new AddrSectionWriter();
 
   /** This VM's section: its live marks (address, adapter-name hash). */
   encodeOwn(own: AdapterSends, token: u32, nowMs: u64, addrs: Array<string>): ArrayBuffer {
-    let count = 0;
-    let size = ADDR_SECTION_HEADER_BYTES;
+    const w = this.writer;
+    w.begin();
     for (let k = 0; k < ADAPTER_SENDS_CAPACITY; k++) {
       const s = own.slotAt(k);
-      if (s < 0 || s >= addrs.length || unchecked(addrs[s]).length == 0) continue;
-      size += addrRecordBytes(unchecked(addrs[s]));
-      count++;
+      if (s >= 0 && s < addrs.length && unchecked(addrs[s]).length > 0) w.add(unchecked(addrs[s]), modelHash(own.modelAt(k)));
     }
-    const out = new ArrayBuffer(size);
-    const p = changetype<usize>(out);
-    let off = writeAddrSectionHeader(p, token, nowMs, count);
-    for (let k = 0; k < ADAPTER_SENDS_CAPACITY; k++) {
-      const s = own.slotAt(k);
-      if (s < 0 || s >= addrs.length || unchecked(addrs[s]).length == 0) continue;
-      off = writeAddr(p, off, unchecked(addrs[s]));
-      store<u32>(p + off, modelHash(own.modelAt(k)));
-      off += 4;
-    }
-    return out;
+    return w.finish(token, nowMs);
   }
 
   /**
