@@ -69,16 +69,25 @@ export class AdapterShare {
 
   /** Applies the remote marks to `lp` (candidates' in-flight slots in `slots`, plan order); returns how many took a LoRA slot. */
   apply(lp: LlmPlan, slots: StaticArray<i32>): i32 {
-    let applied = 0;
+    if (this.remoteCount == 0) return 0;
+    // slot -> candidate and column -> name hash, once per call (each tick): not per remote record
+    const n = min(lp.n, slots.length);
+    let top = -1;
+    for (let j = 0; j < n; j++) if (unchecked(slots[j]) > top) top = unchecked(slots[j]);
+    const candOf = new StaticArray<i32>(top + 1);
+    for (let s = 0; s <= top; s++) unchecked(candOf[s] = -1);
+    for (let j = n - 1; j >= 0; j--) if (unchecked(slots[j]) >= 0) unchecked(candOf[unchecked(slots[j])] = j);
     const cols = lp.names.length;
+    const colHash = new StaticArray<u32>(cols);
+    for (let c = 0; c < cols; c++) unchecked(colHash[c] = modelHash(unchecked(lp.names[c])));
+    let applied = 0;
     for (let k = 0; k < this.remoteCount; k++) {
       const s = unchecked(this.remoteSlot[k]);
-      let i = -1;
-      for (let j = 0; j < lp.n && j < slots.length; j++) if (unchecked(slots[j]) == s) { i = j; break; }
+      const i = s >= 0 && s <= top ? unchecked(candOf[s]) : -1;
       if (i < 0) continue;
       const h = unchecked(this.remoteHash[k]);
       for (let c = 0; c < cols; c++) {
-        if (modelHash(unchecked(lp.names[c])) != h) continue;
+        if (unchecked(colHash[c]) != h) continue;
         if (mark(lp, c, i)) applied++;
         break;
       }
