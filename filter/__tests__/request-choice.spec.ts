@@ -9,12 +9,12 @@ import { serviceMs } from "../assembly/lib/choice/scorer-size";
 import { prefixKeep, cachedTokens } from "../assembly/lib/choice/scorer-prefix";
 import { RequestCost, CostParams, scoreRequest } from "../assembly/lib/choice/score-request";
 import { pickForRequest, RequestPick } from "../assembly/lib/choose-request";
-import { CRIT_CRITICAL, CRIT_STANDARD, CRIT_SHEDDABLE, criticalityOf, resolveCriticality, shouldShed, loadAt } from "../assembly/lib/criticality";
+import { CRIT_CRITICAL, CRIT_STANDARD, CRIT_SHEDDABLE, criticalityOf, resolveCriticality, shouldShed, loadAt, poolLoadAt } from "../assembly/lib/criticality";
 
 /** cost parameters with shedding out of the way (every threshold 100) */
 function noShed(): CostParams {
   const cp = new CostParams();
-  cp.shed.set(100, 100, 100, 100);
+  cp.shed.set(100, 100, 100, 100, Infinity, Infinity, 0.2);
   return cp;
 }
 
@@ -435,7 +435,7 @@ describe("score-request: size, prefix and KV cache in one pass", () => {
     rc.cachedBlocks[0] = 0;
     // every instance over the standard threshold: the cheapest
     g.pending = new PendingPrefill();
-    cp.shed.set(1, 2, 0.1, 0.1);
+    cp.shed.set(1, 2, 0.1, 0.1, Infinity, Infinity, 0.2);
     pickForRequest(g.plan, g.lp, g.inflight, g.pending, 0, 1, 0, new Rng(1), rc, cp, CRIT_CRITICAL, out);
     expect(out.pick.index).toBe(0);
     expect(out.shed).toBe(false);
@@ -592,6 +592,99 @@ describe("criticality and shedding", () => {
       expect(out.shed).toBe(false);
       expect(out.pick.index).toBe(1);
     }
+  });
+});
+
+/** four instances of kvSeqs 10, each with `backlog` requests */
+function kvPool(backlog: f32): Fixture {
+  const ls = new Array<InstanceLlm>(), is = new Array<InstanceState>();
+  for (let i = 0; i < 4; i++) {
+    const a = "10.0.0." + (i + 1).toString() + ":80";
+    const r = llm(a, ["m"], [MODEL_BASE], 0.1, 20, 0.3);
+    r.kvSeqs = 10;
+    ls.push(r);
+    is.push(inst(a, backlog, 64));
+  }
+  return new Fixture(snapOf(is, ls));
+}
+
+function pick(g: Fixture, rc: RequestCost, crit: i32, k: i32): RequestPick {
+  const out = new RequestPick();
+  pickForRequest(g.plan, g.lp, g.inflight, g.pending, 0, 0, 0.1, new Rng(k + 1), rc, new CostParams(), crit, out);
+  return out;
+}
+
+describe("shedding: pool thresholds while the pool is overloaded", () => {
+  it("poolLoadAt: the pool's pressure per pool threshold; 0 without a known KV capacity or without a threshold", () => {
+    expect(poolLoadAt(0.3, 0.15)).toBeCloseTo(2);
+    expect(poolLoadAt(NaN, 0.15)).toBe(0.0);
+    expect(poolLoadAt(0.3, Infinity)).toBe(0.0);
+    expect(poolLoadAt(0.1, 0)).toBe(Infinity);
+  });
+
+  it("shouldShed: at a pool threshold the class is shed wherever it would go; critical never", () => {
+    // instance loads low (0.1 of their thresholds), pool at its sheddable threshold only
+    expect(shouldShed(CRIT_SHEDDABLE, 0.1, 0.1, 0.1, 1, 0.8)).toBe(true);
+    expect(shouldShed(CRIT_STANDARD, 0.1, 0.1, 0.1, 1, 0.8)).toBe(false);
+    // pool at the standard one too
+    expect(shouldShed(CRIT_STANDARD, 0.1, 0.1, 0.1, 1.2, 1)).toBe(true);
+    expect(shouldShed(CRIT_CRITICAL, 9, 9, 9, 9, 9)).toBe(false);
+    // pool loads 0 (not overloaded): the instance rules alone
+    expect(shouldShed(CRIT_SHEDDABLE, 0.9, 0.8, 0.1, 0, 0)).toBe(false);
+    expect(shouldShed(CRIT_STANDARD, 0.9, 0.99, 0.1, 0, 0)).toBe(false);
+  });
+
+  it("the pool's pressure: summed backlog over summed KV capacity", () => {
+    const g = kvPool(2);
+    g.inflight[0] = 4; // backlog 6 / 2 / 2 / 2 of 10 each: 12 / 40
+    const rc = cost(4);
+    rc.modelCol = 0;
+    pick(g, rc, CRIT_CRITICAL, 0);
+    expect(rc.poolPressure).toBeCloseTo(0.3);
+    // no KV capacity published: no pool pressure
+    const h = new Fixture(snapOf([inst("10.0.0.1:80", 2, 8)], [llm("10.0.0.1:80", ["m"], [MODEL_BASE], 0.1, 20, 0.3)]));
+    const rh = cost(1);
+    rh.modelCol = 0;
+    pick(h, rh, CRIT_CRITICAL, 0);
+    expect(isNaN(rh.poolPressure)).toBe(true);
+  });
+
+  it("shipped defaults: off at normal load; once the instance thresholds shed, the pool is held at poolStandardAt; released when the overload ends", () => {
+    const shipped = new CostParams().shed;
+    expect(shipped.poolSheddable).toBe(0.15);
+    expect(shipped.poolStandard).toBe(0.2);
+    expect(shipped.overloadShare).toBe(0.3);
+    const rc = cost(4);
+    rc.modelCol = 0;
+    // normal load, pool at 0.25 (above both pool thresholds), every instance under its own (0.6 / 0.7,
+    // and under half the sheddable one, so that one does not halve): nothing shed, however long it lasts
+    const normal = kvPool(2.5);
+    for (let k = 0; k < 200; k++) {
+      expect(pick(normal, rc, CRIT_STANDARD, k).shed).toBe(false);
+      expect(pick(normal, rc, CRIT_SHEDDABLE, k).shed).toBe(false);
+      normal.pending = new PendingPrefill();
+    }
+    // overload: every instance at 0.8 of its KV capacity, standard shed by the instance threshold
+    const over = kvPool(8);
+    let k = 0;
+    while (rc.overload.share("m") < 0.3) {
+      expect(pick(over, rc, CRIT_STANDARD, k++).shed).toBe(true);
+      expect(k).toBeLessThan(100);
+    }
+    // the same pool at 0.25 as before: now standard and sheddable are shed, critical is sent
+    expect(pick(normal, rc, CRIT_STANDARD, 1).shed).toBe(true);
+    expect(pick(normal, rc, CRIT_SHEDDABLE, 2).shed).toBe(true);
+    expect(pick(normal, rc, CRIT_CRITICAL, 3).shed).toBe(false);
+    // held between the two: sheddable shed, standard sent
+    const between = kvPool(1.8); // 0.18
+    expect(pick(between, rc, CRIT_STANDARD, 4).shed).toBe(false);
+    expect(pick(between, rc, CRIT_SHEDDABLE, 5).shed).toBe(true);
+    // the overload ends: the pool drains under its thresholds, the share decays, and the pool at 0.25 is admitted again
+    const calm = kvPool(1);
+    for (k = 0; k < 100; k++) { pick(calm, rc, CRIT_STANDARD, k); calm.pending = new PendingPrefill(); }
+    expect(rc.overload.share("m")).toBeLessThan(0.3);
+    expect(pick(normal, rc, CRIT_STANDARD, 6).shed).toBe(false);
+    expect(pick(normal, rc, CRIT_SHEDDABLE, 7).shed).toBe(false);
   });
 });
 

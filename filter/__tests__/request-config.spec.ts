@@ -33,6 +33,9 @@ describe("request config", () => {
     expect(c.shedStandardAt).toBe(2.0);
     expect(c.shedKvSheddableAt).toBe(0.6);
     expect(c.shedKvStandardAt).toBe(0.7);
+    expect(c.shedPoolSheddableAt).toBe(0.15);
+    expect(c.shedPoolStandardAt).toBe(0.2);
+    expect(c.shedOverloadShare).toBe(0.3);
     // the request-aware picker defaults to band, whatever the service's body-blind picker
     expect(c.picker).toBe(PICKER_BAND);
     expect(r.config!.loadAware.services[0].picker).toBe(PICKER_P2C);
@@ -69,7 +72,7 @@ describe("request config", () => {
   });
   it("reads models, splits, criticality and shedding", () => {
     const r = parseConfig(withRequest('{"allowOnHeadersStopIteration":true,"onInvalid":"reject-400","criticality":"sheddable",' +
-      '"shedding":{"sheddableAt":0.5,"standardAt":3,"kvSheddableAt":0.4,"kvStandardAt":0.9},"models":[{"name":"llama-3-8b","criticality":"critical","split":[{"to":"llama-3-8b-v2","percent":10}]},' +
+      '"shedding":{"sheddableAt":0.5,"standardAt":3,"kvSheddableAt":0.4,"kvStandardAt":0.9,"poolSheddableAt":0.3,"poolStandardAt":0.35,"overloadShare":0.5},"models":[{"name":"llama-3-8b","criticality":"critical","split":[{"to":"llama-3-8b-v2","percent":10}]},' +
       '{"name":"gpt-4o","aliasOf":"llama-3-70b"}]}'));
     expect(r.error).toBe("");
     const c = r.config!.loadAware.services[0].request!;
@@ -79,6 +82,9 @@ describe("request config", () => {
     expect(c.shedStandardAt).toBe(3.0);
     expect(c.shedKvSheddableAt).toBe(0.4);
     expect(c.shedKvStandardAt).toBe(0.9);
+    expect(c.shedPoolSheddableAt).toBe(0.3);
+    expect(c.shedPoolStandardAt).toBe(0.35);
+    expect(c.shedOverloadShare).toBe(0.5);
     expect(c.rule("llama-3-8b")!.criticality).toBe(CRIT_CRITICAL);
     expect(c.rule("llama-3-8b")!.split[0].basisPoints).toBe(1000);
     expect(c.rule("gpt-4o")!.aliasOf).toBe("llama-3-70b");
@@ -93,6 +99,8 @@ describe("request config", () => {
       ['{"allowOnHeadersStopIteration":true,"shedding":{"sheddableAt":2,"standardAt":1}}', "loadAware.services[0].request.shedding.standardAt: must be at least"],
       ['{"allowOnHeadersStopIteration":true,"shedding":{"kvSheddableAt":0.8}}', "loadAware.services[0].request.shedding.kvStandardAt: must be at least kvSheddableAt"],
       ['{"allowOnHeadersStopIteration":true,"shedding":{"kvStandardAt":-1}}', "loadAware.services[0].request.shedding.kvStandardAt: must be between"],
+      ['{"allowOnHeadersStopIteration":true,"shedding":{"poolSheddableAt":0.5}}', "loadAware.services[0].request.shedding.poolStandardAt: must be at least poolSheddableAt"],
+      ['{"allowOnHeadersStopIteration":true,"shedding":{"overloadShare":0}}', "loadAware.services[0].request.shedding.overloadShare: must be between"],
       ['{"allowOnHeadersStopIteration":true,"models":[{"name":"a","split":[{"to":"b","percent":60},{"to":"c","percent":50}]}]}', "loadAware.services[0].request.models[0].split: percentages add up"],
       ['{"allowOnHeadersStopIteration":true,"models":[{"name":"a"},{"name":"a"}]}', "loadAware.services[0].request.models[1].name: duplicate"],
       ['{"allowOnHeadersStopIteration":true,"models":[{"name":"a","aliasOf":"b","split":[{"to":"c","percent":1}]}]}', "loadAware.services[0].request.models[0]: aliasOf and split"],

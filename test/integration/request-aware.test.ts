@@ -265,6 +265,47 @@ test('shedding order: sheddable gets 429 + retry-after first, standard next; cri
   }
 });
 
+test('overload (shipped defaults): once the instance thresholds shed, the pool thresholds hold the pool near its normal load; released when it drains', async () => {
+  const b = await bed({}, { service: { picker: 'band', band: 0 } });
+  try {
+    const ADDRS = ['10.0.0.1:80', '10.0.0.2:80', '10.0.0.3:80', '10.0.0.4:80'];
+    const llm = (addr: string): InstanceLlmRecord => ({ service: 'llm', addr, prefillMsPerToken: 0.1, decodeMsPerToken: 10, kvCacheUsage: 0.3, kvSeqs: 10, maxLoras: 0,
+      models: [{ name: 'llama-3-8b', flags: MODEL_BASE | MODEL_LOADED }] });
+    // every instance with `q` requests of the 10 its KV cache holds
+    const pool = (q: number) => b.serve(ADDRS.map((a) => inst(a, { queueDepth: q, slots: 64 })), ADDRS.map(llm));
+    const send = (crit: string) => b.chat(chatBody('s', 'q'), { 'x-switchyard-criticality': crit });
+    // normal load: 0.25 of the KV capacity everywhere, above both pool thresholds (0.15 / 0.2) and
+    // under the instance ones (0.6 / 0.7): nothing shed, however many requests
+    await pool(2.5);
+    for (let i = 0; i < 60; i++) for (const c of ['standard', 'sheddable']) assert.equal((await send(c)).localReply, undefined, `${c} ${i} at normal load`);
+    // overload: 0.8 everywhere, standard shed by the instance threshold
+    await pool(8);
+    for (let i = 0; i < 30; i++) assert.equal((await send('standard')).localReply?.status, 429, `standard ${i} at 0.8`);
+    // the pool back at 0.25 while overloaded: held at the pool thresholds, critical still served
+    await pool(2.5);
+    assert.equal((await send('standard')).localReply?.status, 429, 'standard at 0.25, overloaded');
+    assert.equal((await send('sheddable')).localReply?.status, 429, 'sheddable at 0.25, overloaded');
+    assert.equal((await send('critical')).localReply, undefined, 'critical');
+    // at 0.18: sheddable shed, standard sent
+    await pool(1.8);
+    assert.equal((await send('standard')).localReply, undefined, 'standard at 0.18');
+    assert.equal((await send('sheddable')).localReply?.status, 429, 'sheddable at 0.18');
+    // the pool drains (0.1): nothing shed, the share falls, and 0.25 is admitted again
+    await pool(1);
+    for (let i = 0; i < 100; i++) assert.equal((await send('standard')).localReply, undefined, `standard ${i} at 0.1`);
+    await pool(2.5);
+    for (const c of ['standard', 'sheddable']) assert.equal((await send(c)).localReply, undefined, `${c} at 0.25 after the overload`);
+    // the 429s sent while the pool was overloaded: at 0.8, those after the share reached 0.3
+    // (1 − 0.98^18 ≥ 0.3 > 1 − 0.98^17: from the 19th on), and the three at 0.25 and 0.18
+    await b.host.advance(REFRESH);
+    assert.equal(Number(b.host.metric('switchyard.request.shed_standard.llm')), 31);
+    assert.equal(Number(b.host.metric('switchyard.request.shed_sheddable.llm')), 2);
+    assert.equal(Number(b.host.metric('switchyard.request.shed_overloaded.llm')), 30 - 18 + 3);
+  } finally {
+    await b.host.close();
+  }
+});
+
 test('Envoy default (allow_on_headers_stop_iteration false): no body callback while held, the watchdog releases the request body-blind — no hang', async () => {
   const b = await bed({ holdTimeoutMs: 50 }, { allow: false });
   try {

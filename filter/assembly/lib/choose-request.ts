@@ -11,7 +11,7 @@ import { dropSaturated } from "./choice/filter-saturated";
 import { p2cScored } from "./choice/picker-p2c";
 import { bandPick } from "./choice/picker-band";
 import { calmPick } from "./choice/picker-calm";
-import { CRIT_CRITICAL, shouldShed } from "./criticality";
+import { CRIT_CRITICAL, shouldShed, poolLoadAt } from "./criticality";
 import { modelCostMs } from "./choice/filter-model";
 import { PICKER_P2C } from "./choose";
 import { PendingPrefill } from "./pending-prefill";
@@ -20,6 +20,8 @@ export class RequestPick {
   pick: Pick = new Pick();
   /** The request is to be shed (429): the pool is under pressure for its criticality. */
   shed: bool = false;
+  /** The request's model pool was overloaded: the pool thresholds applied (lib/overload.ts). */
+  overloaded: bool = false;
 }
 
 export function pickForRequest(plan: Plan, lp: LlmPlan, inflight: Array<i32>, pending: PendingPrefill, nowMs: f64, picker: i32, band: f64, rng: Rng,
@@ -30,6 +32,7 @@ export function pickForRequest(plan: Plan, lp: LlmPlan, inflight: Array<i32>, pe
   p.probe = false;
   out.pick = p;
   out.shed = false;
+  out.overloaded = false;
   const inflightP = inflight.dataStart;
   const scan = scoreRequest(plan, lp, inflightP, pending, nowMs, rc, cp);
   dropSaturated(plan, inflightP, scan);
@@ -51,7 +54,16 @@ export function pickForRequest(plan: Plan, lp: LlmPlan, inflight: Array<i32>, pe
     // judged where the request would go: admitting on the account of the pool's least loaded
     // instance, which the picker may not have drawn, loads the busy ones; judged on the chosen
     // one, the share shed follows the share of busy instances (docs/architecture-choice.md)
-    if (p.index >= 0 && shouldShed(crit, unchecked(rc.shedLoadOf[p.index]), unchecked(rc.stdLoadOf[p.index]), rc.poolShedLoad)) { out.shed = true; return out; }
+    // the pool thresholds only while the pool is overloaded (lib/overload.ts)
+    if (p.index >= 0) {
+      const pool = lp.hasData && rc.modelCol >= 0 && rc.modelCol < lp.names.length ? unchecked(lp.names[rc.modelCol]) : "";
+      const ov = rc.overload.share(pool) >= cp.shed.overloadShare;
+      out.overloaded = ov;
+      out.shed = shouldShed(crit, unchecked(rc.shedLoadOf[p.index]), unchecked(rc.stdLoadOf[p.index]), rc.poolShedLoad,
+        ov ? poolLoadAt(rc.poolPressure, cp.shed.poolSheddable) : 0, ov ? poolLoadAt(rc.poolPressure, cp.shed.poolStandard) : 0);
+      rc.overload.note(pool, out.shed, lp.modelIndex);
+      if (out.shed) return out;
+    }
   }
   if (p.index >= 0) {
     // an adapter load delays the instance's steps; waiting for a LoRA slot to drain does not

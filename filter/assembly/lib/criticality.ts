@@ -25,15 +25,23 @@ export function resolveCriticality(headerValue: string | null, modelDefault: i32
 
 /**
  * The shedding thresholds: backlog per slot (sheddableAt / standardAt), or, where the agent
- * publishes the instance's KV capacity, backlog as a share of it (kvSheddableAt / kvStandardAt).
+ * publishes the instance's KV capacity, backlog as a share of it (kvSheddableAt / kvStandardAt);
+ * and the pool's: the eligible instances' backlog as a share of their summed KV capacity
+ * (poolSheddableAt / poolStandardAt, +Inf: no pool threshold), applied while the pool is
+ * overloaded (lib/overload.ts).
  */
 export class ShedAt {
   sheddable: f64 = 1;
   standard: f64 = 2;
   kvSheddable: f64 = 0.6;
   kvStandard: f64 = 0.7;
-  set(sheddable: f64, standard: f64, kvSheddable: f64, kvStandard: f64): void {
+  poolSheddable: f64 = 0.15;
+  poolStandard: f64 = 0.2;
+  /** the share of a pool's non-critical requests shed lately from which the pool thresholds apply (lib/overload.ts) */
+  overloadShare: f64 = 0.3;
+  set(sheddable: f64, standard: f64, kvSheddable: f64, kvStandard: f64, poolSheddable: f64, poolStandard: f64, overloadShare: f64): void {
     this.sheddable = sheddable; this.standard = standard; this.kvSheddable = kvSheddable; this.kvStandard = kvStandard;
+    this.poolSheddable = poolSheddable; this.poolStandard = poolStandard; this.overloadShare = overloadShare;
   }
 }
 
@@ -42,17 +50,26 @@ export class ShedAt {
   return threshold > 0 ? pressure / threshold : Infinity;
 }
 
+/** The pool's pressure as a multiple of a pool threshold: 0 when the pool has no known KV capacity (NaN) or there is no threshold (+Inf). */
+@inline export function poolLoadAt(poolPressure: f64, threshold: f64): f64 {
+  return poolPressure == poolPressure && threshold < Infinity ? loadAt(poolPressure, threshold) : 0;
+}
+
 /**
  * Whether a request of criticality `crit` is shed where it would go: `shedLoad` and `stdLoad` are
  * that instance's pressure as a multiple of its sheddable and standard thresholds (loadAt),
- * `poolShedLoad` the least such sheddable load among the eligible instances (+Inf when none is).
+ * `poolShedLoad` the least such sheddable load among the eligible instances (+Inf when none is),
+ * `poolSheddable` / `poolStandard` the pool's pressure as a multiple of the pool thresholds
+ * (poolLoadAt), 0 while the pool is not overloaded.
  * Sheddable at 1, standard at 1; the sheddable threshold halves while the pool's least loaded
  * instance is at half of its own or more: near capacity, what is admitted queues ahead of the
- * critical requests still to come (docs/architecture-choice.md, "Shedding").
+ * critical requests still to come. At a pool threshold the class is shed wherever it would go:
+ * the pool is held near its normal load under overload, not at each instance's threshold
+ * (docs/architecture-choice.md, "Shedding").
  */
-export function shouldShed(crit: i32, shedLoad: f64, stdLoad: f64, poolShedLoad: f64): bool {
+export function shouldShed(crit: i32, shedLoad: f64, stdLoad: f64, poolShedLoad: f64, poolSheddable: f64 = 0, poolStandard: f64 = 0): bool {
   // near capacity only the sheddable threshold tightens: standard is never shed below its own
-  if (crit == CRIT_SHEDDABLE) return shedLoad >= (poolShedLoad >= 0.5 ? 0.5 : 1);
-  if (crit == CRIT_STANDARD) return stdLoad >= 1;
+  if (crit == CRIT_SHEDDABLE) return shedLoad >= (poolShedLoad >= 0.5 ? 0.5 : 1) || poolSheddable >= 1;
+  if (crit == CRIT_STANDARD) return stdLoad >= 1 || poolStandard >= 1;
   return false;
 }

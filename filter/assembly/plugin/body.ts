@@ -24,7 +24,7 @@ import { pick } from "../lib/choose";
 import { ServicePlan } from "./loadaware";
 import { RequestView } from "./view";
 import {
-  RequestPlan, RC_PARSED, RC_INVALID, RC_REJECTED, RC_SHED_SHEDDABLE, RC_SHED_STANDARD, RC_HOLD_TIMEOUT, RC_PREFIX_HIT, RC_UNKNOWN_MODEL,
+  RequestPlan, RC_PARSED, RC_INVALID, RC_REJECTED, RC_SHED_SHEDDABLE, RC_SHED_STANDARD, RC_SHED_OVERLOADED, RC_HOLD_TIMEOUT, RC_PREFIX_HIT, RC_UNKNOWN_MODEL,
 } from "./request-plan";
 import { SwitchyardStream } from "./stream";
 
@@ -159,6 +159,7 @@ function chooseWithBody(s: SwitchyardStream, v: RequestView, h: BodyHold, body: 
   const out = pickForRequest(plan, lp, la.inflight.total, la.pending, v.nowMs, cfg.picker, sp.cfg.band, la.rng, rc, req.cp, crit, req.out);
   if (out.shed) {
     req.count(crit == CRIT_SHEDDABLE ? RC_SHED_SHEDDABLE : RC_SHED_STANDARD);
+    if (out.overloaded) req.count(RC_SHED_OVERLOADED);
     const headers: Array<HeaderPair> = [new HeaderPair(v.retryAfterName, String.UTF8.encode(sp.cfg.retryAfterS.toString()))];
     send_local_response(429, "switchyard_shed_" + CRITICALITY_NAMES[crit],
       String.UTF8.encode(sp.cfg.service + " is saturated: " + CRITICALITY_NAMES[crit] + " request shed\n"), headers, GrpcStatusValues.ResourceExhausted);

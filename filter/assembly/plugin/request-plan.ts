@@ -27,9 +27,11 @@ export const RC_UNKNOWN_MODEL: i32 = 7;
 /** blocks learnt from other worker VMs' records, and records lost on the way (ring overrun, a late tick) */
 export const RC_PREFIX_LEARNED: i32 = 8;
 export const RC_PREFIX_SHARE_LOST: i32 = 9;
-const RC_COUNT = 10;
+/** 429s sent while the request's model pool was overloaded (the pool thresholds in force: lib/overload.ts); also in shed_<criticality> */
+export const RC_SHED_OVERLOADED: i32 = 10;
+const RC_COUNT = 11;
 const RC_NAMES: Array<string> = ["parsed", "invalid", "rejected", "shed_sheddable", "shed_standard", "hold_timeout", "prefix_hit", "unknown_model",
-  "prefix_learned", "prefix_share_lost"];
+  "prefix_learned", "prefix_share_lost", "shed_overloaded"];
 
 export class RequestPlan {
   parser: RequestParser;
@@ -77,7 +79,7 @@ export class RequestPlan {
     this.cp.adapterLoadMs = cfg.adapterLoadMs;
     this.cp.kvFull = cfg.kvCacheFull;
     this.cp.decodeIdleShare = cfg.decodeIdleShare;
-    this.cp.shed.set(cfg.shedSheddableAt, cfg.shedStandardAt, cfg.shedKvSheddableAt, cfg.shedKvStandardAt);
+    this.cp.shed.set(cfg.shedSheddableAt, cfg.shedStandardAt, cfg.shedKvSheddableAt, cfg.shedKvStandardAt, cfg.shedPoolSheddableAt, cfg.shedPoolStandardAt, cfg.shedOverloadShare);
     for (let i = 0; i < RC_COUNT; i++) this.metricIds[i] = defineMetric(METRIC_COUNTER, "switchyard.request." + RC_NAMES[i] + "." + service);
   }
 

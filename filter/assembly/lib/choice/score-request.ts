@@ -12,7 +12,8 @@
 //   cost_i = rest_i + (S_i(request) + modelCost_i)/weight_i + b_i·E[S]_i/c_i/weight_i
 // It also gives each candidate's pressure for shedding (lib/choose-request.ts judges it where the
 // request would go): where the agent publishes the instance's KV capacity (kvSeqs), the backlog
-// as a share of it; else the backlog per slot, a KV cache near full counting 1 and a full one 2.
+// as a share of it; else the backlog per slot, a KV cache near full counting 1 and a full one 2;
+// and the pool's: the summed backlog over the summed KV capacity of the eligible candidates.
 import { Plan, Scan } from "./plan";
 import { LlmPlan } from "./plan-llm";
 import { anyStale, leftOutAt } from "./filter-stale";
@@ -22,6 +23,7 @@ import { cachedTokens } from "./scorer-prefix";
 import { ptr, f64At, setF64At, i32At } from "./flat";
 import { PendingPrefill } from "../pending-prefill";
 import { ShedAt, loadAt } from "../criticality";
+import { OverloadShares } from "../overload";
 
 /** The request's side of the cost, filled per request (reused: nothing allocated per request). */
 export class RequestCost {
@@ -35,6 +37,10 @@ export class RequestCost {
   pressure: f64 = Infinity;
   /** Result: the least eligible pressure as a multiple of its sheddable threshold (+Inf: none eligible). */
   poolShedLoad: f64 = Infinity;
+  /** Result: the eligible candidates' backlog as a share of their summed KV capacity, over those whose capacity is known (NaN: none). */
+  poolPressure: f64 = NaN;
+  /** Per model pool: the share of its non-critical requests shed lately (kept across requests). */
+  overload: OverloadShares = new OverloadShares();
   /** Result: the eligible candidate with the longest remembered prefix (-1: none). */
   affinity: i32 = -1;
   /** Result: candidates the model filter left out. */
@@ -84,6 +90,7 @@ export function scoreRequest(plan: Plan, lp: LlmPlan, inflightP: usize, pending:
   let excluded = 0;
   let affinity = -1;
   let affinityBlocks = 0;
+  let poolBacklog: f64 = 0, poolSeqs: f64 = 0;
   if (rc.prefillMs.length < n) {
     rc.prefillMs = new StaticArray<f64>(n); rc.pressureOf = new StaticArray<f64>(n);
     rc.shedLoadOf = new StaticArray<f64>(n); rc.stdLoadOf = new StaticArray<f64>(n);
@@ -138,6 +145,7 @@ export function scoreRequest(plan: Plan, lp: LlmPlan, inflightP: usize, pending:
     let pr: f64, shedLoad: f64, stdLoad: f64;
     if (kvSeqs >= 1) {
       pr = b / kvSeqs;
+      poolBacklog += b; poolSeqs += kvSeqs;
       shedLoad = loadAt(pr, th.kvSheddable); stdLoad = loadAt(pr, th.kvStandard);
     } else {
       pr = b / slots;
@@ -153,6 +161,7 @@ export function scoreRequest(plan: Plan, lp: LlmPlan, inflightP: usize, pending:
   }
   rc.pressure = pressure;
   rc.poolShedLoad = poolShed;
+  rc.poolPressure = poolSeqs > 0 ? poolBacklog / poolSeqs : NaN;
   rc.modelExcluded = excluded;
   rc.affinity = affinity;
   const sc = plan.scan;

@@ -66,6 +66,11 @@ export class RequestConfig {
    */
   shedKvSheddableAt: f64 = 0.6;
   shedKvStandardAt: f64 = 0.7;
+  /** The pool's backlog over its summed KV capacity at which sheddable / standard requests are shed wherever they go (+Inf: off). */
+  shedPoolSheddableAt: f64 = 0.15;
+  shedPoolStandardAt: f64 = 0.2;
+  /** The share of a pool's non-critical requests shed lately from which the pool thresholds apply. */
+  shedOverloadShare: f64 = 0.3;
   models: Array<ModelRule> = [];
   /**
    * Picker of the request-aware choice (PICKER_*; the service's loadAware `picker` is for its
@@ -126,7 +131,7 @@ export function parseRequestConfig(r: ObjectReader): RequestConfig {
     if (why.length > 0) p.add(join(r.path, "criticalityHeader"), why);
   }
   c.defaultCriticality = criticalityOf(r.oneOf("criticality", "standard", CRITICALITY_NAMES));
-  const sh = r.obj("shedding", ["sheddableAt", "standardAt", "kvSheddableAt", "kvStandardAt"]);
+  const sh = r.obj("shedding", ["sheddableAt", "standardAt", "kvSheddableAt", "kvStandardAt", "poolSheddableAt", "poolStandardAt", "overloadShare"]);
   if (sh != null) {
     c.shedSheddableAt = sh.num("sheddableAt", c.shedSheddableAt, 0, 1000);
     c.shedStandardAt = sh.num("standardAt", c.shedStandardAt, 0, 1000);
@@ -134,6 +139,10 @@ export function parseRequestConfig(r: ObjectReader): RequestConfig {
     c.shedKvSheddableAt = sh.num("kvSheddableAt", c.shedKvSheddableAt, 0, 1000);
     c.shedKvStandardAt = sh.num("kvStandardAt", c.shedKvStandardAt, 0, 1000);
     if (p.ok && c.shedKvStandardAt < c.shedKvSheddableAt) p.add(join(sh.path, "kvStandardAt"), "must be at least kvSheddableAt");
+    c.shedPoolSheddableAt = sh.num("poolSheddableAt", c.shedPoolSheddableAt, 0, 1000);
+    c.shedPoolStandardAt = sh.num("poolStandardAt", c.shedPoolStandardAt, 0, 1000);
+    if (p.ok && c.shedPoolStandardAt < c.shedPoolSheddableAt) p.add(join(sh.path, "poolStandardAt"), "must be at least poolSheddableAt");
+    c.shedOverloadShare = sh.num("overloadShare", c.shedOverloadShare, 0.01, 1);
   }
   c.picker = r.oneOf("picker", "band", ["band", "p2c"]) == "p2c" ? PICKER_P2C : PICKER_BAND;
   const models = r.arr("models");

@@ -1,0 +1,38 @@
+// When a model pool is overloaded, for the pool thresholds of shedding (request.shedding.poolSheddableAt
+// / poolStandardAt; docs/architecture-choice.md, "Shedding"). A pool is overloaded while the share
+// of its non-critical requests shed lately is at `shedding.overloadShare` (0.2) or more. The
+// instance thresholds shed next to nothing at normal load, so this needs no level of its own: at
+// normal load the pool thresholds stay off however the pool's pressure bursts; once the instance
+// thresholds shed a fifth of the traffic, the pool thresholds hold the pool's backlog near its
+// normal level, and they keep the share up for as long as the excess lasts.
+
+/** Weight of each request in the average: about the last 50 non-critical requests of the pool. */
+export const OVERLOAD_WEIGHT: f64 = 0.02;
+
+/** The share shed lately, per model pool (the model's column name in the LLM plan; "" where the request names none). */
+export class OverloadShares {
+  private shares: Map<string, f64> = new Map();
+
+  share(pool: string): f64 {
+    return this.shares.has(pool) ? this.shares.get(pool) : 0;
+  }
+
+  /**
+   * A non-critical request of `pool` was shed or sent. `live` is the plan's model index: pools
+   * the plan no longer names are dropped once there are more entries than it has (so the map
+   * follows the fleet's models, not the model names clients send).
+   */
+  note(pool: string, shed: bool, live: Map<string, i32>): void {
+    const s = this.share(pool);
+    this.shares.set(pool, s + OVERLOAD_WEIGHT * ((shed ? 1.0 : 0.0) - s));
+    if (this.shares.size > live.size + 1) {
+      const keys = this.shares.keys();
+      for (let k = 0; k < keys.length; k++) {
+        const key = unchecked(keys[k]);
+        if (key.length > 0 && !live.has(key)) this.shares.delete(key);
+      }
+    }
+  }
+
+  get size(): i32 { return this.shares.size; }
+}
