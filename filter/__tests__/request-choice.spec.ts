@@ -2,7 +2,7 @@
 // request scoring pass with KV-cache saturation, shedding by criticality, model aliases/splits.
 import { Snapshot, InstanceState } from "../assembly/lib/snapshot";
 import { InstanceLlm, MODEL_BASE, MODEL_LOADED, MODEL_WAITING } from "../assembly/lib/snapshot-llm";
-import { Candidate, candidateFrom, Plan, MODEL_CONDITIONAL, PICKER_P2C, PICKER_BAND } from "../assembly/lib/choose";
+import { Candidate, candidateFrom, Plan, MODEL_CONDITIONAL, PICKER_P2C } from "../assembly/lib/choose";
 import { LlmPlan, buildLlmPlan } from "../assembly/lib/choice/plan-llm";
 import { modelCostMs } from "../assembly/lib/choice/filter-model";
 import { serviceMs } from "../assembly/lib/choice/scorer-size";
@@ -24,8 +24,7 @@ function shed(crit: i32, pressure: f64, pool: f64, sheddableAt: f64, standardAt:
 }
 import { routeModel, basisPointsOf } from "../assembly/lib/request/model-route";
 import { ModelRule, ModelSplit, RequestConfig } from "../assembly/lib/request/config";
-import { Rng, Inflight } from "../assembly/lib/inflight";
-import { AdapterWaits } from "../assembly/lib/choice/adapter-waits";
+import { Rng } from "../assembly/lib/inflight";
 import { PendingPrefill } from "../assembly/lib/pending-prefill";
 import { apiOfPath } from "../assembly/lib/request/endpoint";
 import { API_CHAT, API_COMPLETIONS, parseOpenAiRequest, ParseLimits } from "../assembly/lib/request/openai";
@@ -686,57 +685,6 @@ describe("shedding: pool thresholds while the pool is overloaded", () => {
     expect(rc.overload.share("m")).toBeLessThan(0.3);
     expect(pick(normal, rc, CRIT_STANDARD, 6).shed).toBe(false);
     expect(pick(normal, rc, CRIT_SHEDDABLE, 7).shed).toBe(false);
-  });
-});
-
-/** pickForRequest for model column `col` at criticality `crit` (no prefill ahead); the index chosen */
-function pickAs(g: Fixture, rc: RequestCost, cp: CostParams, out: RequestPick, col: i32, crit: i32): i32 {
-  rc.modelCol = col;
-  g.pending = new PendingPrefill();
-  pickForRequest(g.plan, g.lp, g.inflight, g.pending, 0, PICKER_BAND, 0, new Rng(3), rc, cp, crit, out);
-  return out.pick.index;
-}
-
-describe("pickForRequest: a critical request waiting for its adapter under overload", () => {
-  it("other adapters' non-critical requests are held back from its instance while the pool is overloaded; its own adapter, critical ones and base-model requests are not", () => {
-    // three instances serving the base model and both adapters, each loaded everywhere
-    const ls = new Array<InstanceLlm>(), is = new Array<InstanceState>();
-    for (let i = 0; i < 3; i++) {
-      const a = "10.0.0." + (i + 1).toString() + ":80";
-      ls.push(llm(a, ["llama", "sql-lora", "chat-lora"], [MODEL_BASE, MODEL_LOADED, MODEL_LOADED], 0.1, 20, 0.3, 4));
-      is.push(inst(a, i == 0 ? 0 : 3, 1)); // instance 0 idle, the others 2 beyond their slot: 0 is the cheapest
-    }
-    const g = new Fixture(snapOf(is, ls));
-    // the VM's in-flight table, its slots in plan order (Fixture: slot i for candidate i)
-    const fi = new Inflight();
-    for (let i = 0; i < 3; i++) expect(fi.slotFor("10.0.0." + (i + 1).toString() + ":80")).toBe(i);
-    const waits = new AdapterWaits(fi);
-    const rc = cost(3);
-    rc.waits = waits;
-    const chat = g.lp.modelColumn("chat-lora"), sql = g.lp.modelColumn("sql-lora"), base = g.lp.modelColumn("llama");
-    // a critical sql-lora request waits at instance 0
-    waits.begin(fi.acquire(0), "sql-lora");
-    const out = new RequestPick();
-    const cp = noShed();
-    // not overloaded: nothing held back
-    expect(pickAs(g, rc, cp, out, chat, CRIT_STANDARD)).toBe(0);
-    expect(rc.heldBack).toBe(0);
-    // the chat-lora pool overloaded: its standard requests go elsewhere
-    for (let k = 0; k < 60; k++) rc.overload.note("chat-lora", true, g.lp.modelIndex);
-    expect(pickAs(g, rc, cp, out, chat, CRIT_STANDARD)).not.toBe(0);
-    expect(rc.heldBack).toBe(1);
-    expect(pickAs(g, rc, cp, out, chat, CRIT_SHEDDABLE)).not.toBe(0);
-    // a critical chat-lora request is not held back; nor sql-lora (the waiting adapter) nor the base model
-    expect(pickAs(g, rc, cp, out, chat, CRIT_CRITICAL)).toBe(0);
-    for (let k = 0; k < 60; k++) { rc.overload.note("sql-lora", true, g.lp.modelIndex); rc.overload.note("llama", true, g.lp.modelIndex); }
-    expect(pickAs(g, rc, cp, out, sql, CRIT_STANDARD)).toBe(0);
-    expect(pickAs(g, rc, cp, out, base, CRIT_STANDARD)).toBe(0);
-    // every instance holds a waiting critical sql-lora request: a chat-lora one is shed, not sent degraded
-    waits.begin(fi.acquire(1), "sql-lora");
-    waits.begin(fi.acquire(2), "sql-lora");
-    expect(pickAs(g, rc, cp, out, chat, CRIT_STANDARD)).toBe(-1);
-    expect(out.shed).toBe(true);
-    expect(rc.heldBack).toBe(3);
   });
 });
 

@@ -306,43 +306,6 @@ test('overload (shipped defaults): once the instance thresholds shed, the pool t
   }
 });
 
-test('overload: while a critical request waits for its LoRA adapter, the other adapters\' non-critical requests go elsewhere; its first response byte ends the wait', async () => {
-  const b = await bed({}, { service: { picker: 'band', band: 0 } });
-  try {
-    const ADDRS = ['10.0.0.1:80', '10.0.0.2:80'];
-    const models = [{ name: 'llama-3-8b', flags: MODEL_BASE | MODEL_LOADED }, { name: 'sql-lora', flags: MODEL_LOADED }, { name: 'chat-lora', flags: MODEL_LOADED }];
-    // 10.0.0.1 decodes ten times faster: the cheaper one, whatever else is in flight there
-    const llm = (addr: string): InstanceLlmRecord => ({ service: 'llm', addr, prefillMsPerToken: 0.1, decodeMsPerToken: addr === ADDRS[0] ? 10 : 100, kvCacheUsage: 0.3, kvSeqs: 10, maxLoras: 4, models });
-    // backlogs out of 10 sequences each
-    const pool = (q1: number, q2: number) => b.serve([inst(ADDRS[0], { queueDepth: q1, slots: 64 }), inst(ADDRS[1], { queueDepth: q2, slots: 64 })], ADDRS.map(llm));
-    const send = (model: string, crit: string) => b.chat(chatBody('s', 'q', { model }), { 'x-switchyard-criticality': crit });
-    // the chat-lora pool overloaded: its standard requests shed at 0.8 of the KV capacity
-    await pool(8, 8);
-    for (let i = 0; i < 30; i++) assert.equal((await send('chat-lora', 'standard')).localReply?.status, 429);
-    await pool(0, 1);
-    assert.deepEqual(endpoint(await send('chat-lora', 'standard')), [ADDRS[0]], 'the cheaper instance while nothing waits');
-    // a critical sql-lora request sent to 10.0.0.1, no answer yet
-    const upstream: HeaderMap[] = [];
-    const { stream } = b.host.startStream(new HeaderMap('request', { ':method': 'POST', ':path': '/v1/chat/completions', ':authority': AUTH, ':scheme': 'http',
-      'x-switchyard-criticality': 'critical' }), [Buffer.from(JSON.stringify(chatBody('s', 'critical', { model: 'sql-lora' })))], true,
-    { headers() {}, data() {}, reset() {} }, { send: (_s: HttpStream, headers: HeaderMap) => { upstream.push(headers); } }, undefined, () => {});
-    await b.host.advance(1);
-    assert.equal(upstream[0]?.get('x-switchyard-endpoint'), ADDRS[0]);
-    // while it waits: chat-lora standard and sheddable go to 10.0.0.2; sql-lora (its adapter) and
-    // critical requests still to 10.0.0.1
-    for (const crit of ['standard', 'sheddable']) assert.deepEqual(endpoint(await send('chat-lora', crit)), [ADDRS[1]], `chat-lora ${crit} held back`);
-    assert.deepEqual(endpoint(await send('sql-lora', 'standard')), [ADDRS[0]], 'its own adapter');
-    assert.deepEqual(endpoint(await send('chat-lora', 'critical')), [ADDRS[0]], 'critical');
-    // its first token: the wait is over
-    stream.onUpstreamHeaders(new HeaderMap('response', [[':status', '200'], ['content-type', 'text/event-stream']]), false);
-    assert.deepEqual(endpoint(await send('chat-lora', 'standard')), [ADDRS[1]], 'response headers alone do not end the wait (vLLM may send them before the first token)');
-    stream.onUpstreamData(Buffer.from('data: {"choices":[{"delta":{"content":"x"}}]}\n\n'), false);
-    assert.deepEqual(endpoint(await send('chat-lora', 'standard')), [ADDRS[0]], 'after the first byte');
-  } finally {
-    await b.host.close();
-  }
-});
-
 test('Envoy default (allow_on_headers_stop_iteration false): no body callback while held, the watchdog releases the request body-blind — no hang', async () => {
   const b = await bed({ holdTimeoutMs: 50 }, { allow: false });
   try {

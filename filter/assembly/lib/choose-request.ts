@@ -34,16 +34,10 @@ export function pickForRequest(plan: Plan, lp: LlmPlan, inflight: Array<i32>, pe
   out.shed = false;
   out.overloaded = false;
   const inflightP = inflight.dataStart;
-  // the request's model pool, and whether it is overloaded (lib/overload.ts)
-  const pool = lp.hasData && rc.modelCol >= 0 && rc.modelCol < lp.names.length ? unchecked(lp.names[rc.modelCol]) : "";
-  const ov = rc.overload.share(pool) >= cp.shed.overloadShare;
-  out.overloaded = ov;
-  rc.holdBack = crit != CRIT_CRITICAL && ov;
   const scan = scoreRequest(plan, lp, inflightP, pending, nowMs, rc, cp);
   dropSaturated(plan, inflightP, scan);
   p.eligible = scan.eligible;
-  // every candidate holds a critical request waiting for another adapter: shed, not sent degraded
-  if (scan.eligible == 0) { if (rc.heldBack > 0) out.shed = true; return out; }
+  if (scan.eligible == 0) return out;
   if (crit == CRIT_CRITICAL) {
     calmPick(plan, rc.stdLoadOf, rc.drainOf, rc.pressureOf, rc.affinity, p);
     if (p.index < 0) bandPick(plan, scan.best, 0, rng, p);
@@ -62,6 +56,9 @@ export function pickForRequest(plan: Plan, lp: LlmPlan, inflight: Array<i32>, pe
     // one, the share shed follows the share of busy instances (docs/architecture-choice.md)
     // the pool thresholds only while the pool is overloaded (lib/overload.ts)
     if (p.index >= 0) {
+      const pool = lp.hasData && rc.modelCol >= 0 && rc.modelCol < lp.names.length ? unchecked(lp.names[rc.modelCol]) : "";
+      const ov = rc.overload.share(pool) >= cp.shed.overloadShare;
+      out.overloaded = ov;
       out.shed = shouldShed(crit, unchecked(rc.shedLoadOf[p.index]), unchecked(rc.stdLoadOf[p.index]), rc.poolShedLoad,
         ov ? poolLoadAt(rc.poolPressure, cp.shed.poolSheddable) : 0, ov ? poolLoadAt(rc.poolPressure, cp.shed.poolStandard) : 0);
       rc.overload.note(pool, out.shed, lp.modelIndex);

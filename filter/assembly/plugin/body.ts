@@ -18,7 +18,7 @@ import { apiOfPath } from "../lib/request/endpoint";
 import { hashPromptBlocks, modelSeed } from "../lib/request/prefix";
 import { ON_INVALID_REJECT } from "../lib/request/config";
 import { routeModel, basisPointsOf } from "../lib/request/model-route";
-import { resolveCriticality, CRIT_CRITICAL, CRIT_SHEDDABLE, CRITICALITY_NAMES } from "../lib/criticality";
+import { resolveCriticality, CRIT_SHEDDABLE, CRITICALITY_NAMES } from "../lib/criticality";
 import { pickForRequest } from "../lib/choose-request";
 import { pick } from "../lib/choose";
 import { ServicePlan } from "./loadaware";
@@ -156,7 +156,6 @@ function chooseWithBody(s: SwitchyardStream, v: RequestView, h: BodyHold, body: 
     const slot = unchecked(m.slots[k]);
     for (let i = 0; i < n; i++) if (unchecked(plan.slot[i]) == slot) unchecked(rc.cachedBlocks[i] = unchecked(m.blocks[k]));
   }
-  rc.waits = la.adapterWaits;
   const out = pickForRequest(plan, lp, la.inflight.total, la.pending, v.nowMs, cfg.picker, sp.cfg.band, la.rng, rc, req.cp, crit, req.out);
   if (out.shed) {
     req.count(crit == CRIT_SHEDDABLE ? RC_SHED_SHEDDABLE : RC_SHED_STANDARD);
@@ -180,13 +179,6 @@ function chooseWithBody(s: SwitchyardStream, v: RequestView, h: BodyHold, body: 
     }
   }
   const sent = s.applyPick(v, sp, p, note);
-  // a critical request for a LoRA adapter: the other adapters' requests are held back from its
-  // instance until its first response byte (lib/choice/adapter-waits.ts)
-  if (sent && p.index >= 0 && crit == CRIT_CRITICAL && lp.hasData && col >= 0 && !unchecked(lp.isBase[col])) {
-    const adapter = unchecked(lp.names[col]);
-    la.adapterWaits.begin(s.held, adapter);
-    s.adapterWaiting = adapter;
-  }
   // also without a pick (forwarded degraded): the default route serves the routed model, and an
   // alias may be a name no server knows
   if (sent) {

@@ -6,7 +6,6 @@ import { Snapshot } from "../lib/snapshot";
 import { Candidate, candidateFrom, Plan, SKIP_REASONS, skipName } from "../lib/choose";
 import { Inflight, Rng } from "../lib/inflight";
 import { PendingPrefill } from "../lib/pending-prefill";
-import { AdapterWaits } from "../lib/choice/adapter-waits";
 import { InbandTable, InbandParams, Prober, probeEvery } from "../lib/inband";
 import { InbandCounters, inbandParams } from "./inband";
 import { defineMetric, incrementMetric, METRIC_COUNTER } from "../abi/host";
@@ -54,8 +53,6 @@ function sanitize(s: string): string {
 export class LoadAware {
   plans: Array<ServicePlan> = [];
   inflight: Inflight = new Inflight();
-  /** Critical requests waiting for their LoRA adapter, per in-flight slot (request-aware services). */
-  adapterWaits: AdapterWaits = new AdapterWaits(this.inflight);
   /** Prefill sent ahead per in-flight slot (request-aware services), shared across VMs on the tick. */
   pending: PendingPrefill = new PendingPrefill();
   /** Some service chooses with the body: the pending prefill is exchanged on the tick. */

@@ -59,8 +59,6 @@ export class SwitchyardStream extends Context {
   headersMs: f64 = 0;
   headersSeen: bool = false;
   status: i32 = 0;
-  /** A critical adapter request not yet answered: its adapter, counted in LoadAware.adapterWaits under `held` (null: none). */
-  adapterWaiting: string | null = null;
 
   constructor(context_id: u32, root: RootContext, private view: RequestView | null) {
     super(context_id, root);
@@ -243,20 +241,6 @@ export class SwitchyardStream extends Context {
     return FilterHeadersStatusValues.Continue;
   }
 
-  /** The first response byte ends a critical adapter request's wait (lib/choice/adapter-waits.ts). */
-  onResponseBody(_len: usize, _endOfStream: bool): FilterDataStatusValues {
-    this.endAdapterWait();
-    return FilterDataStatusValues.Continue;
-  }
-
-  private endAdapterWait(): void {
-    const v = this.view;
-    const a = this.adapterWaiting;
-    if (a == null || v == null) return;
-    this.adapterWaiting = null;
-    v.loadAware.adapterWaits.end(this.held, a);
-  }
-
   /** The slot still names the address this request went to (not freed and reused since). */
   private inbandLive(la: LoadAware): bool {
     const s = this.inbandSlot;
@@ -273,7 +257,6 @@ export class SwitchyardStream extends Context {
   }
 
   private release(): void {
-    this.endAdapterWait();
     const v = this.view;
     const h = this.hold;
     if (h != null && h.waiting && v != null) { h.waiting = false; v.loadAware.holds.remove(this); }

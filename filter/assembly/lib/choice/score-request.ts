@@ -24,7 +24,6 @@ import { ptr, f64At, setF64At, i32At } from "./flat";
 import { PendingPrefill } from "../pending-prefill";
 import { ShedAt, loadAt } from "../criticality";
 import { OverloadShares } from "../overload";
-import { AdapterWaits } from "./adapter-waits";
 
 /** The request's side of the cost, filled per request (reused: nothing allocated per request). */
 export class RequestCost {
@@ -44,12 +43,6 @@ export class RequestCost {
   overload: OverloadShares = new OverloadShares();
   /** Result: the eligible candidate with the longest remembered prefix (-1: none). */
   affinity: i32 = -1;
-  /** Critical adapter requests waiting per in-flight slot (adapter-waits.ts); null: none tracked. */
-  waits: AdapterWaits | null = null;
-  /** Set per request: a non-critical request, held back where a critical one waits for another adapter. */
-  holdBack: bool = false;
-  /** Result: candidates left out because a critical request waits there for another adapter. */
-  heldBack: i32 = 0;
   /** Result: candidates the model filter left out. */
   modelExcluded: i32 = 0;
   /** Scratch, per candidate: its pressure (backlog per KV capacity; else per slot, a KV cache near full counting 1, full 2). */
@@ -97,10 +90,6 @@ export function scoreRequest(plan: Plan, lp: LlmPlan, inflightP: usize, pending:
   let excluded = 0;
   let affinity = -1;
   let affinityBlocks = 0;
-  let heldBack = 0;
-  const waits = rc.waits;
-  // a non-critical adapter request (not a base model): held back where a critical one waits for another adapter
-  const adapterName = rc.holdBack && waits != null && col >= 0 && !unchecked(lp.isBase[col]) ? unchecked(lp.names[col]) : "";
   let poolBacklog: f64 = 0, poolSeqs: f64 = 0;
   if (rc.prefillMs.length < n) {
     rc.prefillMs = new StaticArray<f64>(n); rc.pressureOf = new StaticArray<f64>(n);
@@ -111,7 +100,6 @@ export function scoreRequest(plan: Plan, lp: LlmPlan, inflightP: usize, pending:
     if (leftOutAt(skipP, staleP, skippedP, costP, checkStale, nowMs, i)) continue;
     const extra = modelCostMs(lp, col, i, cp.adapterLoadMs);
     if (extra == Infinity) { setF64At(costP, i, Infinity); excluded++; continue; }
-    if (adapterName.length > 0 && waits!.holds(i32At(slotP, i), adapterName)) { setF64At(costP, i, Infinity); heldBack++; continue; }
     unchecked(rc.drainOf[i] = extra > cp.adapterLoadMs ? 1 : 0);
     const kv = unchecked(lp.kv[i]);
     const blocks = unchecked(rc.cachedBlocks[i]);
@@ -175,7 +163,6 @@ export function scoreRequest(plan: Plan, lp: LlmPlan, inflightP: usize, pending:
   rc.poolShedLoad = poolShed;
   rc.poolPressure = poolSeqs > 0 ? poolBacklog / poolSeqs : NaN;
   rc.modelExcluded = excluded;
-  rc.heldBack = heldBack;
   rc.affinity = affinity;
   const sc = plan.scan;
   sc.eligible = eligible;
