@@ -27,7 +27,7 @@ export function resolveCriticality(headerValue: string | null, modelDefault: i32
  * The shedding thresholds: backlog per slot (sheddableAt / standardAt), or, where the agent
  * publishes the instance's KV capacity, backlog as a share of it (kvSheddableAt / kvStandardAt);
  * and the pool's: the eligible instances' backlog as a share of their summed KV capacity
- * (poolSheddableAt / poolStandardAt, +Inf: no pool threshold), applied while the pool is
+ * (poolSheddableAt / poolStandardAt; 1000: in effect never), applied while the pool is
  * overloaded (lib/overload.ts).
  */
 export class ShedAt {
@@ -50,9 +50,9 @@ export class ShedAt {
   return threshold > 0 ? pressure / threshold : Infinity;
 }
 
-/** The pool's pressure as a multiple of a pool threshold: 0 when the pool has no known KV capacity (NaN) or there is no threshold (+Inf). */
+/** The pool's pressure as a multiple of a pool threshold: 0 when the pool has no known KV capacity (NaN), which loadAt would take for reached at a threshold of 0. */
 @inline export function poolLoadAt(poolPressure: f64, threshold: f64): f64 {
-  return poolPressure == poolPressure && threshold < Infinity ? loadAt(poolPressure, threshold) : 0;
+  return poolPressure == poolPressure ? loadAt(poolPressure, threshold) : 0;
 }
 
 /**

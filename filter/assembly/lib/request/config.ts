@@ -66,7 +66,7 @@ export class RequestConfig {
    */
   shedKvSheddableAt: f64 = 0.6;
   shedKvStandardAt: f64 = 0.7;
-  /** The pool's backlog over its summed KV capacity at which sheddable / standard requests are shed wherever they go (+Inf: off). */
+  /** The pool's backlog over its summed KV capacity at which sheddable / standard requests are shed wherever they go, while the pool is overloaded (1000: in effect never). */
   shedPoolSheddableAt: f64 = 0.15;
   shedPoolStandardAt: f64 = 0.2;
   /** The share of a pool's non-critical requests shed lately from which the pool thresholds apply. */
