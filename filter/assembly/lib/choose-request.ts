@@ -66,8 +66,9 @@ export function pickForRequest(plan: Plan, lp: LlmPlan, inflight: Array<i32>, pe
     }
   }
   if (p.index >= 0) {
-    // an adapter load delays the instance's steps; waiting for a LoRA slot to drain does not
-    const extra = modelCostMs(lp, lp.hasData ? rc.modelCol : -1, p.index, cp.adapterLoadMs);
+    // an adapter load delays the instance's steps; waiting for a LoRA slot to drain does not, nor
+    // joining an adapter that streams there
+    const extra = unchecked(rc.runOf[p.index]) != 0 ? 0 : modelCostMs(lp, lp.hasData ? rc.modelCol : -1, p.index, cp.adapterLoadMs);
     rc.charge(pending, p.index, unchecked(plan.slot[p.index]), nowMs, extra < cp.adapterLoadMs ? extra : cp.adapterLoadMs);
   }
   return out;

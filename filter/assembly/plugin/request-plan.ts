@@ -11,6 +11,7 @@ import { LlmPlan, buildLlmPlan } from "../lib/choice/plan-llm";
 import { RequestCost, CostParams } from "../lib/choice/score-request";
 import { AdapterSends } from "../lib/choice/adapter-sends";
 import { AdapterShare } from "../lib/choice/adapter-share";
+import { AdapterStreamsShare } from "../lib/choice/adapter-streams-share";
 import { RequestPick } from "../lib/choose-request";
 import { Plan } from "../lib/choice/plan";
 import { InstanceLlm } from "../lib/snapshot-llm";
@@ -47,6 +48,9 @@ export class RequestPlan {
   /** The other worker VMs' adapter marks, exchanged under adapterKey on the tick. */
   adapterShare: AdapterShare = new AdapterShare();
   adapterKey: ArrayBuffer;
+  /** The adapters streaming from each instance, exchanged with the other VMs under streamsKey (rc.streams holds them). */
+  streamsShare: AdapterStreamsShare = new AdapterStreamsShare();
+  streamsKey: ArrayBuffer;
   /** The plan's in-flight slots and its candidates' scrape times (for re-applying the marks on the tick). */
   private planSlots: StaticArray<i32> = new StaticArray<i32>(0);
   private scrapeAtMs: Array<f64> = [];
@@ -72,6 +76,7 @@ export class RequestPlan {
     this.share = new PrefixShare(cfg.prefixEntries);
     this.shareKey = String.UTF8.encode("switchyard.prefix.v1." + service);
     this.adapterKey = String.UTF8.encode("switchyard.adapters.v1." + service);
+    this.streamsKey = String.UTF8.encode("switchyard.adapter-streams.v1." + service);
     this.index.ring = this.share.ring;
     this.cp.bytesPerToken = cfg.bytesPerToken;
     this.cp.blockBytes = cfg.prefixBlockBytes;
@@ -96,7 +101,7 @@ export class RequestPlan {
     for (let i = 0; i < plan.n; i++) {
       const s = plan.slot[i];
       const a = plan.addr[i];
-      if (this.slotAddr.has(s) && this.slotAddr.get(s) != a) this.index.forgetSlot(<u16>s);
+      if (this.slotAddr.has(s) && this.slotAddr.get(s) != a) { this.index.forgetSlot(<u16>s); this.rc.streams.forgetSlot(s); }
       this.slotAddr.set(s, a);
     }
   }
@@ -124,7 +129,8 @@ export class RequestPlan {
 
   /**
    * On the tick: this VM's adapter marks out, the other VMs' in (adapter-share.ts); the plan's
-   * marks are then this VM's still in force plus the others'.
+   * marks are then this VM's still in force plus the others'. Likewise the adapters streaming from
+   * each instance (adapter-streams-share.ts).
    */
   shareAdapters(token: u32, nowMs: u64, maxAgeMs: u64, inflight: Inflight): void {
     for (let attempt = 0; attempt < 3; attempt++) {
@@ -132,6 +138,11 @@ export class RequestPlan {
       const doc = this.adapterShare.merge(cur.found ? cur.value : new ArrayBuffer(0), this.adapters, token, nowMs, maxAgeMs, inflight);
       const r = setSharedData(this.adapterKey, doc, cur.found ? cur.cas : 0);
       if (r != CAS_MISMATCH) break;
+    }
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const cur = getSharedData(this.streamsKey);
+      const doc = this.streamsShare.merge(cur.found ? cur.value : new ArrayBuffer(0), this.rc.streams, token, nowMs, maxAgeMs, inflight);
+      if (setSharedData(this.streamsKey, doc, cur.found ? cur.cas : 0) != CAS_MISMATCH) break;
     }
     if (this.lp.n == 0) return;
     this.lp.resetMarks();

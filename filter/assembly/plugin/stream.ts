@@ -13,6 +13,8 @@
 //  on response headers: the debug header is replaced when this request produced one and removed
 //  otherwise, and an upstream-set copy of the other filter-owned headers (route headers included)
 //  never reaches the client (an echoing upstream would otherwise reveal instance addresses and link state).
+//  adapter streams (lib/choice/adapter-streams.ts): a LoRA request answered 200 counts as running
+//  its adapter at the instance from its first response body byte to its end;
 //  in-band learning (plugin/inband.ts, docs/inband.md): the chosen instance's slot, generation,
 //  start time and our in-flight count to it before this request are kept; response headers and
 //  end of stream feed the per-instance estimates, and the ORCA headers are read and stripped.
@@ -35,7 +37,8 @@ import { RequestView, NOT_LINKED } from "./view";
 import { ServicePlan, LoadAware } from "./loadaware";
 import { BodyHold, beginHold, bodyChunk } from "./body";
 import { probePick } from "../lib/choice/scorer-inband";
-import { clockMs, recordHeaders, stripOrcaHeaders } from "./inband";
+import { clockMs, recordHeaders, stripOrcaHeaders, responseStatus } from "./inband";
+import { AdapterStreams, NO_TICKET } from "../lib/choice/adapter-streams";
 
 const AUTHORITY_KEY = String.UTF8.encode(":authority");
 /** Header values the request path only looks at (abi/host.ts peekHeader): one per VM, callbacks never nest. */
@@ -59,6 +62,11 @@ export class SwitchyardStream extends Context {
   headersMs: f64 = 0;
   headersSeen: bool = false;
   status: i32 = 0;
+  /** Adapter streams: the table, the adapter's hash and the slot it was sent to (−1: not armed), the ticket once it streams. */
+  adapterStreams: AdapterStreams | null = null;
+  adapterHash: u32 = 0;
+  adapterSlot: i32 = -1;
+  adapterTicket: i64 = NO_TICKET;
 
   constructor(context_id: u32, root: RootContext, private view: RequestView | null) {
     super(context_id, root);
@@ -214,9 +222,18 @@ export class SwitchyardStream extends Context {
     return bodyChunk(this, v!, h!, len, endOfStream);
   }
 
-  onResponseHeaders(_n: u32, _endOfStream: bool): FilterHeadersStatusValues {
+  /** A LoRA request was sent to in-flight slot `slot`: it counts as running there once its answer streams. */
+  armAdapter(streams: AdapterStreams, hash: u32, slot: i32): void {
+    this.adapterStreams = streams;
+    this.adapterHash = hash;
+    this.adapterSlot = slot;
+  }
+
+  onResponseHeaders(_n: u32, endOfStream: bool): FilterHeadersStatusValues {
     const v = this.view;
     if (v == null) return FilterHeadersStatusValues.Continue;
+    // an error answer, or one with no body, never ran the adapter there
+    if (this.adapterSlot >= 0 && (endOfStream || responseStatus() != 200)) this.adapterSlot = -1;
     // (null tests by address: `!= null` on a string is a call to String.__ne)
     let d = this.debug;
     const rd = this.ruleDebug;
@@ -241,6 +258,16 @@ export class SwitchyardStream extends Context {
     return FilterHeadersStatusValues.Continue;
   }
 
+  onResponseBody(len: usize, endOfStream: bool): FilterDataStatusValues {
+    // the first byte of a streamed answer is the first token: the adapter runs there now (a body
+    // that ends in its first chunk was not streamed and is over)
+    if (this.adapterSlot >= 0 && len > 0) {
+      if (!endOfStream) this.adapterTicket = this.adapterStreams!.start(this.adapterSlot, this.adapterHash);
+      this.adapterSlot = -1;
+    }
+    return FilterDataStatusValues.Continue;
+  }
+
   /** The slot still names the address this request went to (not freed and reused since). */
   private inbandLive(la: LoadAware): bool {
     const s = this.inbandSlot;
@@ -257,6 +284,11 @@ export class SwitchyardStream extends Context {
   }
 
   private release(): void {
+    if (this.adapterTicket != NO_TICKET) {
+      this.adapterStreams!.end(this.adapterTicket, this.adapterHash);
+      this.adapterTicket = NO_TICKET;
+    }
+    this.adapterSlot = -1;
     const v = this.view;
     const h = this.hold;
     if (h != null && h.waiting && v != null) { h.waiting = false; v.loadAware.holds.remove(this); }

@@ -10,21 +10,13 @@
 // one (being loaded there, one LoRA slot taken) and once: a mark already present is not repeated.
 // Bounded: at most REMOTE_CAPACITY remote marks are read per exchange.
 import { AdapterSends, ADAPTER_SENDS_CAPACITY, mark } from "./adapter-sends";
-import { LlmPlan } from "./plan-llm";
+import { LlmPlan, modelHash } from "./plan-llm";
 import { AddrSections, AddrSectionWriter, concatSections } from "../shared-doc";
 import { Inflight } from "../inflight";
 
 export const REMOTE_CAPACITY: i32 = 1024;
 
-/** FNV-1a over the name's UTF-16 code units. */
-export function modelHash(name: string): u32 {
-  let h: u32 = 0x811c9dc5;
-  for (let i = 0; i < name.length; i++) {
-    h ^= <u32>name.charCodeAt(i);
-    h *= 0x01000193;
-  }
-  return h;
-}
+export { modelHash };
 
 export class AdapterShare {
   /** The other VMs' marks as of the last exchange: in-flight slot and adapter-name hash. */
@@ -78,8 +70,7 @@ export class AdapterShare {
     for (let s = 0; s <= top; s++) unchecked(candOf[s] = -1);
     for (let j = n - 1; j >= 0; j--) if (unchecked(slots[j]) >= 0) unchecked(candOf[unchecked(slots[j])] = j);
     const cols = lp.names.length;
-    const colHash = new StaticArray<u32>(cols);
-    for (let c = 0; c < cols; c++) unchecked(colHash[c] = modelHash(unchecked(lp.names[c])));
+    const colHash = lp.hashes;
     let applied = 0;
     for (let k = 0; k < this.remoteCount; k++) {
       const s = unchecked(this.remoteSlot[k]);

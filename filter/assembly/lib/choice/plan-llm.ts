@@ -21,14 +21,17 @@ export class LlmPlan {
   loraRoom: StaticArray<i32> = new StaticArray<i32>(0);
   /** Adapters this proxy sent to be loaded since the scrape (adapter-sends.ts): slots of loraRoom taken. */
   loraSent: StaticArray<i32> = new StaticArray<i32>(0);
+  /** Adapters the instance runs at once (vLLM max_loras; −1: unknown / no LoRA). */
+  maxLoras: StaticArray<i32> = new StaticArray<i32>(0);
   /** E[S] per candidate (the body-blind service time) and the rest of the static wait (RTT, queueing). */
   esMs: StaticArray<f64> = new StaticArray<f64>(0);
   restMs: StaticArray<f64> = new StaticArray<f64>(0);
   /** 1/weight (scorer-health.ts). */
   inv: StaticArray<f64> = new StaticArray<f64>(0);
   modelIndex: Map<string, i32> = new Map();
-  /** Model name per column. */
+  /** Model name per column, and its hash (modelHash: adapter-share.ts, adapter-streams.ts). */
   names: Array<string> = [];
+  hashes: StaticArray<u32> = new StaticArray<u32>(0);
   /** Per model: served by some candidate as a base model (else only as an adapter). */
   isBase: Array<bool> = [];
   flags: StaticArray<u8> = new StaticArray<u8>(0);
@@ -64,6 +67,7 @@ export function buildLlmPlan(plan: Plan, service: string, llm: Array<InstanceLlm
   lp.kvSeqs = new StaticArray<f64>(n);
   lp.loraRoom = new StaticArray<i32>(n);
   lp.loraSent = new StaticArray<i32>(n);
+  lp.maxLoras = new StaticArray<i32>(n);
   lp.esMs = new StaticArray<f64>(n);
   lp.restMs = new StaticArray<f64>(n);
   lp.inv = new StaticArray<f64>(n);
@@ -75,7 +79,7 @@ export function buildLlmPlan(plan: Plan, service: string, llm: Array<InstanceLlm
     lp.inv[i] = w > 0 ? 1.0 / w : Infinity;
     lp.esMs[i] = esMs[i];
     lp.restMs[i] = plan.baseWaitMs[i] - esMs[i];
-    lp.prefillMs[i] = NaN; lp.decodeMs[i] = NaN; lp.kv[i] = NaN; lp.kvSeqs[i] = NaN; lp.loraRoom[i] = -1;
+    lp.prefillMs[i] = NaN; lp.decodeMs[i] = NaN; lp.kv[i] = NaN; lp.kvSeqs[i] = NaN; lp.loraRoom[i] = -1; lp.maxLoras[i] = -1;
     const a = plan.addr[i];
     const r: InstanceLlm | null = byAddr.has(a) ? byAddr.get(a) : null;
     rec[i] = r;
@@ -95,8 +99,11 @@ export function buildLlmPlan(plan: Plan, service: string, llm: Array<InstanceLlm
       if ((r.modelFlags[k] & MODEL_BASE) != 0) lp.isBase[lp.modelIndex.get(r.models[k])] = true;
     }
     lp.loraRoom[i] = r.maxLoras > 0 ? max(0, <i32>r.maxLoras - loaded) : -1;
+    lp.maxLoras[i] = r.maxLoras > 0 ? <i32>r.maxLoras : -1;
   }
   const cols = lp.isBase.length;
+  lp.hashes = new StaticArray<u32>(cols);
+  for (let c = 0; c < cols; c++) lp.hashes[c] = modelHash(lp.names[c]);
   lp.flags = new StaticArray<u8>(cols * n);
   for (let i = 0; i < n; i++) {
     const r = rec[i];
@@ -111,6 +118,16 @@ export function buildLlmPlan(plan: Plan, service: string, llm: Array<InstanceLlm
   lp.snapFlags = new StaticArray<u8>(lp.flags.length);
   memory.copy(changetype<usize>(lp.snapFlags), changetype<usize>(lp.flags), <usize>lp.flags.length);
   return lp;
+}
+
+/** FNV-1a over the name's UTF-16 code units: the model names are the snapshot's, the same in every VM. */
+export function modelHash(name: string): u32 {
+  let h: u32 = 0x811c9dc5;
+  for (let i = 0; i < name.length; i++) {
+    h ^= <u32>name.charCodeAt(i);
+    h *= 0x01000193;
+  }
+  return h;
 }
 
 function positiveOrNaN(x: f64): f64 { return x > 0 && x < Infinity ? x : NaN; }

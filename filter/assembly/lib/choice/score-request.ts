@@ -24,6 +24,7 @@ import { ptr, f64At, setF64At, i32At } from "./flat";
 import { PendingPrefill } from "../pending-prefill";
 import { ShedAt, loadAt } from "../criticality";
 import { OverloadShares } from "../overload";
+import { AdapterStreams, streamedCostMs } from "./adapter-streams";
 
 /** The request's side of the cost, filled per request (reused: nothing allocated per request). */
 export class RequestCost {
@@ -50,8 +51,12 @@ export class RequestCost {
   /** Scratch, per candidate: its pressure as a multiple of its sheddable / standard threshold (criticality.ts loadAt). */
   shedLoadOf: StaticArray<f64> = new StaticArray<f64>(0);
   stdLoadOf: StaticArray<f64> = new StaticArray<f64>(0);
-  /** Scratch, per candidate: 1 when the request's adapter waits there for a running adapter to drain (filter-model.ts), else 0. */
+  /** Scratch, per candidate: 1 when the request's adapter waits there for a running adapter to drain (filter-model.ts, adapter-streams.ts), else 0. */
   drainOf: StaticArray<u8> = new StaticArray<u8>(0);
+  /** Scratch, per candidate: 1 when the request's adapter streams from it (adapter-streams.ts), else 0. */
+  runOf: StaticArray<u8> = new StaticArray<u8>(0);
+  /** The adapters this proxy sees streaming from each instance (kept across requests; plugin/stream.ts feeds it). */
+  streams: AdapterStreams = new AdapterStreams();
   /** Scratch, per candidate: the request's prefill there (ms, its uncached tokens; 0 where the per-token terms are unknown). */
   prefillMs: StaticArray<f64> = new StaticArray<f64>(0);
   /** A request was sent to candidate i (slot `slot`) at `nowMs`: its prefill (and adapter load) queues behind what this proxy sent there before. */
@@ -94,19 +99,20 @@ export function scoreRequest(plan: Plan, lp: LlmPlan, inflightP: usize, pending:
   if (rc.prefillMs.length < n) {
     rc.prefillMs = new StaticArray<f64>(n); rc.pressureOf = new StaticArray<f64>(n);
     rc.shedLoadOf = new StaticArray<f64>(n); rc.stdLoadOf = new StaticArray<f64>(n);
-    rc.drainOf = new StaticArray<u8>(n);
+    rc.drainOf = new StaticArray<u8>(n); rc.runOf = new StaticArray<u8>(n);
   }
   for (let i = 0; i < n; i++) {
     if (leftOutAt(skipP, staleP, skippedP, costP, checkStale, nowMs, i)) continue;
-    const extra = modelCostMs(lp, col, i, cp.adapterLoadMs);
+    const slot = i32At(slotP, i);
+    let extra = modelCostMs(lp, col, i, cp.adapterLoadMs);
     if (extra == Infinity) { setF64At(costP, i, Infinity); excluded++; continue; }
+    extra = streamedCostMs(lp, rc.streams, col, i, slot, extra, cp.adapterLoadMs, rc.runOf);
     unchecked(rc.drainOf[i] = extra > cp.adapterLoadMs ? 1 : 0);
     const kv = unchecked(lp.kv[i]);
     const blocks = unchecked(rc.cachedBlocks[i]);
     if (blocks > affinityBlocks) { affinityBlocks = blocks; affinity = i; }
     const cached = cachedTokens(blocks, cp.blockBytes, cp.bytesPerToken, kv, cp.kvFull);
     const pf = unchecked(lp.prefillMs[i]), dc = unchecked(lp.decodeMs[i]);
-    const slot = i32At(slotP, i);
     let b = f64At(qP, i) + <f64>i32At(inflightP, slot);
     if (b < 0) b = 0;
     const slots = f64At(slotsP, i);
