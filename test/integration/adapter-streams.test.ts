@@ -31,7 +31,15 @@ const llm = (addr: string, prefill: number, loaded: string[]): InstanceLlmRecord
 
 interface Sent { stream: HttpStream; endpoint: string }
 
-async function bed(workers = 1): Promise<{ host: ProxyWasmHost; serve(fast: string[], slow: string[]): Promise<void>; send(model: string, crit?: string, worker?: number): Sent }> {
+interface Bed {
+  host: ProxyWasmHost;
+  /** a snapshot whose scrape shows these adapters loaded at FAST and SLOW */
+  serve(fast: string[], slow: string[]): Promise<void>;
+  serveLlm(llm: InstanceLlmRecord[]): Promise<void>;
+  send(model: string, crit?: string, worker?: number): Sent;
+}
+
+async function bed(workers = 1): Promise<Bed> {
   let body: Buffer = Buffer.alloc(0);
   let seq = 1;
   const host = await ProxyWasmHost.create({
@@ -44,15 +52,17 @@ async function bed(workers = 1): Promise<{ host: ProxyWasmHost; serve(fast: stri
     }),
     clusters: { switchyard_agent: { handler: () => ({ status: 200, body }) } },
   });
+  const serveLlm = async (l: InstanceLlmRecord[]) => {
+    body = encodeSnapshot({ seq: ++seq, generatedAtMs: host.clock.nowMs(), peers: [], instances: [inst(FAST), inst(SLOW)], llm: l });
+    for (let i = 0; i < 8; i++) await host.advance(REFRESH);
+  };
   // the upstream answers nothing by itself: each test streams the answer it needs
   let last: Sent | null = null;
   const upstream = { send(stream: HttpStream, headers: HeaderMap): void { last = { stream, endpoint: header(headers.pairs(), 'x-switchyard-endpoint')[0] ?? '' }; } };
   return {
     host,
-    serve: async (fast, slow) => {
-      body = encodeSnapshot({ seq: ++seq, generatedAtMs: host.clock.nowMs(), peers: [], instances: [inst(FAST), inst(SLOW)], llm: [llm(FAST, 0.01, fast), llm(SLOW, 0.1, slow)] });
-      for (let i = 0; i < 8; i++) await host.advance(REFRESH);
-    },
+    serve: async (fast, slow) => serveLlm([llm(FAST, 0.01, fast), llm(SLOW, 0.1, slow)]),
+    serveLlm: (l) => serveLlm(l),
     send: (model, crit = 'standard', worker = 0) => {
       last = null;
       const req = JSON.stringify({ model, prompt: 'summarise the incident report line by line. '.repeat(40), max_tokens: 16, stream: true });
@@ -139,6 +149,26 @@ test('two worker VMs: each streams one of the two adapters holding the slots; af
     for (let i = 0; i < 2; i++) await b.host.advance(REFRESH);
     assert.equal(b.send('sql-lora', 'critical', 1).endpoint, FAST, 'VM 1 after the end');
     end(code);
+    // every record of the other VM named an instance this VM has a slot for
+    assert.equal(Number(b.host.metric('switchyard.request.adapter_records_skipped.llm')), 0);
+  } finally {
+    await b.host.close();
+  }
+});
+
+test('bounded: past 16 adapters streaming from one instance a stream is not counted, and the counter says so', async () => {
+  const b = await bed();
+  try {
+    const names = Array.from({ length: 17 }, (_, k) => `lora-${k}`);
+    const rec = (addr: string, prefill: number): InstanceLlmRecord => ({ service: 'llm', addr, prefillMsPerToken: prefill, decodeMsPerToken: 10,
+      kvCacheUsage: 0.1, kvSeqs: NaN, maxLoras: 32, models: [{ name: 'llama-3-8b', flags: MODEL_BASE }, ...names.map((name) => ({ name, flags: MODEL_LOADED }))] });
+    // only FAST serves the adapters
+    await b.serveLlm([rec(FAST, 0.01), { ...rec(SLOW, 0.1), models: [{ name: 'llama-3-8b', flags: MODEL_BASE }] }]);
+    const sent = names.map((m) => b.send(m, 'critical'));   // never shed, however loaded FAST gets
+    for (const x of sent) { assert.equal(x.endpoint, FAST); streamFrom(x); }
+    await b.host.advance(REFRESH);
+    assert.equal(Number(b.host.metric('switchyard.request.adapter_streams_dropped.llm')), 1);
+    for (const x of sent) end(x);
   } finally {
     await b.host.close();
   }

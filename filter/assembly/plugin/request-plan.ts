@@ -30,9 +30,13 @@ export const RC_PREFIX_LEARNED: i32 = 8;
 export const RC_PREFIX_SHARE_LOST: i32 = 9;
 /** 429s sent while the request's model pool was overloaded (the pool thresholds in force: lib/overload.ts); also in shed_<criticality> */
 export const RC_SHED_OVERLOADED: i32 = 10;
-const RC_COUNT = 11;
+/** the other worker VMs' adapter records (marks and streams) skipped: an address this VM has no slot for, or beyond the bounds */
+export const RC_ADAPTER_RECORDS_SKIPPED: i32 = 11;
+/** streams not recorded: 16 adapters already streaming from their instance (adapter-streams.ts) */
+export const RC_ADAPTER_STREAMS_DROPPED: i32 = 12;
+const RC_COUNT = 13;
 const RC_NAMES: Array<string> = ["parsed", "invalid", "rejected", "shed_sheddable", "shed_standard", "hold_timeout", "prefix_hit", "unknown_model",
-  "prefix_learned", "prefix_share_lost", "shed_overloaded"];
+  "prefix_learned", "prefix_share_lost", "shed_overloaded", "adapter_records_skipped", "adapter_streams_dropped"];
 
 export class RequestPlan {
   parser: RequestParser;
@@ -62,6 +66,8 @@ export class RequestPlan {
   shareKey: ArrayBuffer;
   private learnedSeen: u64 = 0;
   private lostSeen: u64 = 0;
+  private skippedSeen: u64 = 0;
+  private droppedSeen: u64 = 0;
   /** request.criticalityHeader, encoded once. */
   critHeader: ArrayBuffer;
   private metricIds: StaticArray<u32> = new StaticArray<u32>(RC_COUNT);
@@ -144,6 +150,11 @@ export class RequestPlan {
       const doc = this.streamsShare.merge(cur.found ? cur.value : new ArrayBuffer(0), this.rc.streams, token, nowMs, maxAgeMs, inflight);
       if (setSharedData(this.streamsKey, doc, cur.found ? cur.cas : 0) != CAS_MISMATCH) break;
     }
+    const skipped = this.adapterShare.skipped + this.streamsShare.skipped, dropped = this.rc.streams.dropped;
+    unchecked(this.counts[RC_ADAPTER_RECORDS_SKIPPED] += <i64>(skipped - this.skippedSeen));
+    unchecked(this.counts[RC_ADAPTER_STREAMS_DROPPED] += <i64>(dropped - this.droppedSeen));
+    this.skippedSeen = skipped;
+    this.droppedSeen = dropped;
     if (this.lp.n == 0) return;
     this.lp.resetMarks();
     this.adapters.reapply(this.lp, this.planSlots, this.scrapeAtMs, <f64>nowMs);
