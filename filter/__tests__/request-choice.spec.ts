@@ -608,6 +608,19 @@ function kvPool(backlog: f32): Fixture {
   return new Fixture(snapOf(is, ls));
 }
 
+/** kvPool with LoRA: every instance serves "m" as its base model and "a" as a loaded adapter */
+function kvPoolLora(backlog: f32): Fixture {
+  const ls = new Array<InstanceLlm>(), is = new Array<InstanceState>();
+  for (let i = 0; i < 4; i++) {
+    const a = "10.0.0." + (i + 1).toString() + ":80";
+    const r = llm(a, ["m", "a"], [MODEL_BASE, MODEL_LOADED], 0.1, 20, 0.3, 2);
+    r.kvSeqs = 10;
+    ls.push(r);
+    is.push(inst(a, backlog, 64));
+  }
+  return new Fixture(snapOf(is, ls));
+}
+
 function pick(g: Fixture, rc: RequestCost, crit: i32, k: i32): RequestPick {
   const out = new RequestPick();
   pickForRequest(g.plan, g.lp, g.inflight, g.pending, 0, 0, 0.1, new Rng(k + 1), rc, new CostParams(), crit, out);
@@ -685,6 +698,37 @@ describe("shedding: pool thresholds while the pool is overloaded", () => {
     expect(rc.overload.share("m")).toBeLessThan(0.3);
     expect(pick(normal, rc, CRIT_STANDARD, 6).shed).toBe(false);
     expect(pick(normal, rc, CRIT_SHEDDABLE, 7).shed).toBe(false);
+  });
+});
+
+describe("shedding: an adapter's requests are in its base model's pool", () => {
+  it("poolOf: a base model is its own pool; an adapter is in its base model's; an adapter no listing instance has a base for, its own", () => {
+    const g = kvPoolLora(1);
+    expect(g.lp.poolOf[g.lp.modelColumn("m")]).toBe("m");
+    expect(g.lp.poolOf[g.lp.modelColumn("a")]).toBe("m");
+    const h = new Fixture(snapOf([inst("10.0.0.1:80")], [llm("10.0.0.1:80", ["x"], [MODEL_LOADED], NaN, NaN, NaN, 2)]));
+    expect(h.lp.poolOf[h.lp.modelColumn("x")]).toBe("x");
+  });
+
+  it("once the base model's requests overload the pool, the adapter's are held at the pool thresholds too (and the adapter's own sheds count for the pool)", () => {
+    const rc = cost(4);
+    const over = kvPoolLora(8), normal = kvPoolLora(2.5);
+    const m = over.lp.modelColumn("m"), a = over.lp.modelColumn("a");
+    // the adapter at the pool's normal level (0.25): sent while the pool is not overloaded
+    rc.modelCol = a;
+    expect(pick(normal, rc, CRIT_STANDARD, 0).shed).toBe(false);
+    // the base model's standard requests at 0.8 are shed by the instance threshold until the pool is overloaded
+    rc.modelCol = m;
+    let k = 0;
+    while (rc.overload.share("m") < 0.3) { expect(pick(over, rc, CRIT_STANDARD, k++).shed).toBe(true); expect(k).toBeLessThan(100); }
+    // the adapter at 0.25 now: shed (standard and sheddable), as the base model's requests are
+    rc.modelCol = a;
+    expect(pick(normal, rc, CRIT_STANDARD, 1).shed).toBe(true);
+    expect(pick(normal, rc, CRIT_SHEDDABLE, 2).shed).toBe(true);
+    expect(pick(normal, rc, CRIT_CRITICAL, 3).shed).toBe(false);
+    expect(rc.overload.share("a")).toBe(0);   // no separate state for the adapter
+    rc.modelCol = m;
+    expect(pick(normal, rc, CRIT_STANDARD, 4).shed).toBe(true);
   });
 });
 

@@ -306,6 +306,30 @@ test('overload (shipped defaults): once the instance thresholds shed, the pool t
   }
 });
 
+test('overload: an adapter is in its base model\'s pool — once the base model\'s requests overload it, the adapter\'s are held at the pool thresholds too', async () => {
+  const b = await bed({}, { service: { picker: 'band', band: 0 } });
+  try {
+    const ADDRS = ['10.0.0.1:80', '10.0.0.2:80', '10.0.0.3:80', '10.0.0.4:80'];
+    const llm = (addr: string): InstanceLlmRecord => ({ service: 'llm', addr, prefillMsPerToken: 0.1, decodeMsPerToken: 10, kvCacheUsage: 0.3, kvSeqs: 10, maxLoras: 2,
+      models: [{ name: 'llama-3-8b', flags: MODEL_BASE | MODEL_LOADED }, { name: 'sql-lora', flags: MODEL_LOADED }] });
+    const pool = (q: number) => b.serve(ADDRS.map((a) => inst(a, { queueDepth: q, slots: 64 })), ADDRS.map(llm));
+    const send = (model: string, crit: string) => b.chat(chatBody('s', 'q', { model }), { 'x-switchyard-criticality': crit });
+    // normal level (0.25 of the KV capacity): the adapter's standard requests are sent
+    await pool(2.5);
+    assert.equal((await send('sql-lora', 'standard')).localReply, undefined, 'adapter at normal load');
+    // the base model's requests overload the pool (0.8: shed by the instance threshold)
+    await pool(8);
+    for (let i = 0; i < 30; i++) assert.equal((await send('llama-3-8b', 'standard')).localReply?.status, 429, `base ${i} at 0.8`);
+    // back at 0.25 while overloaded: the adapter's standard and sheddable requests are shed like the base model's, critical sent
+    await pool(2.5);
+    assert.equal((await send('sql-lora', 'standard')).localReply?.status, 429, 'adapter standard at 0.25, overloaded');
+    assert.equal((await send('sql-lora', 'sheddable')).localReply?.status, 429, 'adapter sheddable at 0.25, overloaded');
+    assert.equal((await send('sql-lora', 'critical')).localReply, undefined, 'adapter critical');
+  } finally {
+    await b.host.close();
+  }
+});
+
 test('Envoy default (allow_on_headers_stop_iteration false): no body callback while held, the watchdog releases the request body-blind — no hang', async () => {
   const b = await bed({ holdTimeoutMs: 50 }, { allow: false });
   try {

@@ -56,7 +56,8 @@ export function pickForRequest(plan: Plan, lp: LlmPlan, inflight: Array<i32>, pe
     // one, the share shed follows the share of busy instances (docs/architecture-choice.md)
     // the pool thresholds only while the pool is overloaded (lib/overload.ts)
     if (p.index >= 0) {
-      const pool = lp.hasData && rc.modelCol >= 0 && rc.modelCol < lp.names.length ? unchecked(lp.names[rc.modelCol]) : "";
+      // the pool is the base model's instances: an adapter's requests count with its base model's
+      const pool = lp.hasData && rc.modelCol >= 0 && rc.modelCol < lp.poolOf.length ? unchecked(lp.poolOf[rc.modelCol]) : "";
       const ov = rc.overload.share(pool) >= cp.shed.overloadShare;
       out.overloaded = ov;
       out.shed = shouldShed(crit, unchecked(rc.shedLoadOf[p.index]), unchecked(rc.stdLoadOf[p.index]), rc.poolShedLoad,

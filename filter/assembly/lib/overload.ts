@@ -11,7 +11,12 @@
 /** Weight of each request in the average: about the last 50 non-critical requests of the pool. */
 export const OVERLOAD_WEIGHT: f64 = 0.02;
 
-/** The share shed lately, per model pool (the model's column name in the LLM plan; "" where the request names none). */
+/**
+ * The share shed lately, per model pool (LlmPlan.poolOf: a base model with its adapters; "" where the
+ * request names none). Kept per model name first, an adapter's pool sat in the off state (the
+ * instance thresholds shed about 5 % of its requests) while its base model's was on (80 %): its
+ * traffic took the capacity the pool thresholds freed (docs/architecture-choice.md).
+ */
 export class OverloadShares {
   private shares: Map<string, f64> = new Map();
 

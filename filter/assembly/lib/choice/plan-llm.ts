@@ -34,6 +34,12 @@ export class LlmPlan {
   hashes: StaticArray<u32> = new StaticArray<u32>(0);
   /** Per model: served by some candidate as a base model (else only as an adapter). */
   isBase: Array<bool> = [];
+  /**
+   * Per model: its pool, the name the overload state is kept under (lib/overload.ts) — a base
+   * model's own name; an adapter's base model (the base of the first candidate that lists it), as
+   * its requests load the same instances and KV caches as the base model's.
+   */
+  poolOf: Array<string> = [];
   flags: StaticArray<u8> = new StaticArray<u8>(0);
   /** The flags as the snapshot gave them, before any adapter mark (adapter-sends.ts, adapter-share.ts). */
   snapFlags: StaticArray<u8> = new StaticArray<u8>(0);
@@ -115,9 +121,22 @@ export function buildLlmPlan(plan: Plan, service: string, llm: Array<InstanceLlm
       lp.flags[col * n + i] |= (r.modelFlags[k] & (MODEL_BASE | MODEL_LOADED | MODEL_WAITING)) | MODEL_LISTED;
     }
   }
+  lp.poolOf = new Array<string>(cols);
+  for (let c = 0; c < cols; c++) lp.poolOf[c] = poolName(lp, c);
   lp.snapFlags = new StaticArray<u8>(lp.flags.length);
   memory.copy(changetype<usize>(lp.snapFlags), changetype<usize>(lp.flags), <usize>lp.flags.length);
   return lp;
+}
+
+/** Column c's pool: its own name for a base model, else the base model of the first candidate listing it (its own name when none has one). */
+function poolName(lp: LlmPlan, c: i32): string {
+  if (lp.isBase[c]) return lp.names[c];
+  const n = lp.n, cols = lp.names.length;
+  for (let i = 0; i < n; i++) {
+    if ((lp.flags[c * n + i] & MODEL_LISTED) == 0) continue;
+    for (let b = 0; b < cols; b++) if ((lp.flags[b * n + i] & MODEL_BASE) != 0) return lp.names[b];
+  }
+  return lp.names[c];
 }
 
 /** FNV-1a over the name's UTF-16 code units: the model names are the snapshot's, the same in every VM. */
