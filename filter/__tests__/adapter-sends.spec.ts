@@ -4,10 +4,10 @@
 import { Snapshot, InstanceState } from "../assembly/lib/snapshot";
 import { InstanceLlm, MODEL_BASE, MODEL_LOADED, MODEL_WAITING } from "../assembly/lib/snapshot-llm";
 import { Candidate, candidateFrom, Plan, MODEL_CONDITIONAL } from "../assembly/lib/choose";
-import { LlmPlan, buildLlmPlan } from "../assembly/lib/choice/plan-llm";
+import { LlmPlan, buildLlmPlan, modelHash } from "../assembly/lib/choice/plan-llm";
 import { modelCostMs } from "../assembly/lib/choice/filter-model";
 import { AdapterSends, ADAPTER_SENDS_CAPACITY } from "../assembly/lib/choice/adapter-sends";
-import { AdapterShare, modelHash } from "../assembly/lib/choice/adapter-share";
+import { AdapterShare } from "../assembly/lib/choice/adapter-share";
 import { Inflight } from "../assembly/lib/inflight";
 
 function inst(addr: string): InstanceState {

@@ -16,8 +16,6 @@ import { Inflight } from "../inflight";
 
 export const REMOTE_CAPACITY: i32 = 1024;
 
-export { modelHash };
-
 export class AdapterShare {
   /** The other VMs' marks as of the last exchange: in-flight slot and adapter-name hash. */
   remoteSlot: StaticArray<i32> = new StaticArray<i32>(REMOTE_CAPACITY);

@@ -14,7 +14,6 @@
 // streams begun before that end without effect (the ticket's epoch). Bounded: at most PER_SLOT
 // adapters per slot (vLLM runs at most max_loras at once; beyond it a stream is not recorded and
 // counted in `dropped`), and slots grow with the live fleet (lib/inflight.ts).
-import { MODEL_BASE } from "../snapshot-llm";
 import { LlmPlan } from "./plan-llm";
 
 export const PER_SLOT: i32 = 16;
@@ -172,7 +171,8 @@ export class AdapterStreams {
  */
 export function streamedCostMs(lp: LlmPlan, streams: AdapterStreams, col: i32, i: i32, slot: i32, extra: f64, adapterLoadMs: f64, run: StaticArray<u8>): f64 {
   unchecked(run[i] = 0);
-  if (col < 0 || (lp.flagsOf(col, i) & MODEL_BASE) != 0 || unchecked(lp.isBase[col])) return extra;
+  // isBase: some candidate serves the model as its base (an instance's BASE flag sets it)
+  if (col < 0 || unchecked(lp.isBase[col])) return extra;
   const st = streams.state(slot, unchecked(lp.hashes[col]), unchecked(lp.maxLoras[i]));
   if (st == STREAMS_RUNNING) { unchecked(run[i] = 1); return 0; }
   if (st == STREAMS_FULL) {
