@@ -176,6 +176,7 @@ export function checkPluginConfig(cfg: unknown): string[] {
       ['loadAware.degradedHeader', c.loadAware.degradedHeader ?? 'x-degraded'],
       ['loadAware.debugHeader', c.loadAware.debugHeader ?? 'x-switchyard-debug'],
     ];
+    if (typeof c.loadAware.remoteEndpointHeader === 'string') names.push(['loadAware.remoteEndpointHeader', c.loadAware.remoteEndpointHeader]);
     for (let i = 0; i < names.length; i++) {
       for (let j = i + 1; j < names.length; j++) {
         if (names[i][1] === names[j][1]) problems.push(`${names[j][0]} must differ from ${names[i][0]} (${names[i][1]})`);

@@ -36,6 +36,7 @@ export function pickForRequest(plan: Plan, lp: LlmPlan, inflight: Array<i32>, pe
   const inflightP = inflight.dataStart;
   const scan = scoreRequest(plan, lp, inflightP, pending, nowMs, rc, cp);
   dropSaturated(plan, inflightP, scan);
+  p.scored = true;
   p.eligible = scan.eligible;
   if (scan.eligible == 0) return out;
   if (crit == CRIT_CRITICAL) {

@@ -18,6 +18,7 @@ export { MODEL_CONDITIONAL, MODEL_MG1, mg1WaitMs, mg1QueueingMs } from "./choice
 export { healthScore, weightFor } from "./choice/scorer-health";
 export { Candidate, candidateFrom } from "./choice/candidate";
 export { Pick, Plan } from "./choice/plan";
+export { MAX_FALLBACKS, priceAll, rankFallbacks } from "./choice/fallbacks";
 
 export const PICKER_P2C: i32 = 0;
 export const PICKER_BAND: i32 = 1;
@@ -37,6 +38,7 @@ export function pick(plan: Plan, inflight: Array<i32>, nowMs: f64, picker: i32, 
   }
   const scan = scoreAll(plan, inflightP, nowMs, adjP);
   dropSaturated(plan, inflightP, scan, adjP);
+  p.scored = true;
   p.eligible = scan.eligible;
   if (scan.eligible == 0) return p;
   if (picker == PICKER_P2C) p2cScored(plan, scan.eligible, rng, p);
