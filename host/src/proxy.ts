@@ -89,7 +89,10 @@ export class EnvoyProxy {
         failOpen: w.failOpen, workers: opts.workers ?? 2, clock: 'real',
         clusters, logLevel: opts.logLevel ?? 'info', strictImports: opts.strictImports,
         routeRefresh: opts.routeRefresh, onLog: opts.onLog,
-        allowOnHeadersStopIteration: opts.allowOnHeadersStopIteration, bufferLimitBytes: opts.bufferLimitBytes,
+        // the bootstrap's PluginConfig.allow_on_headers_stop_iteration and listener
+        // per_connection_buffer_limit_bytes, unless the caller overrides them
+        allowOnHeadersStopIteration: opts.allowOnHeadersStopIteration ?? w.allowOnHeadersStopIteration,
+        bufferLimitBytes: opts.bufferLimitBytes ?? config.listener.bufferLimitBytes,
       });
     }
     const p = new EnvoyProxy(config, opts, host);
@@ -208,7 +211,7 @@ export class EnvoyProxy {
     } else {
       stream = new HttpStream(null, h, null, !hasBody, sink, this.router, {
         failOpen: true, routeRefresh: true, onComplete, warn: () => {},
-        allowOnHeadersStopIteration: false, bufferLimitBytes: this.opts.bufferLimitBytes ?? DEFAULT_BUFFER_LIMIT_BYTES,
+        allowOnHeadersStopIteration: false, bufferLimitBytes: this.opts.bufferLimitBytes ?? this.config.listener.bufferLimitBytes ?? DEFAULT_BUFFER_LIMIT_BYTES,
       });
       stream.start();
     }

@@ -42,7 +42,7 @@ test('envoy/envoy.yaml and the host fixture bootstrap are valid Envoy bootstraps
 
 test('every EnvoyFilter patch in istio/ (sources and every rendered kustomization) is valid as its applyTo type', () => {
   const filters: [string, Obj][] = [];
-  for (const f of ['istio/base/envoyfilter-agent-cluster.yaml', 'istio/base/envoyfilter-original-dst.yaml']) {
+  for (const f of ['istio/base/envoyfilter-agent-cluster.yaml', 'istio/base/envoyfilter-original-dst.yaml', 'istio/base/envoyfilter-override-host.yaml']) {
     for (const d of readYamlDocs(f)) filters.push([f, d]);
   }
   for (const k of KUSTOMIZATIONS) {

@@ -67,6 +67,7 @@ export function contractFacts(): {
   };
   statusHeader: string;
   endpointHeader: string;
+  remoteEndpointHeader: string;
   degradedHeader: string;
   debugHeader: string;
   agentCluster: string;
@@ -129,7 +130,8 @@ export function contractFacts(): {
       instances: [...localInstances, { addr: remoteSnap[1], peer: remoteSnap[2] }],
     },
     statusHeader: code(row('link status header'))[0],
-    endpointHeader: code(row('endpoint-pick header (load-aware, ORIGINAL_DST)'))[0],
+    endpointHeader: code(row('endpoint-pick header (load-aware, override_host)'))[0],
+    remoteEndpointHeader: code(row('remote endpoint-pick header (ORIGINAL_DST, a peer cloud\'s gateway)'))[0],
     degradedHeader: /`([^`:]+): true`/.exec(row('degraded-forward marker'))![1],
     debugHeader: code(row('debug header'))[0],
     agentCluster: code(row('Envoy cluster for the agent'))[0],
