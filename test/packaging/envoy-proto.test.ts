@@ -34,7 +34,7 @@ const HF = 'static_resources.listeners[0].filter_chains[0].filters[0].typed_conf
 // --- shipped configs ---------------------------------------------------------------------------
 
 test('envoy/envoy.yaml and the host fixture bootstrap are valid Envoy bootstraps (no deprecated fields)', () => {
-  for (const f of ['envoy/envoy.yaml', 'test/fixtures/host/envoy.yaml']) {
+  for (const f of ['envoy/envoy.yaml', 'envoy/envoy-inference.yaml', 'test/fixtures/host/envoy.yaml']) {
     const r = validateBootstrap(readYaml(f), STRICT);
     assert.ok(r.ok && !r.warnings.length, `${f}:\n${formatFindings(r)}`);
   }
@@ -61,7 +61,7 @@ test('every EnvoyFilter patch in istio/ (sources and every rendered kustomizatio
   // Not vacuous: the agent cluster (base, overlays, DaemonSet variant), the ORIGINAL_DST cluster and routes.
   assert.ok(filters.some(([w]) => w.startsWith('istio/options/agent-daemonset')), 'the DaemonSet variant is checked');
   assert.ok(patches >= 12, `patches checked: ${patches}`);
-  assert.deepEqual([...applyTos].sort(), ['CLUSTER', 'HTTP_ROUTE']);
+  assert.deepEqual([...applyTos].sort(), ['CLUSTER', 'EXTENSION_CONFIG', 'HTTP_FILTER', 'HTTP_ROUTE']);
 });
 
 // --- one test per class of defect ---------------------------------------------------------------

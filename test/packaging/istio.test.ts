@@ -36,6 +36,15 @@ const one = (objs: Obj[], kind: string, name?: string, ns?: string): Obj => {
   assert.equal(hits.length, 1, `expected exactly one ${kind}${name ? ' ' + name : ''}${ns ? ' in ' + ns : ''}, got ${hits.length}`);
   return hits[0];
 };
+/** The ECDS Wasm config an EnvoyFilter delivers (istio/options/inference), or undefined. */
+const ecdsWasm = (objs: Obj[]): Obj | undefined => find(objs, 'EnvoyFilter').flatMap((ef) => ef.spec.configPatches)
+  .find((cp: Obj) => cp.applyTo === 'EXTENSION_CONFIG')?.patch.value;
+/** Every plugin configuration of the filter a kustomization ships: WasmPlugins' and the ECDS one. */
+const pluginConfigsOf = (objs: Obj[]): Obj[] => [
+  ...find(objs, 'WasmPlugin').map((w) => w.spec.pluginConfig),
+  ...[ecdsWasm(objs)].filter((x): x is Obj => !!x).map((e) => JSON.parse(e.typed_config.config.configuration.value)),
+];
+
 const clusterPatches = (objs: Obj[]): Obj[] =>
   find(objs, 'EnvoyFilter').flatMap((ef) => ef.spec.configPatches.filter((cp: Obj) => cp.applyTo === 'CLUSTER').map((cp: Obj) => cp.patch.value));
 
@@ -226,6 +235,35 @@ test('EnvoyFilter routes for the inference host: degraded and endpoint -> servic
   }
 });
 
+test('istio/options/inference: the filter through ECDS with allow_on_headers_stop_iteration, the WasmPlugin\'s image and config plus request blocks, no WasmPlugin left', () => {
+  const objs = rendered.get('istio/options/inference')!;
+  assert.equal(find(objs, 'WasmPlugin').length, 0, 'no second, body-blind copy of the filter');
+  const ref = one(rendered.get('istio/overlays/cloud-a')!, 'WasmPlugin');
+  const ext = ecdsWasm(objs)!;
+  assert.ok(ext, 'an EXTENSION_CONFIG patch');
+  const cfg = ext.typed_config.config;
+  assert.equal(cfg.allow_on_headers_stop_iteration, true);
+  assert.equal(cfg.fail_open, false, 'fails closed like FAIL_CLOSE');
+  assert.equal(cfg.root_id, ref.spec.pluginName);
+  assert.equal(ext.name, `${ref.metadata.namespace}.${ref.metadata.name}`, 'named as istiod names the WasmPlugin filter');
+  assert.equal(cfg.vm_config.code.remote.http_uri.uri, ref.spec.url, 'the same image as the WasmPlugin');
+  assert.equal(cfg.vm_config.code.remote.sha256, ref.spec.sha256, 'the same pinned digest (re-pin both)');
+  const filter = find(objs, 'EnvoyFilter').flatMap((ef) => ef.spec.configPatches).find((cp: Obj) => cp.applyTo === 'HTTP_FILTER');
+  assert.equal(filter.patch.operation, 'INSERT_BEFORE');
+  assert.equal(filter.match.listener.filterChain.filter.subFilter.name, 'envoy.filters.http.router');
+  assert.equal(filter.patch.value.name, ext.name, 'the HTTP filter reads the ECDS config by name');
+  assert.deepEqual(filter.patch.value.config_discovery.type_urls, [ext.typed_config['@type']]);
+  const pc = JSON.parse(cfg.configuration.value);
+  assert.deepEqual(checkPluginConfig(pc), []);
+  const expected = structuredClone(ref.spec.pluginConfig);
+  for (const s of expected.loadAware.services) s.request = { allowOnHeadersStopIteration: true };
+  assert.deepEqual(sortKeys(pc), sortKeys(expected), 'the WasmPlugin\'s configuration with request blocks');
+  for (const ef of find(objs, 'EnvoyFilter')) {
+    if (!ef.spec.configPatches.some((cp: Obj) => cp.applyTo === 'EXTENSION_CONFIG')) continue;
+    assert.deepEqual(ef.spec.workloadSelector.labels, ref.spec.selector.matchLabels, 'the same pods as the WasmPlugin');
+  }
+});
+
 test('mTLS kept to the chosen instance: every cluster the filter\'s pick goes to is Istio\'s service cluster, its transport socket untouched; no PERMISSIVE port', () => {
   // Istio generates outbound|PORT||HOST with its mTLS transport socket (transport_socket_matches,
   // tlsMode istio); a cluster an EnvoyFilter ADDs has none. The pick (endpointHeader) must reach
@@ -244,8 +282,8 @@ test('mTLS kept to the chosen instance: every cluster the filter\'s pick goes to
     if (!efs.length) continue;
     const patches = efs.flatMap((ef) => ef.spec.configPatches);
     const added = new Set(patches.filter((cp: Obj) => cp.applyTo === 'CLUSTER' && cp.patch.operation === 'ADD').map((cp: Obj) => cp.patch.value.name));
-    for (const wp of find(objs, 'WasmPlugin')) {
-      const la = wp.spec.pluginConfig.loadAware;
+    for (const pc of pluginConfigsOf(objs)) {
+      const la = pc.loadAware;
       const endpointHeader = la.endpointHeader ?? 'x-switchyard-endpoint';
       for (const svc of la.services) {
         for (const a of svc.authorities.filter((x: string) => !x.startsWith('*.'))) {
@@ -280,7 +318,7 @@ test('mTLS kept to the chosen instance: every cluster the filter\'s pick goes to
       }
     }
   }
-  assert.ok(checked >= 3, `not vacuous: ${checked} pick routes checked`);
+  assert.ok(checked >= 5, `not vacuous: ${checked} pick routes checked (the request-aware option's included)`);
   // nor in a file under istio/ that a kustomization does not render (snippets)
   for (const f of ['istio/snippets/agent-sidecar.patch.yaml']) assert.doesNotMatch(readText(f).replace(/#.*$/gm, ''), /PERMISSIVE/);
 });

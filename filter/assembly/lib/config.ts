@@ -79,6 +79,18 @@ export class LoadAwareService {
    * pick alone (what an ORIGINAL_DST cluster needs: it reads one ip:port).
    */
   fallbacks: i32 = 0;
+  /**
+   * Gateway API Inference Extension endpoint protocol: also write the pick (with its fallbacks)
+   * into x-gateway-destination-endpoint, as an endpoint picker (EPP) does, for a route that
+   * delivers it through override_host or ORIGINAL_DST. Client copies are stripped.
+   */
+  gatewayDestination: bool = false;
+  /**
+   * Honour x-gateway-destination-endpoint-subset: choose only among the listed endpoints; none of
+   * them eligible → 503 (never a pick outside the subset). Only for a hop that sets the header
+   * itself and removes client copies (docs/install.md); false: the header is not read.
+   */
+  gatewaySubset: bool = false;
   /** Request-aware choice (lib/request/config.ts); null: body-blind. */
   request: RequestConfig | null = null;
   inband: InbandConfig = new InbandConfig();
@@ -323,7 +335,7 @@ function parseLoadAware(r: ObjectReader, c: LoadAwareConfig): void {
     const sv = services[i];
     if (sv.kind != JKind.Obj) { r.problems.add(at, "must be object, got " + sv.kindName()); continue; }
     const sr = new ObjectReader(sv, at, r.problems,
-      ["authorities", "service", "maxUtilization", "stalenessMs", "model", "picker", "band", "allIneligible", "retryAfterS", "debug", "fallbacks", "request", "inband"]);
+      ["authorities", "service", "maxUtilization", "stalenessMs", "model", "picker", "band", "allIneligible", "retryAfterS", "debug", "fallbacks", "gatewayDestination", "gatewaySubset", "request", "inband"]);
     const svc = new LoadAwareService();
     svc.authorities = readAuthorities(sr);
     svc.service = requiredName(sr, "service");
@@ -337,6 +349,8 @@ function parseLoadAware(r: ObjectReader, c: LoadAwareConfig): void {
     svc.retryAfterS = sr.int("retryAfterS", svc.retryAfterS, 0, 3600);
     svc.debug = sr.bool("debug", svc.debug);
     svc.fallbacks = sr.int("fallbacks", svc.fallbacks, 0, 8); // 8 = MAX_FALLBACKS (a spec checks)
+    svc.gatewayDestination = sr.bool("gatewayDestination", svc.gatewayDestination);
+    svc.gatewaySubset = sr.bool("gatewaySubset", svc.gatewaySubset);
     const rq = sr.obj("request", REQUEST_KEYS);
     if (rq != null) svc.request = parseRequestConfig(rq);
     const ir = sr.obj("inband", ["enabled", "tauMs", "refTauMs", "slowdownThreshold", "errorTauMs", "errorWeight", "probeShare", "probeIdleMs",

@@ -30,7 +30,7 @@ import {
   getHeader, replaceHeader, removeHeader, peekHeader, Peek, MAP_REQUEST_HEADERS, MAP_RESPONSE_HEADERS,
 } from "../abi/host";
 import { STATUS_DEGRADED, ALL_INELIGIBLE_REJECT } from "../lib/config";
-import { pick, Pick, priceAll, rankFallbacks } from "../lib/choose";
+import { pick, Pick, priceAll, rankFallbacks, subsetMask } from "../lib/choose";
 import { ACTION_ROUTE, ACTION_SPLIT, ACTION_LINK_STATUS, ACTION_LOCAL_REPLY, requestIdPoint, randomPoint, splitIndex } from "../lib/rule-decisions";
 import { NO_HOLD } from "../lib/inflight";
 import { RequestView, NOT_LINKED } from "./view";
@@ -67,6 +67,8 @@ export class SwitchyardStream extends Context {
   adapterHash: u32 = 0;
   adapterSlot: i32 = -1;
   adapterTicket: i64 = NO_TICKET;
+  /** The gateway's endpoint subset for this request (services with gatewaySubset; null: none given). */
+  subset: StaticArray<u8> | null = null;
 
   constructor(context_id: u32, root: RootContext, private view: RequestView | null) {
     super(context_id, root);
@@ -161,8 +163,18 @@ export class SwitchyardStream extends Context {
       return FilterHeadersStatusValues.Continue;
     }
     const sp = found!;
+    if (sp.cfg.gatewaySubset) {
+      // the endpoints the gateway allows for this request: read, then removed (ours to honour)
+      const sub = getHeader(MAP_REQUEST_HEADERS, v.gatewaySubsetHeader);
+      if (sub != null) {
+        removeHeader(MAP_REQUEST_HEADERS, v.gatewaySubsetHeader);
+        const mask = new StaticArray<u8>(sp.plan.n);
+        subsetMask(sp.plan, String.UTF8.decode(sub!), mask);
+        this.subset = mask;
+      }
+    }
     if (sp.req != null && beginHold(this, v, sp, endOfStream)) return FilterHeadersStatusValues.StopIteration;
-    const p = pick(sp.plan, la.inflight.total, v.nowMs, sp.cfg.picker, sp.cfg.band, la.rng, sp.inbandOn ? la.inband.adj : null);
+    const p = pick(sp.plan, la.inflight.total, v.nowMs, sp.cfg.picker, sp.cfg.band, la.rng, sp.inbandOn ? la.inband.adj : null, this.subset);
     return this.applyPick(v, sp, p, "") ? FilterHeadersStatusValues.Continue : FilterHeadersStatusValues.StopIteration;
   }
 
@@ -176,8 +188,9 @@ export class SwitchyardStream extends Context {
     if (p.index < 0) {
       v.stripEndpoints();
       la.allIneligiblePending++;
-      if (sp.cfg.debug) this.debug = "none eligible: " + plan.n.toString() + " instances" + note;
-      if (sp.cfg.allIneligible == ALL_INELIGIBLE_REJECT) {
+      if (sp.cfg.debug) this.debug = "none eligible: " + plan.n.toString() + " instances" + (this.subset != null ? " (endpoint subset)" : "") + note;
+      // with an endpoint subset, forwarding degraded would let regular load balancing leave it
+      if (sp.cfg.allIneligible == ALL_INELIGIBLE_REJECT || this.subset != null) {
         const headers: Array<HeaderPair> = [new HeaderPair(v.retryAfterName, String.UTF8.encode(sp.cfg.retryAfterS.toString()))];
         if (this.debug != null) headers.push(new HeaderPair(v.debugHeader, String.UTF8.encode(this.debug!)));
         send_local_response(503, "switchyard_all_instances_ineligible", String.UTF8.encode("no eligible instance for " + sp.cfg.service + "\n"),
@@ -223,6 +236,8 @@ export class SwitchyardStream extends Context {
    */
   private writeEndpoint(v: RequestView, sp: ServicePlan, p: Pick, i: i32): void {
     const plan = sp.plan;
+    // a client copy of the gateway's header, where this service does not write it
+    if (v.gatewayDestinationOn && (!sp.cfg.gatewayDestination || unchecked(plan.remote[i]) != 0)) removeHeader(MAP_REQUEST_HEADERS, v.gatewayDestinationHeader);
     if (v.remoteEndpointHeader.byteLength > 0) {
       if (unchecked(plan.remote[i]) != 0) {
         removeHeader(MAP_REQUEST_HEADERS, v.endpointHeader);
@@ -234,6 +249,7 @@ export class SwitchyardStream extends Context {
     const nf = sp.cfg.fallbacks;
     if (nf <= 0 || plan.n < 2) {
       replaceHeader(MAP_REQUEST_HEADERS, v.endpointHeader, unchecked(plan.addrBytes[i]));
+      if (sp.cfg.gatewayDestination) replaceHeader(MAP_REQUEST_HEADERS, v.gatewayDestinationHeader, unchecked(plan.addrBytes[i]));
       return;
     }
     const la = v.loadAware;
@@ -243,7 +259,10 @@ export class SwitchyardStream extends Context {
     const k = rankFallbacks(plan, i, nf, order);
     let value = unchecked(plan.addr[i]);
     for (let j = 0; j < k; j++) value += "," + unchecked(plan.addr[unchecked(order[j])]);
-    replaceHeader(MAP_REQUEST_HEADERS, v.endpointHeader, String.UTF8.encode(value));
+    const bytes = String.UTF8.encode(value);
+    replaceHeader(MAP_REQUEST_HEADERS, v.endpointHeader, bytes);
+    // the Inference Extension's endpoint protocol: the same ordered list an EPP would return
+    if (sp.cfg.gatewayDestination) replaceHeader(MAP_REQUEST_HEADERS, v.gatewayDestinationHeader, bytes);
   }
 
   onRequestBody(len: usize, endOfStream: bool): FilterDataStatusValues {
@@ -275,6 +294,7 @@ export class SwitchyardStream extends Context {
     for (let i = 0; i < rh.length; i++) removeHeader(MAP_RESPONSE_HEADERS, unchecked(rh[i]));
     removeHeader(MAP_RESPONSE_HEADERS, v.endpointHeader);
     if (v.remoteEndpointHeader.byteLength > 0) removeHeader(MAP_RESPONSE_HEADERS, v.remoteEndpointHeader);
+    if (v.gatewayDestinationOn) removeHeader(MAP_RESPONSE_HEADERS, v.gatewayDestinationHeader);
     removeHeader(MAP_RESPONSE_HEADERS, v.degradedHeader);
     removeHeader(MAP_RESPONSE_HEADERS, v.linkHeader);
     const ip = this.inbandPlan;

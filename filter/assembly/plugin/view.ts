@@ -34,6 +34,10 @@ export class RequestView {
   /** loadAware.remoteEndpointHeader (empty: remote picks use endpointHeader). */
   remoteEndpointHeader: ArrayBuffer = new ArrayBuffer(0);
   degradedHeader: ArrayBuffer = new ArrayBuffer(0);
+  /** Some service writes x-gateway-destination-endpoint: a client copy is stripped from every request. */
+  gatewayDestinationOn: bool = false;
+  gatewayDestinationHeader: ArrayBuffer = String.UTF8.encode("x-gateway-destination-endpoint");
+  gatewaySubsetHeader: ArrayBuffer = String.UTF8.encode("x-gateway-destination-endpoint-subset");
   debugHeader: ArrayBuffer = new ArrayBuffer(0);
   trueValue: ArrayBuffer = String.UTF8.encode("true");
   retryAfterName: ArrayBuffer = String.UTF8.encode("retry-after");
@@ -83,6 +87,7 @@ export class RequestView {
     // Defaults apply without a loadAware section: the filter strips these names regardless.
     this.endpointHeader = String.UTF8.encode(cfg.loadAware.endpointHeader);
     this.remoteEndpointHeader = String.UTF8.encode(cfg.loadAware.remoteEndpointHeader);
+    for (let i = 0; i < cfg.loadAware.services.length; i++) if (cfg.loadAware.services[i].gatewayDestination) this.gatewayDestinationOn = true;
     this.degradedHeader = String.UTF8.encode(cfg.loadAware.degradedHeader);
     this.debugHeader = String.UTF8.encode(cfg.loadAware.debugHeader);
     for (let i = 0; i < cfg.rules.routeHeaders.length; i++) this.routeHeaders.push(String.UTF8.encode(cfg.rules.routeHeaders[i]));
@@ -93,6 +98,7 @@ export class RequestView {
   stripEndpoints(): void {
     removeHeader(MAP_REQUEST_HEADERS, this.endpointHeader);
     if (this.remoteEndpointHeader.byteLength > 0) removeHeader(MAP_REQUEST_HEADERS, this.remoteEndpointHeader);
+    if (this.gatewayDestinationOn) removeHeader(MAP_REQUEST_HEADERS, this.gatewayDestinationHeader);
   }
 
   /** Matches the authority whose `len` bytes are at `p` into matchedRoute / matchedRule. */
