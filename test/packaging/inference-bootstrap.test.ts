@@ -55,3 +55,24 @@ test('the listener buffer limit leaves room for one chunk past maxBodyBytes (the
   const max = schema.properties.loadAware.properties.services.items.properties.request.properties.maxBodyBytes.default;
   assert.ok(limit >= 2 * max, `limit ${limit} >= maxBodyBytes ${max} + a chunk of up to ${max}`);
 });
+
+test('host/bin/proxy.ts serves envoy/envoy-inference.yaml (it refused allow_on_headers_stop_iteration before)', { timeout: 60_000 }, async () => {
+  const { spawn } = await import('node:child_process');
+  const child = spawn(process.execPath, ['--import', 'tsx', p('host/bin/proxy.ts'), '--config', p('envoy/envoy-inference.yaml'),
+    '--wasm', p('build/switchyard.wasm'), '--port', '0', '--admin-port', '0', '--workers', '1', '--quiet',
+    '--cluster', 'switchyard_agent=127.0.0.1:9'], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let err = '';
+  try {
+    const line = await new Promise<string>((resolve, reject) => {
+      child.stderr!.on('data', (b: Buffer) => {
+        err += b.toString();
+        const m = /proxy listening on [^\n]*/.exec(err);
+        if (m) resolve(m[0]);
+      });
+      child.once('exit', (code) => reject(new Error(`proxy exited ${code}: ${err}`)));
+    });
+    assert.match(line, /wasm vm_id "switchyard"/);
+  } finally {
+    child.kill('SIGTERM');
+  }
+});
