@@ -175,13 +175,15 @@ export function parseRequestConfig(r: ObjectReader): RequestConfig {
   return c;
 }
 
+export const OBJECTIVE_KEYS: Array<string> = ["name", "priority"];
+
 /** request.objectives: [{name, priority}], at most MAX_MODELS, names unique (InferenceObjective names). */
 function parseObjectives(items: Array<JValue>, path: string, p: Problems, c: RequestConfig): void {
   if (items.length > MAX_MODELS) { p.add(path, "at most " + MAX_MODELS.toString() + " entries, got " + items.length.toString()); return; }
   for (let i = 0; i < items.length; i++) {
     const at = path + "[" + i.toString() + "]";
     if (items[i].kind != JKind.Obj) { p.add(at, "must be object, got " + items[i].kindName()); continue; }
-    const or = new ObjectReader(items[i], at, p, ["name", "priority"]);
+    const or = new ObjectReader(items[i], at, p, OBJECTIVE_KEYS);
     const name = modelName(or, "name", true);
     const priority = or.int("priority", 0, -1000000, 1000000, true);
     if (c.objectives.has(name)) { p.add(join(at, "name"), "duplicate objective \"" + name + "\""); continue; }
