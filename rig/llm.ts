@@ -4,10 +4,13 @@
 //                  shared by the 2 worker VMs, size and KV-cache terms)
 //   body-blind     the real filter, same load-aware choice without the body
 //   least-request  Envoy's LEAST_REQUEST (power of two choices on active requests), in JS
-// The filter runs in the embedded Proxy-Wasm host (library mode: the rig forwards each request
-// to the endpoint the filter chose, as Envoy's original-destination cluster would), fed by an
-// in-process agent that scrapes the first two fleets. Nothing here needs Envoy. Each server
-// reports, per request, its time to first token and the prompt tokens its prefix cache served.
+// The two filter policies run the SHIPPED bootstraps in the embedded Envoy (host/src/proxy.ts, the
+// same code as host/bin/proxy.ts): request-aware = envoy/envoy-inference.yaml (Wasm PluginConfig
+// allow_on_headers_stop_iteration: true, a `request` block), body-blind = envoy/envoy.yaml; only
+// the addresses differ (clusterAddresses: the fleet as inference_default, an in-process agent per
+// fleet as switchyard_agent), and the pick reaches the instance through the files' own
+// override_host cluster. Nothing here needs Envoy. Each server reports, per request, its time to
+// first token and the prompt tokens its prefix cache served.
 //
 // The KV caches are small on purpose (each holds about a third of the prompt families' shared
 // prefixes): a policy that spreads every family over every instance thrashes them; one that
@@ -15,7 +18,8 @@
 import pino from 'pino';
 import * as path from 'node:path';
 import { startAgent, type AgentHandle } from '../agent/src';
-import { ProxyWasmHost, type UpstreamReply, type UpstreamRequest } from '../host/src';
+import http from 'node:http';
+import { EnvoyProxy, ProxyWasmHost } from '../host/src';
 import { startLlmServer, type LlmServerHandle } from '../sim/inference/llm/server';
 import { mulberry32 } from '../sim/inference/prng';
 import { randomText } from '../sim/inference/llm/workloads';
@@ -24,7 +28,12 @@ export const POLICIES = ['request-aware', 'body-blind', 'least-request'] as cons
 export type Policy = (typeof POLICIES)[number];
 
 const MODEL = 'llama-3-8b';
-const AUTH: Record<'request-aware' | 'body-blind', string> = { 'request-aware': 'llm-aware.rig', 'body-blind': 'llm-blind.rig' };
+/** The load-aware authority of both bootstraps (their plugin configs' loadAware.services[0]). */
+const AUTHORITY = 'inference.prod.svc.cluster.local';
+const BOOTSTRAP: Record<'request-aware' | 'body-blind', string> = {
+  'request-aware': path.join(__dirname, '..', 'envoy', 'envoy-inference.yaml'),
+  'body-blind': path.join(__dirname, '..', 'envoy', 'envoy.yaml'),
+};
 
 export interface LlmDemoOptions {
   /** requests per second (each is sent to every policy's fleet) */
@@ -46,7 +55,7 @@ export interface PolicyStats {
   errors: number;
   promptTokens: number;
   cachedTokens: number;
-  /** requests the filter placed nothing for (no snapshot yet): sent to a random instance */
+  /** requests the filter placed nothing for (no snapshot yet): the bootstrap's fallback LEAST_REQUEST served them */
   unplaced: number;
   ttftMs: number[];
 }
@@ -59,7 +68,9 @@ export interface LlmDemo {
   /** per policy, since start (TTFT: the last 2000) */
   totals(): Record<Policy, PolicyStats>;
   fleets: Record<Policy, LlmServerHandle[]>;
+  /** the request-aware proxy's Proxy-Wasm host (its filter's metrics) */
   host: ProxyWasmHost;
+  proxies: Record<'request-aware' | 'body-blind', EnvoyProxy>;
   stop(): Promise<void>;
 }
 
@@ -92,30 +103,30 @@ export async function startLlmDemo(o: LlmDemoOptions = {}): Promise<LlmDemo> {
         engine: { models: [MODEL], numBlocks: kvBlocks } })));
       for (const s of fleets[p]) cleanups.push(() => s.stop());
     }
-    const agent: AgentHandle = await startAgent({
-      listen: { host: '127.0.0.1', port: 0 },
-      publishIntervalMs: 100,
-      link: { peers: [] },
-      inference: { scrapeIntervalMs: 100, services: [
-        { name: 'llm-aware', kind: 'vllm', instances: { static: fleets['request-aware'].map((s) => s.addr) } },
-        { name: 'llm-blind', kind: 'vllm', instances: { static: fleets['body-blind'].map((s) => s.addr) } },
-      ] },
-    } as any, { logger: pino({ level: 'silent' }), defaultMetrics: false });
-    cleanups.push(() => agent.stop());
-    const host = await ProxyWasmHost.create({
-      wasm: o.wasm ?? path.join(__dirname, '..', 'build/switchyard.wasm'), workers: 2, mainThread: false, canary: false, logLevel: 'warn',
-      allowOnHeadersStopIteration: true,
-      clusters: { switchyard_agent: { address: '127.0.0.1', port: agent.port } },
-      pluginConfig: JSON.stringify({
-        agent: { cluster: 'switchyard_agent', pollMs: 50, longPollMs: 500, timeoutMs: 1500 }, refreshMs: 20, leaseMs: 500,
-        link: { stalenessMs: 2000, services: [] },
-        loadAware: { services: [
-          { authorities: [AUTH['request-aware']], service: 'llm-aware', debug: true, request: { allowOnHeadersStopIteration: true } },
-          { authorities: [AUTH['body-blind']], service: 'llm-blind', debug: true },
-        ] },
-      }),
-    });
-    cleanups.push(() => host.close());
+    // one agent per fleet: both bootstraps name their snapshot service "llm"
+    const agentFor = async (fleet: LlmServerHandle[]): Promise<AgentHandle> => {
+      const a = await startAgent({
+        listen: { host: '127.0.0.1', port: 0 },
+        publishIntervalMs: 100,
+        link: { peers: [] },
+        inference: { scrapeIntervalMs: 100, services: [{ name: 'llm', kind: 'vllm', instances: { static: fleet.map((s) => s.addr) } }] },
+      } as any, { logger: pino({ level: 'silent' }), defaultMetrics: false });
+      cleanups.push(() => a.stop());
+      return a;
+    };
+    const ep = (addr: string) => { const i = addr.lastIndexOf(':'); return { address: addr.slice(0, i), port: Number(addr.slice(i + 1)) }; };
+    const proxies = {} as Record<'request-aware' | 'body-blind', EnvoyProxy>;
+    for (const p of ['request-aware', 'body-blind'] as const) {
+      const agent = await agentFor(fleets[p]);
+      const proxy = await EnvoyProxy.start({
+        configPath: BOOTSTRAP[p], wasmPath: o.wasm ?? path.join(__dirname, '..', 'build/switchyard.wasm'),
+        listenPort: 0, listenAddress: '127.0.0.1', adminPort: 0, workers: 2, logLevel: 'warn',
+        clusterAddresses: { switchyard_agent: { address: '127.0.0.1', port: agent.port }, inference_default: fleets[p].map((s) => ep(s.addr)) },
+      });
+      cleanups.push(() => proxy.close());
+      proxies[p] = proxy;
+    }
+    const host = proxies['request-aware'].host!;
 
     const systems = Array.from({ length: families }, (_, f) => `Family ${f}. ` + randomText(rng, prefixTokens));
     const lr = new LeastRequest(n, rng);
@@ -125,7 +136,7 @@ export async function startLlmDemo(o: LlmDemoOptions = {}): Promise<LlmDemo> {
     let inflight = 0;
 
     const account = (p: Policy, f: (s: PolicyStats) => void) => { f(window[p]); f(total[p]); if (total[p].ttftMs.length > 4000) total[p].ttftMs.splice(0, 2000); };
-    const post = async (addr: string, body: string): Promise<UpstreamReply & { json?: any }> => {
+    const post = async (addr: string, body: string): Promise<{ status: number; body: string; json?: any }> => {
       const res = await fetch(`http://${addr}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body, signal: AbortSignal.timeout(20000) });
       const text = await res.text();
       return { status: res.status, body: text, json: res.status === 200 ? JSON.parse(text) : undefined };
@@ -138,17 +149,29 @@ export async function startLlmDemo(o: LlmDemoOptions = {}): Promise<LlmDemo> {
       if (Number.isFinite(r.json.sim?.ttftMs)) s.ttftMs.push(r.json.sim.ttftMs);
     });
 
+    /** POST through a shipped bootstrap's listener, as a client of that Envoy would. */
+    const viaProxy = (port: number, body: string): Promise<{ status: number; json?: any; placed: boolean }> => new Promise((resolve, reject) => {
+      const req = http.request({ host: '127.0.0.1', port, method: 'POST', path: '/v1/chat/completions', agent: false, timeout: 20000,
+        headers: { host: AUTHORITY, 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) } }, (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => {
+          const text = Buffer.concat(chunks).toString();
+          let json: any;
+          if (res.statusCode === 200) { try { json = JSON.parse(text); } catch { /* counted as an error */ } }
+          // the filter's debug header (debug: true in both bootstraps) names the pick
+          const placed = String(res.headers['x-switchyard-debug'] ?? '').startsWith('instance=');
+          resolve({ status: res.statusCode ?? 0, json, placed });
+        });
+      });
+      req.on('timeout', () => req.destroy(new Error('timeout')));
+      req.on('error', reject);
+      req.end(body);
+    });
     const viaFilter = async (p: 'request-aware' | 'body-blind', body: string): Promise<void> => {
-      let reply: { status?: number; json?: any } = {};
-      const forward = async (req: UpstreamRequest): Promise<UpstreamReply> => {
-        let addr = req.headers.find(([k]) => k === 'x-switchyard-endpoint')?.[1];
-        if (!addr) { account(p, (s) => s.unplaced++); addr = fleets[p][Math.floor(rng() * n)].addr; }
-        reply = await post(addr, req.body.toString());
-        return { status: reply.status, body: '' };
-      };
-      const r = await host.request({ ':method': 'POST', ':path': '/v1/chat/completions', ':authority': AUTH[p], ':scheme': 'http',
-        'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) }, { body, response: forward });
-      record(p, r.localReply ? { status: r.localReply.status } : reply);
+      const r = await viaProxy(proxies[p].listenPort, body);
+      if (!r.placed) account(p, (s) => s.unplaced++);
+      record(p, r);
     };
     const viaLeastRequest = async (body: string): Promise<void> => {
       const i = lr.pick();
@@ -176,7 +199,7 @@ export async function startLlmDemo(o: LlmDemoOptions = {}): Promise<LlmDemo> {
     loop();
 
     return {
-      fleets, host,
+      fleets, host, proxies,
       take: () => { const w = window; window = Object.fromEntries(POLICIES.map((p) => [p, emptyStats()])) as Record<Policy, PolicyStats>; return w; },
       totals: () => total,
       stop: async () => {

@@ -1,6 +1,7 @@
 // Validates Envoy configuration (YAML/JSON already parsed to plain values) as Envoy loads it:
 // proto3 JSON mapping onto Envoy's data-plane-api messages (the protos bundled by
-// @grpc/grpc-js-xds, about Envoy 1.31), strictly — unknown fields, enum names, oneofs,
+// @grpc/grpc-js-xds, about Envoy 1.31, plus the Envoy >= 1.35 definitions the shipped configs use:
+// NEWER_API / NEWER_FIELDS below), strictly — unknown fields, enum names, oneofs,
 // `Any`/`typed_config` resolved through `@type` (and TypedStruct), the protoc-gen-validate
 // rules each field carries, deprecated and disallowed-by-default fields and enum values.
 //
@@ -58,7 +59,22 @@ export interface ValidationResult {
 }
 
 const DEPS = path.resolve(__dirname, '..', 'node_modules', '@grpc', 'grpc-js-xds', 'deps');
+/**
+ * Envoy >= 1.35 definitions the bundled (1.31) API lacks and the shipped configs use, written from
+ * Envoy's documented API: whole packages as .proto files here (override_host), and fields added to
+ * bundled messages below (NEWER_FIELDS). Searched first.
+ */
+const NEWER_API = path.resolve(__dirname, 'envoy-api-1.35');
+/**
+ * Fields of bundled messages that appeared after Envoy 1.31: [message, field, number, type].
+ * PluginConfig.allow_on_headers_stop_iteration (Envoy 1.35, google.protobuf.BoolValue, field 9;
+ * 7 and 8 are failure_policy and reload_config, added in 1.34, not used by the shipped configs).
+ */
+const NEWER_FIELDS: [string, string, number, string][] = [
+  ['envoy.extensions.wasm.v3.PluginConfig', 'allow_on_headers_stop_iteration', 9, 'google.protobuf.BoolValue'],
+];
 const INCLUDES = [
+  NEWER_API,
   path.join(DEPS, 'envoy-api'),
   path.join(DEPS, 'xds'),
   path.join(DEPS, 'protoc-gen-validate'),
@@ -81,6 +97,7 @@ function root(): protobuf.Root {
     return target;
   };
   r.loadSync(['envoy/config/bootstrap/v3/bootstrap.proto'], { keepCase: true });
+  addNewerFields(r);
   r.resolveAll();
   cachedRoot = r;
   return r;
@@ -98,7 +115,7 @@ function loadPackageOf(fullName: string): void {
   if (loadedDirs.has(rel)) return;
   loadedDirs.add(rel);
   const files: string[] = [];
-  for (const inc of INCLUDES.slice(0, 4)) {
+  for (const inc of INCLUDES.slice(0, 5)) {
     const dir = path.join(inc, rel);
     if (!existsSync(dir)) continue;
     for (const f of readdirSync(dir)) if (f.endsWith('.proto')) files.push(path.join(rel, f));
@@ -106,7 +123,20 @@ function loadPackageOf(fullName: string): void {
   if (!files.length) return;
   const r = root();
   r.loadSync(files, { keepCase: true });
+  addNewerFields(r);
   r.resolveAll();
+}
+
+/** NEWER_FIELDS into the messages loaded so far (each once). */
+function addNewerFields(r: protobuf.Root): void {
+  for (const [msg, name, id, type] of NEWER_FIELDS) {
+    const t = r.lookup(`.${msg}`);
+    if (!(t instanceof protobuf.Type) || t.fields[name]) continue;
+    if (t.fieldsById[id]) throw new Error(`envoy-proto: ${msg} already has field ${id} (${t.fieldsById[id].name}); the bundled API changed`);
+    const f = new protobuf.Field(name, id, `.${type}`);
+    t.add(f);
+    f.resolve();
+  }
 }
 
 /** The message type `fullName` (e.g. envoy.config.cluster.v3.Cluster), or undefined. */

@@ -12,7 +12,7 @@ describe("request config", () => {
     const r = parseConfig(withRequest('{"allowOnHeadersStopIteration":true}'));
     expect(r.error).toBe("");
     const c = r.config!.loadAware.services[0].request!;
-    expect(c.maxBodyBytes).toBe(1048576);
+    expect(c.maxBodyBytes).toBe(524288); // half of Envoy's default buffer limit: the filter, not a 413, decides
     expect(c.onInvalid).toBe(ON_INVALID_FALLBACK);
     expect(c.holdTimeoutMs).toBe(1000);
     expect(c.prefixBlockBytes).toBe(64);

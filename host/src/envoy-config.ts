@@ -22,6 +22,25 @@ export interface RouteConfig {
   weighted?: { name: string; weight: number }[];
   /** 0 disables the timeout. Envoy's default is 15 s. */
   timeoutMs: number;
+  /** route.retry_policy (RetryPolicy): the conditions retried and how many retries (default 1). */
+  retry?: RetryPolicyConfig;
+}
+
+/** The RetryPolicy subset the embedded router implements (router_filter retry_on values). */
+export interface RetryPolicyConfig {
+  /** connect-failure, reset, refused-stream, 5xx, gateway-error */
+  on: Set<string>;
+  numRetries: number;
+}
+
+/**
+ * envoy.load_balancing_policies.override_host (Envoy >= 1.35), header sources only (the embedded
+ * proxy has no dynamic metadata): the hosts named in the request, walked one per attempt, then
+ * the fallback policy.
+ */
+export interface OverrideHostConfig {
+  headers: string[];
+  fallback: 'ROUND_ROBIN' | 'LEAST_REQUEST' | 'RANDOM';
 }
 
 export interface VirtualHostConfig {
@@ -37,6 +56,8 @@ export interface ClusterConfig {
   /** ORIGINAL_DST with use_http_header: the header carrying "ip:port". */
   originalDstHeader?: string;
   connectTimeoutMs?: number;
+  /** load_balancing_policy with the override_host policy. */
+  overrideHost?: OverrideHostConfig;
 }
 
 export interface WasmFilterConfig {
@@ -48,10 +69,13 @@ export interface WasmFilterConfig {
   configuration: string;
   vmConfiguration: string;
   failOpen: boolean;
+  /** PluginConfig.allow_on_headers_stop_iteration (Envoy >= 1.35, BoolValue; unset = false). */
+  allowOnHeadersStopIteration: boolean;
 }
 
 export interface ProxyConfig {
-  listener: { name: string; address: string; port: number };
+  /** bufferLimitBytes: per_connection_buffer_limit_bytes (unset: Envoy's 1 MiB default applies). */
+  listener: { name: string; address: string; port: number; bufferLimitBytes?: number };
   admin?: { address: string; port: number };
   statPrefix: string;
   generateRequestId: boolean;
@@ -74,6 +98,13 @@ const T_HCM = 'type.googleapis.com/envoy.extensions.filters.network.http_connect
 const T_WASM = 'type.googleapis.com/envoy.extensions.filters.http.wasm.v3.Wasm';
 const T_ROUTER = 'type.googleapis.com/envoy.extensions.filters.http.router.v3.Router';
 const T_STRING = 'type.googleapis.com/google.protobuf.StringValue';
+const T_OVERRIDE_HOST = 'type.googleapis.com/envoy.extensions.load_balancing_policies.override_host.v3.OverrideHost';
+const T_LB: Record<string, OverrideHostConfig['fallback']> = {
+  'type.googleapis.com/envoy.extensions.load_balancing_policies.round_robin.v3.RoundRobin': 'ROUND_ROBIN',
+  'type.googleapis.com/envoy.extensions.load_balancing_policies.least_request.v3.LeastRequest': 'LEAST_REQUEST',
+  'type.googleapis.com/envoy.extensions.load_balancing_policies.random.v3.Random': 'RANDOM',
+};
+const RETRY_ON = new Set(['connect-failure', 'reset', 'refused-stream', '5xx', 'gateway-error']);
 
 function isObj(v: unknown): v is Obj {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -131,6 +162,14 @@ function socketAddress(v: unknown, at: string): { address: string; port: number 
   return { address: str(s.address, `${at}.socket_address.address`), port: int(s.port_value, `${at}.socket_address.port_value`) };
 }
 
+/** google.protobuf.UInt32Value / BoolValue in JSON form: the bare value (or {value} as some tools write). */
+function uint32Value(v: unknown, at: string): number {
+  return int(isObj(v) ? obj(v, at, ['value'], ['value']).value : v, at);
+}
+function boolValue(v: unknown, at: string): boolean {
+  return bool(isObj(v) ? obj(v, at, ['value'], ['value']).value : v, at);
+}
+
 function stringValue(v: unknown, at: string): string {
   if (typeof v === 'string') return v;
   const o = obj(v, at, ['@type', 'value'], ['@type']);
@@ -175,8 +214,11 @@ export function parseEnvoyConfig(text: string, opts: LoadOptions = {}): ProxyCon
   const listeners = arr(sr.listeners, 'static_resources.listeners');
   if (listeners.length !== 1) throw new ConfigError(`static_resources.listeners: exactly one listener is supported (got ${listeners.length})`);
   const lAt = 'static_resources.listeners[0]';
-  const l = obj(listeners[0], lAt, ['name', 'address', 'filter_chains'], ['address', 'filter_chains']);
-  const listenAddr = socketAddress(l.address, `${lAt}.address`);
+  const l = obj(listeners[0], lAt, ['name', 'address', 'filter_chains', 'per_connection_buffer_limit_bytes'], ['address', 'filter_chains']);
+  const listenAddr: ProxyConfig['listener'] = { name: '', ...socketAddress(l.address, `${lAt}.address`) };
+  if (l.per_connection_buffer_limit_bytes !== undefined) {
+    listenAddr.bufferLimitBytes = uint32Value(l.per_connection_buffer_limit_bytes, `${lAt}.per_connection_buffer_limit_bytes`);
+  }
   const chains = arr(l.filter_chains, `${lAt}.filter_chains`);
   if (chains.length !== 1) throw new ConfigError(`${lAt}.filter_chains: exactly one filter chain is supported`);
   const fc = obj(chains[0], `${lAt}.filter_chains[0]`, ['filters', 'name'], ['filters']);
@@ -244,7 +286,7 @@ export function parseEnvoyConfig(text: string, opts: LoadOptions = {}): ProxyCon
   }
 
   return {
-    listener: { name: typeof l.name === 'string' ? l.name : 'listener', ...listenAddr },
+    listener: { ...listenAddr, name: typeof l.name === 'string' ? l.name : 'listener' },
     admin,
     statPrefix: typeof hcm.stat_prefix === 'string' ? hcm.stat_prefix : '',
     generateRequestId,
@@ -255,7 +297,7 @@ export function parseEnvoyConfig(text: string, opts: LoadOptions = {}): ProxyCon
 }
 
 function parseWasm(v: unknown, at: string, opts: LoadOptions): WasmFilterConfig {
-  const c = obj(v, at, ['name', 'root_id', 'vm_config', 'configuration', 'fail_open'], ['vm_config']);
+  const c = obj(v, at, ['name', 'root_id', 'vm_config', 'configuration', 'fail_open', 'allow_on_headers_stop_iteration'], ['vm_config']);
   const vcAt = `${at}.vm_config`;
   const vc = obj(c.vm_config, vcAt, ['vm_id', 'runtime', 'code', 'configuration', 'allow_precompiled'], ['code']);
   const code = obj(vc.code, `${vcAt}.code`, ['local'], ['local']);
@@ -270,6 +312,8 @@ function parseWasm(v: unknown, at: string, opts: LoadOptions): WasmFilterConfig 
     configuration: c.configuration === undefined ? '' : stringValue(c.configuration, `${at}.configuration`),
     vmConfiguration: vc.configuration === undefined ? '' : stringValue(vc.configuration, `${vcAt}.configuration`),
     failOpen: c.fail_open === undefined ? false : bool(c.fail_open, `${at}.fail_open`),
+    allowOnHeadersStopIteration: c.allow_on_headers_stop_iteration === undefined ? false
+      : boolValue(c.allow_on_headers_stop_iteration, `${at}.allow_on_headers_stop_iteration`),
   };
 }
 
@@ -289,7 +333,7 @@ function parseRoute(v: unknown, at: string): RouteConfig {
     throw new ConfigError(`${at}.match: exactly one of prefix or path is required (others are not supported)`);
   }
   const headers = arr(m.headers ?? [], `${at}.match.headers`).map((h, i) => parseHeaderMatcher(h, `${at}.match.headers[${i}]`));
-  const r = obj(o.route, `${at}.route`, ['cluster', 'weighted_clusters', 'timeout']);
+  const r = obj(o.route, `${at}.route`, ['cluster', 'weighted_clusters', 'timeout', 'retry_policy']);
   if ((r.cluster === undefined) === (r.weighted_clusters === undefined)) {
     throw new ConfigError(`${at}.route: exactly one of cluster or weighted_clusters is required`);
   }
@@ -319,7 +363,55 @@ function parseRoute(v: unknown, at: string): RouteConfig {
     cluster: r.cluster === undefined ? undefined : str(r.cluster, `${at}.route.cluster`),
     weighted,
     timeoutMs: r.timeout === undefined ? 15000 : durationMs(r.timeout, `${at}.route.timeout`),
+    retry: r.retry_policy === undefined ? undefined : parseRetryPolicy(r.retry_policy, `${at}.route.retry_policy`),
   };
+}
+
+function parseRetryPolicy(v: unknown, at: string): RetryPolicyConfig {
+  const o = obj(v, at, ['retry_on', 'num_retries']);
+  const on = new Set<string>();
+  if (o.retry_on !== undefined) {
+    for (const c of str(o.retry_on, `${at}.retry_on`).split(',').map((x) => x.trim()).filter(Boolean)) {
+      if (!RETRY_ON.has(c)) throw new ConfigError(`${at}.retry_on: unsupported condition ${c} (the embedded proxy implements ${[...RETRY_ON].join(', ')})`);
+      on.add(c);
+    }
+  }
+  // RetryPolicy.num_retries: UInt32Value, "defaults to 1".
+  return { on, numRetries: o.num_retries === undefined ? 1 : uint32Value(o.num_retries, `${at}.num_retries`) };
+}
+
+/** Cluster.load_balancing_policy holding the override_host policy (the one the embedded proxy implements). */
+function parseOverrideHost(v: unknown, at: string): OverrideHostConfig {
+  const typed = (p: unknown, pAt: string): Obj => {
+    const lb = obj(p, pAt, ['policies'], ['policies']);
+    const ps = arr(lb.policies, `${pAt}.policies`);
+    if (ps.length !== 1) throw new ConfigError(`${pAt}.policies: exactly one policy is supported`);
+    const te = obj(obj(ps[0], `${pAt}.policies[0]`, ['typed_extension_config'], ['typed_extension_config']).typed_extension_config,
+      `${pAt}.policies[0].typed_extension_config`, ['name', 'typed_config'], ['typed_config']);
+    return obj(te.typed_config, `${pAt}.policies[0].typed_extension_config.typed_config`,
+      ['@type', 'override_host_sources', 'fallback_policy', 'selected_host_key', 'choice_count', 'slow_start_config', 'active_request_bias', 'locality_lb_config'], ['@type']);
+  };
+  const tAt = `${at}.policies[0].typed_extension_config.typed_config`;
+  const oh = typed(v, at);
+  if (oh['@type'] !== T_OVERRIDE_HOST) throw new ConfigError(`${tAt}.@type: only ${T_OVERRIDE_HOST} is supported`);
+  for (const k of Object.keys(oh)) if (!['@type', 'override_host_sources', 'fallback_policy'].includes(k)) throw new ConfigError(`unsupported field ${tAt}.${k}`);
+  const srcs = arr(oh.override_host_sources, `${tAt}.override_host_sources`);
+  // OverrideHost.override_host_sources: min_items 1; each source names a header or a metadata key.
+  if (!srcs.length) throw new ConfigError(`${tAt}.override_host_sources: at least one source is required`);
+  const headers = srcs.map((x, i) => {
+    const sAt = `${tAt}.override_host_sources[${i}]`;
+    const so = obj(x, sAt, ['header', 'metadata']);
+    if (so.metadata !== undefined) throw new ConfigError(`${sAt}.metadata: metadata sources are not implemented (the embedded proxy has no dynamic metadata)`);
+    const h = so.header === undefined ? '' : str(so.header, `${sAt}.header`);
+    if (!h) throw new ConfigError(`${sAt}: Empty override source`);
+    return h.toLowerCase();
+  });
+  if (oh.fallback_policy === undefined) throw new ConfigError(`${tAt}.fallback_policy: required`);
+  const fAt = `${tAt}.fallback_policy`;
+  const fb = typed(oh.fallback_policy, fAt);
+  const kind = T_LB[String(fb['@type'])];
+  if (!kind) throw new ConfigError(`${fAt}.policies[0].typed_extension_config.typed_config.@type: unsupported fallback ${String(fb['@type'])}`);
+  return { headers, fallback: kind };
 }
 
 function parseHeaderMatcher(v: unknown, at: string): HeaderMatcher {
@@ -368,7 +460,7 @@ export function headerMatcherMatches(m: HeaderMatcher, values: readonly string[]
 }
 
 function parseCluster(v: unknown, at: string): ClusterConfig {
-  const o = obj(v, at, ['name', 'type', 'connect_timeout', 'lb_policy', 'load_assignment', 'original_dst_lb_config',
+  const o = obj(v, at, ['name', 'type', 'connect_timeout', 'lb_policy', 'load_balancing_policy', 'load_assignment', 'original_dst_lb_config',
     'dns_lookup_family', 'respect_dns_ttl', 'dns_refresh_rate'], ['name']);
   const name = str(o.name, `${at}.name`);
   const type = o.type === undefined ? 'STATIC' : str(o.type, `${at}.type`);
@@ -399,6 +491,11 @@ function parseCluster(v: unknown, at: string): ClusterConfig {
     return cc;
   }
   if (!['ROUND_ROBIN', 'RANDOM', 'LEAST_REQUEST'].includes(lb)) throw new ConfigError(`${at}.lb_policy: unsupported ${lb}`);
+  if (o.load_balancing_policy !== undefined) {
+    // Envoy: load_balancing_policy takes precedence over lb_policy; the embedded proxy wants one.
+    if (o.lb_policy !== undefined) throw new ConfigError(`${at}: set either lb_policy or load_balancing_policy, not both`);
+    cc.overrideHost = parseOverrideHost(o.load_balancing_policy, `${at}.load_balancing_policy`);
+  }
   if (o.original_dst_lb_config !== undefined) throw new ConfigError(`${at}.original_dst_lb_config: only valid for ORIGINAL_DST clusters`);
   const la = obj(o.load_assignment, `${at}.load_assignment`, ['cluster_name', 'endpoints'], ['endpoints']);
   arr(la.endpoints, `${at}.load_assignment.endpoints`).forEach((e, i) => {

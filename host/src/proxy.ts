@@ -89,7 +89,10 @@ export class EnvoyProxy {
         failOpen: w.failOpen, workers: opts.workers ?? 2, clock: 'real',
         clusters, logLevel: opts.logLevel ?? 'info', strictImports: opts.strictImports,
         routeRefresh: opts.routeRefresh, onLog: opts.onLog,
-        allowOnHeadersStopIteration: opts.allowOnHeadersStopIteration, bufferLimitBytes: opts.bufferLimitBytes,
+        // the bootstrap's PluginConfig.allow_on_headers_stop_iteration and listener
+        // per_connection_buffer_limit_bytes, unless the caller overrides them
+        allowOnHeadersStopIteration: opts.allowOnHeadersStopIteration ?? w.allowOnHeadersStopIteration,
+        bufferLimitBytes: opts.bufferLimitBytes ?? config.listener.bufferLimitBytes,
       });
     }
     const p = new EnvoyProxy(config, opts, host);
@@ -127,6 +130,10 @@ export class EnvoyProxy {
   pickRandom(): number {
     return this.random();
   }
+
+  /** Override-host choices: a listed host used, or the fallback policy (the list empty or used up). */
+  readonly overrideStats = { selected: 0, fallback: 0 };
+  countOverride(k: 'selected' | 'fallback'): void { this.overrideStats[k]++; }
 
   countUpstream(status: number): void {
     this.upstreamStats.rq_total++;
@@ -204,7 +211,7 @@ export class EnvoyProxy {
     } else {
       stream = new HttpStream(null, h, null, !hasBody, sink, this.router, {
         failOpen: true, routeRefresh: true, onComplete, warn: () => {},
-        allowOnHeadersStopIteration: false, bufferLimitBytes: this.opts.bufferLimitBytes ?? DEFAULT_BUFFER_LIMIT_BYTES,
+        allowOnHeadersStopIteration: false, bufferLimitBytes: this.opts.bufferLimitBytes ?? this.config.listener.bufferLimitBytes ?? DEFAULT_BUFFER_LIMIT_BYTES,
       });
       stream.start();
     }
@@ -317,6 +324,48 @@ export function matchRoute(vhs: VirtualHostConfig[], h: HeaderMap): RouteConfig 
   return undefined;
 }
 
+/**
+ * The hosts an override_host cluster reads from the request (load_balancer.cc getSelectedHosts):
+ * each source in order, the first value of its header, split on ',' with whitespace stripped and
+ * empty entries skipped.
+ */
+export function overrideHosts(oh: NonNullable<ClusterConfig['overrideHost']>, headers: HeaderMap): string[] {
+  const out: string[] = [];
+  for (const name of oh.headers) {
+    const v = headers.getAll(name)[0];
+    if (v === undefined) continue;
+    for (const x of v.split(',')) { const t = x.trim(); if (t) out.push(t); }
+  }
+  return out;
+}
+
+/**
+ * One attempt's host. ORIGINAL_DST: the header's ip:port. override_host: the next listed host
+ * that is an endpoint of the cluster (getEndpoint → findHost on the cross-priority host map; hosts
+ * not in the cluster are consumed and skipped; health is not checked, as in Envoy: "TODO: Validate
+ * that host health status did not change"); the list used up, or empty: the fallback policy.
+ * Otherwise the cluster's own policy (round robin over the endpoints, for every lb_policy here).
+ */
+function chooseHost(cluster: ClusterConfig, headers: HeaderMap, override: { hosts: string[]; next: number } | undefined, proxy: EnvoyProxy): Endpoint | undefined {
+  if (cluster.type === 'ORIGINAL_DST') {
+    // OriginalDstCluster: first header value; missing/invalid → no host → 503 no healthy upstream.
+    const v = headers.get(cluster.originalDstHeader!);
+    return v === undefined ? undefined : parseIpPort(v);
+  }
+  if (override) {
+    while (override.next < override.hosts.length) {
+      const want = override.hosts[override.next++];
+      const ep = cluster.endpoints.find((e) => `${e.address}:${e.port}` === want);
+      if (ep) { proxy.countOverride('selected'); return ep; }
+    }
+    proxy.countOverride('fallback');
+  }
+  if (!cluster.endpoints.length) return undefined;
+  const c = cluster as ClusterConfig & { rr?: number };
+  c.rr = ((c.rr ?? -1) + 1) % cluster.endpoints.length;
+  return cluster.endpoints[c.rr];
+}
+
 interface Inflight {
   abort(): void;
   timer?: NodeJS.Timeout;
@@ -353,67 +402,91 @@ class Router implements UpstreamHandler {
       stream.hostLocalReply(503, '', 'cluster_not_found');
       return;
     }
-    let ep: Endpoint | undefined;
-    if (cluster.type === 'ORIGINAL_DST') {
-      // OriginalDstCluster: first header value; missing/invalid → no host → 503 no healthy upstream.
-      const v = headers.get(cluster.originalDstHeader!);
-      ep = v === undefined ? undefined : parseIpPort(v);
-    } else if (cluster.endpoints.length) {
-      const c = cluster as ClusterConfig & { rr?: number };
-      c.rr = ((c.rr ?? -1) + 1) % cluster.endpoints.length;
-      ep = cluster.endpoints[c.rr];
-    }
-    if (!ep) {
-      this.proxy.countUpstream(503);
-      stream.hostLocalReply(503, 'no healthy upstream', 'no_healthy_upstream');
-      return;
-    }
     const nonPseudo: Pair[] = headers.entries.filter(([k]) => k.charCodeAt(0) !== 58);
     if (route.timeoutMs > 0) nonPseudo.push(['x-envoy-expected-rq-timeout-ms', String(route.timeoutMs)]);
     const started = Date.now();
-    let gotHeaders = false;
     const inflight: Inflight = { abort: () => {} };
-    const h = sendHttp({
-      endpoint: ep, method: headers.get(':method') ?? 'GET', path: headers.get(':path') ?? '/',
-      authority: headers.get(':authority') ?? '', headers: nonPseudo, body,
-    }, {
-      onHeaders: (status, pairs) => {
-        gotHeaders = true;
-        if (inflight.timer) clearTimeout(inflight.timer);
-        this.proxy.countUpstream(status);
-        const m = new HeaderMap('response');
-        m.add(':status', String(status));
-        for (const [k, v] of pairs) if (!HOP_BY_HOP.has(k)) m.add(k, v);
-        m.set('x-envoy-upstream-service-time', String(Date.now() - started));
-        const eos = m.get('content-length') === '0' || status === 204 || status === 304 || headers.get(':method') === 'HEAD';
-        stream.onUpstreamHeaders(m, eos);
-      },
-      onData: (c) => stream.onUpstreamData(c, false),
-      onEnd: () => {
-        this.inflight.delete(stream);
-        stream.onUpstreamData(Buffer.alloc(0), true);
-      },
-      onError: (before, reason) => {
-        this.inflight.delete(stream);
-        if (inflight.timer) clearTimeout(inflight.timer);
-        if (before) {
-          this.proxy.countUpstream(503);
-          stream.hostLocalReply(503, `upstream connect error or disconnect/reset before headers. reset reason: ${reason}`,
-            `upstream_reset_before_response_started{${reason.replace(/\s/g, '_')}}`);
-        } else stream.onUpstreamReset(reason);
-      },
-    });
-    inflight.abort = () => h.abort();
-    if (route.timeoutMs > 0) {
+    this.inflight.set(stream, inflight);
+    // override_host: the hosts the request names, parsed once per request and consumed one per
+    // attempt (OverrideHostFilterState::consumeNextHost in Envoy's load_balancer.cc).
+    const override = cluster.overrideHost ? { hosts: overrideHosts(cluster.overrideHost, headers), next: 0 } : undefined;
+    let retriesLeft = route.retry?.numRetries ?? 0;
+    let done = false;
+    const finish = () => {
+      done = true;
+      this.inflight.delete(stream);
+      if (inflight.timer) clearTimeout(inflight.timer);
+    };
+    const attempt = (): void => {
+      const ep = chooseHost(cluster, headers, override, this.proxy);
+      if (!ep) {
+        finish();
+        this.proxy.countUpstream(503);
+        stream.hostLocalReply(503, 'no healthy upstream', 'no_healthy_upstream');
+        return;
+      }
+      let gotHeaders = false;
+      let live = true;
+      const retry = (cond: string[]): boolean => {
+        if (!route.retry || retriesLeft <= 0 || !cond.some((c) => route.retry!.on.has(c))) return false;
+        retriesLeft--;
+        live = false;
+        attempt();
+        return true;
+      };
+      const h = sendHttp({
+        endpoint: ep, method: headers.get(':method') ?? 'GET', path: headers.get(':path') ?? '/',
+        authority: headers.get(':authority') ?? '', headers: nonPseudo, body,
+      }, {
+        onHeaders: (status, pairs) => {
+          if (!live || done) return;
+          // retry_on 5xx / gateway-error: the answer is dropped and the next attempt sent (the
+          // router has not forwarded anything downstream yet).
+          if (status >= 500 && retry(status >= 502 && status <= 504 ? ['5xx', 'gateway-error'] : ['5xx'])) { h.abort(); return; }
+          gotHeaders = true;
+          if (inflight.timer) clearTimeout(inflight.timer);
+          this.proxy.countUpstream(status);
+          const m = new HeaderMap('response');
+          m.add(':status', String(status));
+          for (const [k, v] of pairs) if (!HOP_BY_HOP.has(k)) m.add(k, v);
+          m.set('x-envoy-upstream-service-time', String(Date.now() - started));
+          const eos = m.get('content-length') === '0' || status === 204 || status === 304 || headers.get(':method') === 'HEAD';
+          stream.onUpstreamHeaders(m, eos);
+        },
+        onData: (c) => { if (live && !done) stream.onUpstreamData(c, false); },
+        onEnd: () => {
+          if (!live || done) return;
+          finish();
+          stream.onUpstreamData(Buffer.alloc(0), true);
+        },
+        onError: (before, reason) => {
+          if (!live || done) return;
+          if (before && !gotHeaders) {
+            // connect-failure: refused / timed out before a connection; reset: after it, before headers
+            const connect = /refused|connection failure|timeout/i.test(reason);
+            if (retry(connect ? ['connect-failure', '5xx', 'gateway-error'] : ['reset', '5xx', 'gateway-error'])) return;
+            finish();
+            this.proxy.countUpstream(503);
+            stream.hostLocalReply(503, `upstream connect error or disconnect/reset before headers. reset reason: ${reason}`,
+              `upstream_reset_before_response_started{${reason.replace(/\s/g, '_')}}`);
+          } else {
+            finish();
+            stream.onUpstreamReset(reason);
+          }
+        },
+      });
+      inflight.abort = () => h.abort();
+    };
+    attempt();
+    if (route.timeoutMs > 0 && !done) {
       inflight.timer = setTimeout(() => {
-        if (gotHeaders) return;
-        h.abort();
-        this.inflight.delete(stream);
+        if (done) return;
+        inflight.abort();
+        finish();
         this.proxy.countUpstream(504);
         stream.hostLocalReply(504, 'upstream request timeout', 'upstream_response_timeout');
       }, route.timeoutMs);
     }
-    this.inflight.set(stream, inflight);
   }
 
   cancel(stream: HttpStream): void {

@@ -25,6 +25,7 @@
  * Usage:
  *   tsx scripts/oci/build-oci.ts [--wasm build/switchyard.wasm] [--out build/oci]
  *                                [--tag 0.1.0] [--pin istio/base/wasmplugin.yaml]
+ *                                [--pin-ecds istio/options/inference/envoyfilter-wasm.yaml]
  * --pin rewrites spec.sha256 (and the tag of spec.url) in that WasmPlugin file,
  * keeping its comments, and records the plugin.wasm sha256 in the annotation
  * switchyard.io/wasm-sha256 so test/packaging can rebuild and compare.
@@ -274,6 +275,25 @@ export function pinWasmPlugin(file: string, manifestDigest: string, tag: string,
   writeFileSync(file, doc.toString());
 }
 
+/**
+ * The same pin in an EnvoyFilter that delivers the filter through ECDS (istio/options/inference:
+ * EXTENSION_CONFIG with vm_config.code.remote): its sha256 and the tag of its uri, keeping
+ * comments. The WasmPlugin and this config must name the same image (a packaging test checks).
+ */
+export function pinEcdsWasm(file: string, manifestDigest: string, tag: string): void {
+  const doc = YAML.parseDocument(readFileSync(file, 'utf8'));
+  const patches = doc.getIn(['spec', 'configPatches']) as YAML.YAMLSeq | undefined;
+  const i = (patches?.items ?? []).findIndex((p) => YAML.isMap(p) && p.get('applyTo') === 'EXTENSION_CONFIG');
+  if (i < 0) throw new Error(`${file}: no EXTENSION_CONFIG patch`);
+  const remote = ['spec', 'configPatches', i, 'patch', 'value', 'typed_config', 'config', 'vm_config', 'code', 'remote'];
+  const uri = String(doc.getIn([...remote, 'http_uri', 'uri']) ?? '');
+  const m = /^(oci:\/\/[^@]+?)(?::([A-Za-z0-9_][A-Za-z0-9._-]{0,127}))?$/.exec(uri);
+  if (!m) throw new Error(`${file}: the remote uri is not an oci:// reference without digest: ${uri}`);
+  doc.setIn([...remote, 'http_uri', 'uri'], `${m[1]}:${tag}`);
+  doc.setIn([...remote, 'sha256'], manifestDigest.replace(/^sha256:/, ''));
+  writeFileSync(file, doc.toString());
+}
+
 function parseArgs(argv: string[]): Record<string, string> {
   const out: Record<string, string> = {};
   for (let i = 0; i < argv.length; i++) {
@@ -289,7 +309,7 @@ function parseArgs(argv: string[]): Record<string, string> {
 
 if (require.main === module) {
   const args = parseArgs(process.argv.slice(2));
-  const known = new Set(['wasm', 'out', 'tag', 'pin', 'source']);
+  const known = new Set(['wasm', 'out', 'tag', 'pin', 'pin-ecds', 'source']);
   for (const k of Object.keys(args)) if (!known.has(k)) throw new Error(`unknown option --${k}`);
   const wasmPath = resolve(args.wasm ?? 'build/switchyard.wasm');
   const res = buildOciImage(readFileSync(wasmPath), {
@@ -298,6 +318,7 @@ if (require.main === module) {
     sourceAnnotation: args.source,
   });
   if (args.pin) pinWasmPlugin(args.pin, res.manifestDigest, res.tag, res.wasmSha256);
+  if (args['pin-ecds']) pinEcdsWasm(args['pin-ecds'], res.manifestDigest, res.tag);
   const rel = (p: string): string => p.replace(resolve('.') + '/', '');
   console.log(`wasm          ${rel(wasmPath)} (${res.wasmSha256})`);
   console.log(`layout        ${rel(res.layoutDir)}`);
@@ -307,4 +328,5 @@ if (require.main === module) {
   console.log(`layer         ${res.layerDigest}   (${MEDIA_TYPES.layer}, holds ${PLUGIN_FILE})`);
   console.log(`config        ${res.configDigest}`);
   if (args.pin) console.log(`pinned        ${args.pin}`);
+  if (args['pin-ecds']) console.log(`pinned        ${args['pin-ecds']}`);
 }

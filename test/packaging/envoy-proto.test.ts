@@ -34,7 +34,7 @@ const HF = 'static_resources.listeners[0].filter_chains[0].filters[0].typed_conf
 // --- shipped configs ---------------------------------------------------------------------------
 
 test('envoy/envoy.yaml and the host fixture bootstrap are valid Envoy bootstraps (no deprecated fields)', () => {
-  for (const f of ['envoy/envoy.yaml', 'test/fixtures/host/envoy.yaml']) {
+  for (const f of ['envoy/envoy.yaml', 'envoy/envoy-inference.yaml', 'test/fixtures/host/envoy.yaml']) {
     const r = validateBootstrap(readYaml(f), STRICT);
     assert.ok(r.ok && !r.warnings.length, `${f}:\n${formatFindings(r)}`);
   }
@@ -42,7 +42,7 @@ test('envoy/envoy.yaml and the host fixture bootstrap are valid Envoy bootstraps
 
 test('every EnvoyFilter patch in istio/ (sources and every rendered kustomization) is valid as its applyTo type', () => {
   const filters: [string, Obj][] = [];
-  for (const f of ['istio/base/envoyfilter-agent-cluster.yaml', 'istio/base/envoyfilter-original-dst.yaml']) {
+  for (const f of ['istio/base/envoyfilter-agent-cluster.yaml', 'istio/base/envoyfilter-original-dst.yaml', 'istio/base/envoyfilter-override-host.yaml']) {
     for (const d of readYamlDocs(f)) filters.push([f, d]);
   }
   for (const k of KUSTOMIZATIONS) {
@@ -61,7 +61,7 @@ test('every EnvoyFilter patch in istio/ (sources and every rendered kustomizatio
   // Not vacuous: the agent cluster (base, overlays, DaemonSet variant), the ORIGINAL_DST cluster and routes.
   assert.ok(filters.some(([w]) => w.startsWith('istio/options/agent-daemonset')), 'the DaemonSet variant is checked');
   assert.ok(patches >= 12, `patches checked: ${patches}`);
-  assert.deepEqual([...applyTos].sort(), ['CLUSTER', 'HTTP_ROUTE']);
+  assert.deepEqual([...applyTos].sort(), ['CLUSTER', 'EXTENSION_CONFIG', 'HTTP_FILTER', 'HTTP_ROUTE']);
 });
 
 // --- one test per class of defect ---------------------------------------------------------------
@@ -190,4 +190,47 @@ test('EnvoyFilter: each patch value is checked as the message its applyTo implie
     'any', 'spec.configPatches[0].patch.value.typed_config.@type', /unknown type/);
   expectFinding(validateEnvoyFilter(ef('ROUTE', 'ADD', {})), 'json', 'spec.configPatches[0].applyTo', /unknown applyTo/);
   assert.ok(validateEnvoyFilter(ef('CLUSTER', 'REMOVE', undefined)).ok);
+});
+
+// --- Envoy >= 1.35 definitions the bundled (1.31) API lacks (scripts/envoy-api-1.35, NEWER_FIELDS) ---
+
+const WASM = 'envoy.extensions.filters.http.wasm.v3.Wasm';
+const OVERRIDE_HOST = 'envoy.extensions.load_balancing_policies.override_host.v3.OverrideHost';
+const wasmCfg = (extra: Obj): Obj => ({ config: { name: 'switchyard', root_id: 'switchyard', vm_config: { runtime: 'envoy.wasm.runtime.v8', code: { local: { filename: '/x.wasm' } } }, ...extra } });
+const leastRequest = (): Obj => ({ policies: [{ typed_extension_config: { name: 'envoy.load_balancing_policies.least_request',
+  typed_config: { '@type': 'type.googleapis.com/envoy.extensions.load_balancing_policies.least_request.v3.LeastRequest' } } }] });
+const overrideHostCluster = (oh: Obj): Obj => ({ ...goodCluster(), lb_policy: undefined, load_balancing_policy: { policies: [{ typed_extension_config: {
+  name: 'envoy.load_balancing_policies.override_host', typed_config: { '@type': `type.googleapis.com/${OVERRIDE_HOST}`, ...oh } } }] } });
+
+test('PluginConfig.allow_on_headers_stop_iteration (Envoy 1.35, BoolValue, field 9): accepted; misspelt or mistyped refused', () => {
+  for (const v of [true, false]) assert.ok(validateEnvoyMessage(WASM, wasmCfg({ allow_on_headers_stop_iteration: v }), STRICT).ok);
+  // the JSON name too, as Envoy's parser accepts it
+  assert.ok(validateEnvoyMessage(WASM, wasmCfg({ allowOnHeadersStopIteration: true }), STRICT).ok);
+  expectFinding(validateEnvoyMessage(WASM, wasmCfg({ allow_on_header_stop_iteration: true })), 'unknown-field',
+    'config.allow_on_header_stop_iteration', /unknown field "allow_on_header_stop_iteration" in envoy\.extensions\.wasm\.v3\.PluginConfig/);
+  expectFinding(validateEnvoyMessage(WASM, wasmCfg({ allow_on_headers_stop_iteration: 'true' })), 'json', 'config.allow_on_headers_stop_iteration', /expected a boolean/);
+  expectFinding(validateEnvoyMessage(WASM, wasmCfg({ allow_on_headers_stop_iteration: 1 })), 'json', 'config.allow_on_headers_stop_iteration', /expected a boolean/);
+  // the field sits on PluginConfig, not on the filter's Wasm wrapper or the VM config
+  expectFinding(validateEnvoyMessage(WASM, { ...wasmCfg({}), allow_on_headers_stop_iteration: true }), 'unknown-field', 'allow_on_headers_stop_iteration', /in envoy\.extensions\.filters\.http\.wasm\.v3\.Wasm/);
+});
+
+test('the override_host policy (Envoy 1.35): a documented config is valid; misspelt, mistyped and PGV-violating fields are refused', () => {
+  const good = { override_host_sources: [{ header: 'x-switchyard-endpoint' }, { metadata: { key: 'envoy.lb', path: [{ key: 'x-gateway-destination-endpoint' }] } }],
+    fallback_policy: leastRequest() };
+  const ok = validateEnvoyMessage(CLUSTER, overrideHostCluster(good), STRICT);
+  assert.ok(ok.ok, formatFindings(ok));
+  const TC = 'load_balancing_policy.policies[0].typed_extension_config.typed_config';
+  expectFinding(validateEnvoyMessage(CLUSTER, overrideHostCluster({ ...good, override_hosts_sources: good.override_host_sources })), 'unknown-field',
+    `${TC}.override_hosts_sources`, /unknown field "override_hosts_sources" in envoy\.extensions\.load_balancing_policies\.override_host\.v3\.OverrideHost/);
+  expectFinding(validateEnvoyMessage(CLUSTER, overrideHostCluster({ ...good, override_host_sources: [] })), 'pgv', `${TC}.override_host_sources`, /at least 1 item/);
+  expectFinding(validateEnvoyMessage(CLUSTER, overrideHostCluster({ override_host_sources: good.override_host_sources })), 'pgv', `${TC}.fallback_policy`, /required/);
+  expectFinding(validateEnvoyMessage(CLUSTER, overrideHostCluster({ ...good, override_host_sources: [{ headr: 'x' }] })), 'unknown-field',
+    `${TC}.override_host_sources[0].headr`, /OverrideHostSource/);
+  expectFinding(validateEnvoyMessage(CLUSTER, overrideHostCluster({ ...good, override_host_sources: [{ header: 7 }] })), 'json', `${TC}.override_host_sources[0].header`, /expected a string/);
+  expectFinding(validateEnvoyMessage(CLUSTER, overrideHostCluster({ ...good, override_host_sources: [{ header: 'bad\nvalue' }] })), 'pgv',
+    `${TC}.override_host_sources[0].header`, /HTTP_HEADER_VALUE/);
+  expectFinding(validateEnvoyMessage(CLUSTER, overrideHostCluster({ ...good, fallback_policy: 'LEAST_REQUEST' })), 'json', `${TC}.fallback_policy`, /expected an object/);
+  expectFinding(validateEnvoyMessage(CLUSTER, overrideHostCluster({ ...good, selected_host_key: { key: 'envoy.lb', pth: [] } })), 'unknown-field', `${TC}.selected_host_key.pth`, /MetadataKey/);
+  // resolvable by type URL, as Envoy resolves typed_config
+  assert.ok(validateEnvoyMessage(OVERRIDE_HOST, good, STRICT).ok);
 });

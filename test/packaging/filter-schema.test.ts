@@ -189,7 +189,7 @@ test('loadAware ranges and defaults in the schema are the parser\'s (filter/asse
   const items = schema.properties.loadAware.properties.services.items.properties;
   // sr.num("maxUtilization", svc.maxUtilization, 0.01, 1.0) / sr.int("stalenessMs", ..., 1, 3600000)
   const calls = [...src.matchAll(/sr\.(num|int)\("(\w+)", svc\.\w+, ([\d.]+), ([\d.]+)\)/g)];
-  assert.deepEqual(calls.map((m) => m[2]).sort(), ['band', 'maxUtilization', 'retryAfterS', 'stalenessMs']);
+  assert.deepEqual(calls.map((m) => m[2]).sort(), ['band', 'fallbacks', 'maxUtilization', 'retryAfterS', 'stalenessMs']);
   for (const [, kind, key, min, max] of calls) {
     assert.equal(items[key].type, kind === 'int' ? 'integer' : 'number', `${key}: type`);
     assert.equal(items[key].minimum, Number(min), `${key}: minimum`);
@@ -209,7 +209,7 @@ test('loadAware ranges and defaults in the schema are the parser\'s (filter/asse
     return m[1].trim();
   };
   const svc = classBody('LoadAwareService');
-  for (const key of ['maxUtilization', 'stalenessMs', 'band', 'retryAfterS']) assert.equal(items[key].default, Number(init(svc, key)), `${key}: default`);
+  for (const key of ['maxUtilization', 'stalenessMs', 'band', 'retryAfterS', 'fallbacks']) assert.equal(items[key].default, Number(init(svc, key)), `${key}: default`);
   assert.equal(items.debug.default, init(svc, 'debug') === 'true');
   assert.equal(init(svc, 'allIneligible'), 'ALL_INELIGIBLE_FORWARD');
   assert.equal(items.allIneligible.default, 'forward-degraded');
@@ -295,6 +295,24 @@ test('schema + packaging cross-field checks and the real filter agree on what is
     ...([1, 3600000, 0, 3600001, 1.5] as number[]).map((v): [string, (c: Obj) => void] => [`stalenessMs ${v}`, (c) => { svc0(c).stalenessMs = v; }]),
     ...([0, 3600, 3601, -1, 0.5] as number[]).map((v): [string, (c: Obj) => void] => [`retryAfterS ${v}`, (c) => { svc0(c).retryAfterS = v; }]),
     ['maxUtilization as string', (c) => { svc0(c).maxUtilization = '0.9'; }],
+    ...([0, 1, 8, 9, -1, 1.5] as number[]).map((v): [string, (c: Obj) => void] => [`fallbacks ${v}`, (c) => { svc0(c).fallbacks = v; }]),
+    ['fallbacks as string', (c) => { svc0(c).fallbacks = '2'; }],
+    ['gatewayDestination true', (c) => { svc0(c).gatewayDestination = true; }],
+    ['gatewayDestination as string', (c) => { svc0(c).gatewayDestination = 'yes'; }],
+    ['gatewaySubset true', (c) => { svc0(c).gatewaySubset = true; }],
+    ['gatewaySubset as number', (c) => { svc0(c).gatewaySubset = 1; }],
+    ['request objectives', (c) => { svc0(c).request = { allowOnHeadersStopIteration: true, objectives: [{ name: 'batch', priority: -1 }, { name: 'chat', priority: 5 }] }; }],
+    ['request objectives duplicate name', (c) => { svc0(c).request = { allowOnHeadersStopIteration: true, objectives: [{ name: 'x', priority: 1 }, { name: 'x', priority: 2 }] }; }],
+    ['request objective without priority', (c) => { svc0(c).request = { allowOnHeadersStopIteration: true, objectives: [{ name: 'x' }] }; }],
+    ['request objective priority 1.5', (c) => { svc0(c).request = { allowOnHeadersStopIteration: true, objectives: [{ name: 'x', priority: 1.5 }] }; }],
+    ['request objective unknown key', (c) => { svc0(c).request = { allowOnHeadersStopIteration: true, objectives: [{ name: 'x', priority: 1, weight: 2 }] }; }],
+    ['request objectiveHeader == criticalityHeader', (c) => { svc0(c).request = { allowOnHeadersStopIteration: true, objectiveHeader: 'x-switchyard-criticality' }; }],
+    ['request objectiveHeader custom', (c) => { svc0(c).request = { allowOnHeadersStopIteration: true, objectiveHeader: 'x-objective' }; }],
+    ['remoteEndpointHeader set', (c) => { la(c).remoteEndpointHeader = 'x-switchyard-remote-endpoint'; }],
+    ['remoteEndpointHeader uppercase', (c) => { la(c).remoteEndpointHeader = 'X-Remote'; }],
+    ['remoteEndpointHeader empty', (c) => { la(c).remoteEndpointHeader = ''; }],
+    ['remoteEndpointHeader == endpointHeader', (c) => { la(c).remoteEndpointHeader = la(c).endpointHeader; }],
+    ['remoteEndpointHeader == link.header', (c) => { la(c).remoteEndpointHeader = c.link.header; }],
     ['allIneligible reject-503', (c) => { svc0(c).allIneligible = 'reject-503'; }],
     ['allIneligible drop', (c) => { svc0(c).allIneligible = 'drop'; }],
     ['debug as string', (c) => { svc0(c).debug = 'yes'; }],
@@ -470,6 +488,7 @@ test('loadAware.services[].request: schema property sets equal the parser\'s key
     ['request.prefix', list(/r\.obj\("prefix", (\[[^\]]*\])\)/, 'prefix'), keys(rq.properties.prefix)],
     ['request.shedding', list(/r\.obj\("shedding", (\[[^\]]*\])\)/, 'shedding'), keys(rq.properties.shedding)],
     ['request.models[]', list(/new ObjectReader\(items\[i\], at, p, (\[[^\]]*\])\)/, 'models[]'), keys(rq.properties.models.items)],
+    ['request.objectives[]', list(/OBJECTIVE_KEYS: Array<string> = (\[[^\]]*\])/, 'objectives[]'), keys(rq.properties.objectives.items)],
     ['request.models[].split[]', list(/new ObjectReader\(split\[k\], sat, p, (\[[^\]]*\])\)/, 'split[]'), keys(rq.properties.models.items.properties.split.items)],
   ];
   for (const [what, parser, sch] of pairs) assert.deepEqual(sch, [...parser].sort(), `${what}: schema and filter parser disagree`);

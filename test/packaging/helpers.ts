@@ -67,6 +67,7 @@ export function contractFacts(): {
   };
   statusHeader: string;
   endpointHeader: string;
+  remoteEndpointHeader: string;
   degradedHeader: string;
   debugHeader: string;
   agentCluster: string;
@@ -129,7 +130,8 @@ export function contractFacts(): {
       instances: [...localInstances, { addr: remoteSnap[1], peer: remoteSnap[2] }],
     },
     statusHeader: code(row('link status header'))[0],
-    endpointHeader: code(row('endpoint-pick header (load-aware, ORIGINAL_DST)'))[0],
+    endpointHeader: code(row('endpoint-pick header (load-aware, override_host)'))[0],
+    remoteEndpointHeader: code(row('remote endpoint-pick header (ORIGINAL_DST, a peer cloud\'s gateway)'))[0],
     degradedHeader: /`([^`:]+): true`/.exec(row('degraded-forward marker'))![1],
     debugHeader: code(row('debug header'))[0],
     agentCluster: code(row('Envoy cluster for the agent'))[0],
@@ -176,6 +178,7 @@ export function checkPluginConfig(cfg: unknown): string[] {
       ['loadAware.degradedHeader', c.loadAware.degradedHeader ?? 'x-degraded'],
       ['loadAware.debugHeader', c.loadAware.debugHeader ?? 'x-switchyard-debug'],
     ];
+    if (typeof c.loadAware.remoteEndpointHeader === 'string') names.push(['loadAware.remoteEndpointHeader', c.loadAware.remoteEndpointHeader]);
     for (let i = 0; i < names.length; i++) {
       for (let j = i + 1; j < names.length; j++) {
         if (names[i][1] === names[j][1]) problems.push(`${names[j][0]} must differ from ${names[i][0]} (${names[i][1]})`);
@@ -189,6 +192,12 @@ export function checkPluginConfig(cfg: unknown): string[] {
       const at = `loadAware.services[${i}].request`;
       const sh = r.shedding ?? {};
       if ((sh.standardAt ?? 2) < (sh.sheddableAt ?? 1)) problems.push(`${at}.shedding.standardAt must be at least sheddableAt`);
+      if ((r.objectiveHeader ?? 'x-gateway-inference-objective') === (r.criticalityHeader ?? 'x-switchyard-criticality')) problems.push(`${at}.objectiveHeader must differ from criticalityHeader`);
+      const objectiveNames = new Set<string>();
+      (Array.isArray(r.objectives) ? r.objectives : []).forEach((o: Obj, k: number) => {
+        if (objectiveNames.has(o?.name)) problems.push(`${at}.objectives[${k}].name duplicate`);
+        objectiveNames.add(o?.name);
+      });
       const seen = new Set<string>();
       (Array.isArray(r.models) ? r.models : []).forEach((m: Obj, k: number) => {
         if (seen.has(m?.name)) problems.push(`${at}.models[${k}].name duplicate`);
@@ -430,8 +439,21 @@ export function renderKustomization(relDir: string): Obj[] {
     const where = `${relDir} patches[${i}]`;
     if (!patch.path || !patch.target || patch.patch) throw new Error(`${where}: only {path, target} JSON 6902 patches are supported`);
     const ops = parseYamlDocs(readText(join(relDir, patch.path)), join(relDir, patch.path));
-    if (ops.length !== 1 || !Array.isArray(ops[0])) throw new Error(`${where}: ${patch.path} is not a JSON 6902 op list`);
     const t = patch.target as Obj;
+    const targets = (o: Obj): boolean => {
+      const { group, version } = splitApiVersion(o.apiVersion);
+      return (t.group === undefined || t.group === group) && (t.version === undefined || t.version === version)
+        && (t.kind === undefined || t.kind === o.kind) && (t.name === undefined || t.name === o.metadata?.name)
+        && (t.namespace === undefined || t.namespace === o.metadata?.namespace);
+    };
+    // a strategic-merge patch that is exactly {$patch: delete} plus the target's identity removes it
+    if (ops.length === 1 && !Array.isArray(ops[0]) && ops[0]?.$patch === 'delete') {
+      const before = objs.length;
+      objs = objs.filter((o) => !(targets(o) && o.kind === ops[0].kind && o.metadata?.name === ops[0].metadata?.name));
+      if (objs.length === before) throw new Error(`${where}: delete patch matches no resource`);
+      continue;
+    }
+    if (ops.length !== 1 || !Array.isArray(ops[0])) throw new Error(`${where}: ${patch.path} is not a JSON 6902 op list (or a $patch: delete)`);
     let hits = 0;
     objs = objs.map((o) => {
       const { group, version } = splitApiVersion(o.apiVersion);
@@ -454,7 +476,7 @@ export function kubectlKustomize(relDir: string): Obj[] {
   return parseYamlDocs(out, `kubectl kustomize ${relDir}`);
 }
 
-export const KUSTOMIZATIONS = ['istio/base', 'istio/overlays/cloud-a', 'istio/overlays/cloud-b', 'istio/options/agent-daemonset', 'istio/options/mesh-stats'];
+export const KUSTOMIZATIONS = ['istio/base', 'istio/overlays/cloud-a', 'istio/overlays/cloud-b', 'istio/options/agent-daemonset', 'istio/options/mesh-stats', 'istio/options/inference'];
 
 // ------------------------------------------------------------ models
 

@@ -17,6 +17,7 @@ import {
   parseYamlDocs,
   patchedVhostRoutes,
   readJson,
+  readText,
   readYaml,
   renderKustomization,
   resKey,
@@ -35,6 +36,15 @@ const one = (objs: Obj[], kind: string, name?: string, ns?: string): Obj => {
   assert.equal(hits.length, 1, `expected exactly one ${kind}${name ? ' ' + name : ''}${ns ? ' in ' + ns : ''}, got ${hits.length}`);
   return hits[0];
 };
+/** The ECDS Wasm config an EnvoyFilter delivers (istio/options/inference), or undefined. */
+const ecdsWasm = (objs: Obj[]): Obj | undefined => find(objs, 'EnvoyFilter').flatMap((ef) => ef.spec.configPatches)
+  .find((cp: Obj) => cp.applyTo === 'EXTENSION_CONFIG')?.patch.value;
+/** Every plugin configuration of the filter a kustomization ships: WasmPlugins' and the ECDS one. */
+const pluginConfigsOf = (objs: Obj[]): Obj[] => [
+  ...find(objs, 'WasmPlugin').map((w) => w.spec.pluginConfig),
+  ...[ecdsWasm(objs)].filter((x): x is Obj => !!x).map((e) => JSON.parse(e.typed_config.config.configuration.value)),
+];
+
 const clusterPatches = (objs: Obj[]): Obj[] =>
   find(objs, 'EnvoyFilter').flatMap((ef) => ef.spec.configPatches.filter((cp: Obj) => cp.applyTo === 'CLUSTER').map((cp: Obj) => cp.patch.value));
 
@@ -134,10 +144,11 @@ test('EnvoyFilters add the agent and ORIGINAL_DST clusters under the contract na
       assert.equal(ef.spec.workloadSelector.labels['switchyard.io/enabled'], 'true', `${k}: ${ef.metadata.name} selector`);
       for (const cp of ef.spec.configPatches) {
         assert.equal(cp.match.context, 'SIDECAR_OUTBOUND', `${k}: ${ef.metadata.name} context`);
-        if (cp.applyTo === 'CLUSTER') assert.equal(cp.patch.operation, 'ADD');
+        // ADD our own clusters; MERGE only into Istio's service cluster (the override_host policy)
+        if (cp.applyTo === 'CLUSTER') assert.ok(cp.patch.operation === 'ADD' || (cp.patch.operation === 'MERGE' && cp.match.cluster?.service), `${k}: ${ef.metadata.name} cluster patch`);
       }
     }
-    const clusters = clusterPatches(objs);
+    const clusters = clusterPatches(objs).filter((c) => c.name !== undefined);
     const agent = clusters.find((c) => c.name === C.agentCluster);
     assert.ok(agent, `${k}: no ${C.agentCluster} cluster`);
     const addr = agent.load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address;
@@ -158,10 +169,11 @@ test('EnvoyFilters add the agent and ORIGINAL_DST clusters under the contract na
     // The filter strips client-sent endpoint headers only with loadAware configured.
     for (const wp of find(objs, 'WasmPlugin')) {
       assert.ok(wp.spec.pluginConfig.loadAware, `${k}: the ORIGINAL_DST route needs loadAware in the plugin config`);
-      assert.equal(wp.spec.pluginConfig.loadAware.endpointHeader ?? 'x-switchyard-endpoint', od.original_dst_lb_config.http_header_name);
+      // remote picks only: the filter writes this header for instances of another cloud alone
+      assert.equal(wp.spec.pluginConfig.loadAware.remoteEndpointHeader, od.original_dst_lb_config.http_header_name);
     }
     assert.deepEqual(sortKeys(od), sortKeys(rigCluster(C.originalDstCluster)), `${k}: ORIGINAL_DST cluster differs from envoy/envoy.yaml`);
-    assert.equal(od.original_dst_lb_config.http_header_name, C.endpointHeader);
+    assert.equal(od.original_dst_lb_config.http_header_name, C.remoteEndpointHeader);
   }
 });
 
@@ -174,7 +186,7 @@ const inferencePort = (objs: Obj[]): number => {
   return Number(m[1]);
 };
 
-test('EnvoyFilter routes for the inference host: degraded -> service cluster, endpoint -> ORIGINAL_DST, as in the rig', () => {
+test('EnvoyFilter routes for the inference host: degraded and endpoint -> service cluster (override_host), remote endpoint -> ORIGINAL_DST, as in the rig', () => {
   const rig = readYaml('envoy/envoy.yaml');
   const rigVh = rig.static_resources.listeners[0].filter_chains[0].filters[0].typed_config.route_config.virtual_hosts
     .find((v: Obj) => v.domains.includes(C.inferenceAuthority));
@@ -185,7 +197,7 @@ test('EnvoyFilter routes for the inference host: degraded -> service cluster, en
     const vhost = `${C.inferenceAuthority}:${port}`;
     const serviceCluster = `outbound|${port}||${C.inferenceAuthority}`;
     const patches = efs.flatMap((ef) => ef.spec.configPatches).filter((cp: Obj) => cp.applyTo === 'HTTP_ROUTE');
-    assert.equal(patches.length, 2, `${k}: two HTTP_ROUTE patches`);
+    assert.equal(patches.length, 3, `${k}: three HTTP_ROUTE patches`);
     for (const cp of patches) {
       assert.equal(cp.match.context, 'SIDECAR_OUTBOUND');
       assert.equal(cp.patch.operation, 'INSERT_FIRST');
@@ -199,25 +211,116 @@ test('EnvoyFilter routes for the inference host: degraded -> service cluster, en
     // Effective order after istiod applies the patches on top of its generated default route.
     const istioDefault = { name: 'default', match: { prefix: '/' }, route: { cluster: serviceCluster } };
     const routes = patchedVhostRoutes(efs, vhost, [istioDefault]);
-    assert.deepEqual(routes.map((r) => r.name), ['switchyard-degraded-default', 'switchyard-picked-endpoint', 'default'], `${k}: route order`);
-    assert.deepEqual(routes.map((r) => r.route.cluster), [serviceCluster, C.originalDstCluster, serviceCluster]);
-    // Same matches and timeouts as envoy/envoy.yaml, with the rig's clusters mapped to Istio's.
+    assert.deepEqual(routes.map((r) => r.name), ['switchyard-degraded-default', 'switchyard-remote-endpoint', 'switchyard-picked-endpoint', 'default'], `${k}: route order`);
+    assert.deepEqual(routes.map((r) => r.route.cluster), [serviceCluster, C.originalDstCluster, serviceCluster, serviceCluster]);
+    // Same matches, timeouts and retry policies as envoy/envoy.yaml, with the rig's clusters mapped to Istio's.
     const toIstio = (c: string): string => (c === C.inferenceDefaultCluster ? serviceCluster : c);
     assert.deepEqual(
-      routes.map((r) => [r.match, r.route.cluster, r.route.timeout]).slice(0, 2),
-      rigVh.routes.slice(0, 2).map((r: Obj) => [r.match, toIstio(r.route.cluster), r.route.timeout]),
+      routes.map((r) => [r.match, r.route.cluster, r.route.timeout, r.route.retry_policy]).slice(0, 3),
+      rigVh.routes.slice(0, 3).map((r: Obj) => [r.match, toIstio(r.route.cluster), r.route.timeout, r.route.retry_policy]),
       `${k}: inference routes differ from envoy/envoy.yaml`,
     );
-    assert.equal(toIstio(rigVh.routes[2].route.cluster), istioDefault.route.cluster, 'rig catch-all = Istio default route');
+    assert.ok(routes[2].route.retry_policy.num_retries >= 1, `${k}: the picked route retries (override_host walks the fallbacks)`);
+    assert.equal(toIstio(rigVh.routes[3].route.cluster), istioDefault.route.cluster, 'rig catch-all = Istio default route');
     // Header names = the filter's (WasmPlugin) = the contract's.
     for (const wp of find(objs, 'WasmPlugin')) {
       const la = wp.spec.pluginConfig.loadAware;
       assert.equal(routes[0].match.headers[0].name, la.degradedHeader ?? 'x-degraded');
-      assert.equal(routes[1].match.headers[0].name, la.endpointHeader ?? 'x-switchyard-endpoint');
+      assert.equal(routes[1].match.headers[0].name, la.remoteEndpointHeader);
+      assert.equal(routes[2].match.headers[0].name, la.endpointHeader ?? 'x-switchyard-endpoint');
     }
     assert.equal(routes[0].match.headers[0].name, C.degradedHeader);
-    assert.equal(routes[1].match.headers[0].name, C.endpointHeader);
+    assert.equal(routes[1].match.headers[0].name, C.remoteEndpointHeader);
+    assert.equal(routes[2].match.headers[0].name, C.endpointHeader);
   }
+});
+
+test('istio/options/inference: the filter through ECDS with allow_on_headers_stop_iteration, the WasmPlugin\'s image and config plus request blocks, no WasmPlugin left', () => {
+  const objs = rendered.get('istio/options/inference')!;
+  assert.equal(find(objs, 'WasmPlugin').length, 0, 'no second, body-blind copy of the filter');
+  const ref = one(rendered.get('istio/overlays/cloud-a')!, 'WasmPlugin');
+  const ext = ecdsWasm(objs)!;
+  assert.ok(ext, 'an EXTENSION_CONFIG patch');
+  const cfg = ext.typed_config.config;
+  assert.equal(cfg.allow_on_headers_stop_iteration, true);
+  assert.equal(cfg.fail_open, false, 'fails closed like FAIL_CLOSE');
+  assert.equal(cfg.root_id, ref.spec.pluginName);
+  assert.equal(ext.name, `${ref.metadata.namespace}.${ref.metadata.name}`, 'named as istiod names the WasmPlugin filter');
+  assert.equal(cfg.vm_config.code.remote.http_uri.uri, ref.spec.url, 'the same image as the WasmPlugin');
+  assert.equal(cfg.vm_config.code.remote.sha256, ref.spec.sha256, 'the same pinned digest (re-pin both)');
+  const filter = find(objs, 'EnvoyFilter').flatMap((ef) => ef.spec.configPatches).find((cp: Obj) => cp.applyTo === 'HTTP_FILTER');
+  assert.equal(filter.patch.operation, 'INSERT_BEFORE');
+  assert.equal(filter.match.listener.filterChain.filter.subFilter.name, 'envoy.filters.http.router');
+  assert.equal(filter.patch.value.name, ext.name, 'the HTTP filter reads the ECDS config by name');
+  assert.deepEqual(filter.patch.value.config_discovery.type_urls, [ext.typed_config['@type']]);
+  const pc = JSON.parse(cfg.configuration.value);
+  assert.deepEqual(checkPluginConfig(pc), []);
+  const expected = structuredClone(ref.spec.pluginConfig);
+  for (const s of expected.loadAware.services) s.request = { allowOnHeadersStopIteration: true };
+  assert.deepEqual(sortKeys(pc), sortKeys(expected), 'the WasmPlugin\'s configuration with request blocks');
+  for (const ef of find(objs, 'EnvoyFilter')) {
+    if (!ef.spec.configPatches.some((cp: Obj) => cp.applyTo === 'EXTENSION_CONFIG')) continue;
+    assert.deepEqual(ef.spec.workloadSelector.labels, ref.spec.selector.matchLabels, 'the same pods as the WasmPlugin');
+  }
+});
+
+test('mTLS kept to the chosen instance: every cluster the filter\'s pick goes to is Istio\'s service cluster, its transport socket untouched; no PERMISSIVE port', () => {
+  // Istio generates outbound|PORT||HOST with its mTLS transport socket (transport_socket_matches,
+  // tlsMode istio); a cluster an EnvoyFilter ADDs has none. The pick (endpointHeader) must reach
+  // the former, through the override_host policy MERGEd into it; only a remote pick (another
+  // cloud's gateway, remoteEndpointHeader) may use the ORIGINAL_DST cluster.
+  const MESH_FIELDS = ['transport_socket', 'transport_socket_matches', 'type', 'cluster_type', 'load_assignment', 'eds_cluster_config', 'tls_context', 'upstream_http_protocol_options'];
+  let checked = 0;
+  for (const [k, objs] of rendered) {
+    const efs = find(objs, 'EnvoyFilter');
+    for (const o of objs) {
+      if (o.kind === 'PeerAuthentication') {
+        const modes = [o.spec?.mtls?.mode, ...Object.values(o.spec?.portLevelMtls ?? {}).map((m: any) => m?.mode)];
+        assert.ok(!modes.some((m) => m === 'PERMISSIVE' || m === 'DISABLE'), `${k}: ${o.metadata.name}: no PERMISSIVE/DISABLE port in the shipped manifests`);
+      }
+    }
+    if (!efs.length) continue;
+    const patches = efs.flatMap((ef) => ef.spec.configPatches);
+    const added = new Set(patches.filter((cp: Obj) => cp.applyTo === 'CLUSTER' && cp.patch.operation === 'ADD').map((cp: Obj) => cp.patch.value.name));
+    for (const pc of pluginConfigsOf(objs)) {
+      const la = pc.loadAware;
+      const endpointHeader = la.endpointHeader ?? 'x-switchyard-endpoint';
+      for (const svc of la.services) {
+        for (const a of svc.authorities.filter((x: string) => !x.startsWith('*.'))) {
+          const vhNames = [...new Set(patches.map((cp: Obj) => cp.match?.routeConfiguration?.vhost?.name).filter((n: string | undefined) => n?.startsWith(`${a}:`)))] as string[];
+          assert.equal(vhNames.length, 1, `${k}: ${a}: route patches for one virtual host`);
+          const port = Number(vhNames[0].slice(a.length + 1));
+          const serviceCluster = `outbound|${port}||${a}`;
+          const routes = patchedVhostRoutes(efs, vhNames[0], [{ name: 'default', match: { prefix: '/' }, route: { cluster: serviceCluster } }]);
+          const picked = routes.filter((r) => (r.match.headers ?? []).some((h: Obj) => h.name === endpointHeader && h.present_match === true));
+          assert.ok(picked.length >= 1, `${k}: ${a}: a route for the filter's pick`);
+          for (const r of picked) {
+            const target = r.route.cluster as string;
+            assert.ok(!added.has(target), `${k}: ${a}: the pick goes to ${target}, a cluster without Istio's transport socket`);
+            assert.equal(target, serviceCluster, `${k}: ${a}: the pick goes to Istio's service cluster`);
+            // the override_host policy on exactly that cluster, reading the filter's header
+            const merges = patches.filter((cp: Obj) => cp.applyTo === 'CLUSTER' && cp.match.cluster?.service === a && cp.match.cluster?.portNumber === port);
+            assert.equal(merges.length, 1, `${k}: ${a}: one patch of ${serviceCluster}`);
+            const m = merges[0];
+            assert.equal(m.patch.operation, 'MERGE', `${k}: ${serviceCluster} is merged into, never replaced or removed`);
+            for (const f of MESH_FIELDS) assert.equal(m.patch.value[f], undefined, `${k}: the patch of ${serviceCluster} leaves ${f} to Istio`);
+            const te = m.patch.value.load_balancing_policy.policies[0].typed_extension_config;
+            assert.equal(te.name, 'envoy.load_balancing_policies.override_host');
+            assert.deepEqual(te.typed_config.override_host_sources, [{ header: endpointHeader }], `${k}: override_host reads the filter's header`);
+            assert.match(te.typed_config.fallback_policy.policies[0].typed_extension_config.typed_config['@type'], /least_request\.v3\.LeastRequest$/);
+            checked++;
+          }
+          // every route to a cluster without Istio's socket requires the remote header only
+          for (const r of routes.filter((x) => added.has(x.route.cluster))) {
+            assert.deepEqual(r.match.headers.map((h: Obj) => h.name), [la.remoteEndpointHeader], `${k}: ${r.name}: only remote picks leave the mesh's mTLS`);
+          }
+        }
+      }
+    }
+  }
+  assert.ok(checked >= 5, `not vacuous: ${checked} pick routes checked (the request-aware option's included)`);
+  // nor in a file under istio/ that a kustomization does not render (snippets)
+  for (const f of ['istio/snippets/agent-sidecar.patch.yaml']) assert.doesNotMatch(readText(f).replace(/#.*$/gm, ''), /PERMISSIVE/);
 });
 
 test('wherever allIneligible is forward-degraded (Istio), the degraded marker reaches the service cluster first', () => {
@@ -243,16 +346,18 @@ test('wherever allIneligible is forward-degraded (Istio), the degraded marker re
   }
 });
 
-test('inference DestinationRule: Switchyard clients only, LEAST_REQUEST like the rig', () => {
+test('inference DestinationRule: Switchyard clients only, LEAST_REQUEST like the rig\'s override_host fallback', () => {
   const rig = readYaml('envoy/envoy.yaml');
   const rigInf = rig.static_resources.clusters.find((c: Obj) => c.name === C.inferenceDefaultCluster);
+  const fallbackType = rigInf.load_balancing_policy.policies[0].typed_extension_config.typed_config.fallback_policy.policies[0].typed_extension_config.typed_config['@type'];
+  assert.match(fallbackType, /least_request\.v3\.LeastRequest$/);
   for (const k of ['istio/base', 'istio/overlays/cloud-a', 'istio/overlays/cloud-b']) {
     const objs = rendered.get(k)!;
     const dr = one(objs, 'DestinationRule', 'inference-switchyard-clients');
     assert.equal(dr.spec.host, C.inferenceAuthority);
     const wp = one(objs, 'WasmPlugin');
     assert.deepEqual(dr.spec.workloadSelector.matchLabels, wp.spec.selector.matchLabels, 'same pods as the filter');
-    assert.equal(dr.spec.trafficPolicy.loadBalancer.simple, rigInf.lb_policy);
+    assert.equal(dr.spec.trafficPolicy.loadBalancer.simple, 'LEAST_REQUEST');
     assert.equal(dr.spec.subsets, undefined);
   }
 });

@@ -222,3 +222,22 @@ test('istio/base WasmPlugin pin is reproducible from the plugin.wasm it names', 
     rmSync(out, { recursive: true, force: true });
   }
 });
+
+test('--pin-ecds: the ECDS-delivered filter (istio/options/inference) gets the same digest and tag, comments kept', async () => {
+  const { pinEcdsWasm } = await import('../../scripts/oci/build-oci');
+  const { mkdtempSync, readFileSync: rf, writeFileSync: wf } = await import('node:fs');
+  const os = await import('node:os');
+  const pathm = await import('node:path');
+  const YAMLm = (await import('yaml')).default;
+  const dir = mkdtempSync(pathm.join(os.tmpdir(), 'pin-ecds-'));
+  const f = pathm.join(dir, 'ef.yaml');
+  const src = rf(pathm.resolve(__dirname, '../../istio/options/inference/envoyfilter-wasm.yaml'), 'utf8');
+  wf(f, src);
+  pinEcdsWasm(f, 'sha256:' + 'ab'.repeat(32), '9.9.9');
+  const out = rf(f, 'utf8');
+  const doc = YAMLm.parse(out);
+  const remote = doc.spec.configPatches.find((p: any) => p.applyTo === 'EXTENSION_CONFIG').patch.value.typed_config.config.vm_config.code.remote;
+  assert.equal(remote.sha256, 'ab'.repeat(32));
+  assert.match(remote.http_uri.uri, /^oci:\/\/registry\.cloud-a\.switchyard\.invalid\/switchyard\/filter:9\.9\.9$/);
+  assert.ok(out.includes('# the one field the WasmPlugin cannot set'), 'comments kept');
+});

@@ -23,7 +23,7 @@ test('llm verdict: fails when a policy answered too few requests or too many fai
   assert.deepEqual(errs.problems, ['request-aware: 4 of 60 requests failed']);
 });
 
-test('llm demo (rig/llm.ts): all three policies answer the same shared-prefix traffic; the request-aware filter reads the bodies and hits cached prefixes', { timeout: 60_000 }, async () => {
+test('llm demo (rig/llm.ts): all three policies answer the same shared-prefix traffic through the shipped bootstraps; the request-aware filter reads the bodies and hits cached prefixes', { timeout: 60_000 }, async () => {
   const { startLlmDemo, summarize } = await import('../../rig/llm');
   const demo = await startLlmDemo({ rps: 12, instances: 2, families: 3, prefixTokens: 400 });
   try {
@@ -36,8 +36,11 @@ test('llm demo (rig/llm.ts): all three policies answer the same shared-prefix tr
       assert.ok(Number.isFinite(s.ttftP50) && s.ttftP50 > 0, `${p}: TTFT ${s.ttftP50}`);
     }
     assert.ok(t['request-aware'].hitRate > 0.3, `request-aware hit rate ${t['request-aware'].hitRate}`);
-    assert.ok((demo.host.metric('switchyard.request.parsed.llm-aware') ?? 0) > 0, 'the filter parsed the bodies');
-    assert.equal(demo.host.metric('switchyard.request.parsed.llm-blind') ?? 0, 0, 'the body-blind service does not read them');
+    // through the shipped bootstraps: envoy/envoy-inference.yaml reads the bodies, envoy/envoy.yaml does not
+    assert.equal(demo.proxies['request-aware'].config.wasm?.allowOnHeadersStopIteration, true);
+    assert.ok((demo.proxies['request-aware'].host!.metric('switchyard.request.parsed.llm') ?? 0) > 0, 'the filter parsed the bodies');
+    assert.equal(demo.proxies['body-blind'].host!.metric('switchyard.request.parsed.llm') ?? 0, 0, 'the body-blind service does not read them');
+    assert.ok((demo.proxies['request-aware'].host!.metric('switchyard.request.hold_timeout.llm') ?? 0) === 0, 'no request waited for the watchdog');
   } finally {
     await demo.stop();
   }

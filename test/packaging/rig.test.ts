@@ -79,12 +79,13 @@ test('ORIGINAL_DST is only reachable through a filter that strips client-sent en
   const usesOd = vhosts.some((v) => v.routes.some((r: Obj) => r.route.cluster === C.originalDstCluster));
   if (!usesOd) return;
   assert.ok(pluginConfig.loadAware, 'plugin config needs a loadAware section (services may be empty)');
-  assert.equal(pluginConfig.loadAware.endpointHeader ?? 'x-switchyard-endpoint', cluster(C.originalDstCluster).original_dst_lb_config.http_header_name);
+  // remote picks only: the local ones go to the service cluster's override_host policy
+  assert.equal(pluginConfig.loadAware.remoteEndpointHeader, cluster(C.originalDstCluster).original_dst_lb_config.http_header_name);
   // Every route to ORIGINAL_DST requires the endpoint header (else Envoy would connect to the
   // downstream connection's local address, i.e. loop into this listener).
   for (const v of vhosts) {
     for (const r of v.routes.filter((x: Obj) => x.route.cluster === C.originalDstCluster)) {
-      assert.ok((r.match.headers ?? []).some((h: Obj) => h.name === C.endpointHeader && h.present_match === true), `${r.name}: requires ${C.endpointHeader}`);
+      assert.ok((r.match.headers ?? []).some((h: Obj) => h.name === C.remoteEndpointHeader && h.present_match === true), `${r.name}: requires ${C.remoteEndpointHeader}`);
     }
   }
   for (const s of pluginConfig.loadAware.services) {
@@ -108,11 +109,16 @@ test('envoy.yaml clusters: names, types and loopback ports from the contract', (
   assert.equal(od.type, 'ORIGINAL_DST');
   assert.equal(od.lb_policy, 'CLUSTER_PROVIDED');
   assert.equal(od.load_assignment, undefined);
-  assert.deepEqual(od.original_dst_lb_config, { use_http_header: true, http_header_name: C.endpointHeader });
-  // The regular cluster of the inference authority: the local instances of the contract.
+  assert.deepEqual(od.original_dst_lb_config, { use_http_header: true, http_header_name: C.remoteEndpointHeader });
+  // The regular cluster of the inference authority: the local instances of the contract, the
+  // override_host policy on the filter's endpoint header, LEAST_REQUEST as its fallback.
   const inf = cluster(C.inferenceDefaultCluster);
   assert.equal(inf.type, 'STATIC');
-  assert.equal(inf.lb_policy, 'LEAST_REQUEST');
+  assert.equal(inf.lb_policy, undefined, 'load_balancing_policy supersedes lb_policy');
+  const oh = inf.load_balancing_policy.policies[0].typed_extension_config;
+  assert.equal(oh.name, 'envoy.load_balancing_policies.override_host');
+  assert.deepEqual(oh.typed_config.override_host_sources, [{ header: C.endpointHeader }]);
+  assert.match(oh.typed_config.fallback_policy.policies[0].typed_extension_config.typed_config['@type'], /least_request\.v3\.LeastRequest$/);
   assert.deepEqual(allEndpoints(inf), C.fleet.local.map((port) => ({ address: '127.0.0.1', port_value: port })));
   for (const c of clusters) {
     assert.match(c.connect_timeout, /^\d+(\.\d+)?s$/, `${c.name}: connect_timeout is a proto Duration`);
@@ -146,20 +152,25 @@ test('envoy.yaml routes mirror the seed VirtualService and reference existing cl
       assert.ok(vhosts.some((v) => v.domains.includes(a)), `no virtual host for ${a}`);
     }
   }
-  // The load-aware authority: degraded marker -> regular cluster, endpoint -> ORIGINAL_DST,
-  // anything else -> regular cluster (docs/contracts.md names; header names from the plugin config).
+  // The load-aware authority: degraded marker -> regular cluster, remote endpoint -> ORIGINAL_DST,
+  // endpoint -> regular cluster (override_host, with retries), anything else -> regular cluster
+  // (docs/contracts.md names; header names from the plugin config).
   const inf = vhosts.find((v) => v.domains.includes(C.inferenceAuthority));
   assert.ok(inf, `a virtual host for ${C.inferenceAuthority}`);
   assert.ok(inf.domains.includes(`${C.inferenceAuthority}:*`), 'with any port');
   const la = pluginConfig.loadAware;
   assert.equal(la.degradedHeader, C.degradedHeader);
   assert.equal(la.endpointHeader, C.endpointHeader);
+  assert.equal(la.remoteEndpointHeader, C.remoteEndpointHeader);
   assert.deepEqual(inf.routes.map((r: Obj) => r.match), [
     { prefix: '/', headers: [{ name: C.degradedHeader, string_match: { exact: 'true' } }] },
+    { prefix: '/', headers: [{ name: C.remoteEndpointHeader, present_match: true }] },
     { prefix: '/', headers: [{ name: C.endpointHeader, present_match: true }] },
     { prefix: '/' },
   ]);
-  assert.deepEqual(inf.routes.map((r: Obj) => r.route.cluster), [C.inferenceDefaultCluster, C.originalDstCluster, C.inferenceDefaultCluster]);
+  assert.deepEqual(inf.routes.map((r: Obj) => r.route.cluster), [C.inferenceDefaultCluster, C.originalDstCluster, C.inferenceDefaultCluster, C.inferenceDefaultCluster]);
+  assert.ok(inf.routes[2].route.retry_policy.num_retries >= 1, 'a picked request is retried on the next listed instance');
+  assert.ok(la.services[0].fallbacks >= inf.routes[2].route.retry_policy.num_retries, 'one listed fallback per retry');
   for (const r of inf.routes) assert.match(r.route.timeout, /^\d+s$/, `${r.name}: explicit timeout (Envoy's route default is 15 s)`);
   const names = new Set(clusters.map((c) => c.name));
   for (const v of vhosts) {
@@ -197,7 +208,7 @@ test('wherever allIneligible is forward-degraded, the degraded marker routes to 
 test('envoy.yaml stays in the embedded host subset and uses no deprecated fields', () => {
   const MATCH_KEYS = new Set(['prefix', 'path', 'headers']);
   const HDR_KEYS = new Set(['name', 'string_match', 'present_match']);
-  const ROUTE_KEYS = new Set(['cluster', 'weighted_clusters', 'timeout']);
+  const ROUTE_KEYS = new Set(['cluster', 'weighted_clusters', 'timeout', 'retry_policy']);
   for (const v of vhosts) {
     for (const r of v.routes) {
       for (const k of Object.keys(r.match)) assert.ok(MATCH_KEYS.has(k), `${r.name}: match.${k}`);
@@ -214,7 +225,8 @@ test('envoy.yaml stays in the embedded host subset and uses no deprecated fields
   }
   for (const c of clusters) {
     assert.ok(['STATIC', 'STRICT_DNS', 'LOGICAL_DNS', 'ORIGINAL_DST'].includes(c.type), `${c.name}: type ${c.type}`);
-    assert.ok(['ROUND_ROBIN', 'RANDOM', 'LEAST_REQUEST', 'CLUSTER_PROVIDED'].includes(c.lb_policy), `${c.name}: lb_policy ${c.lb_policy}`);
+    if (c.load_balancing_policy) assert.equal(c.lb_policy, undefined, `${c.name}: lb_policy or load_balancing_policy`);
+    else assert.ok(['ROUND_ROBIN', 'RANDOM', 'LEAST_REQUEST', 'CLUSTER_PROVIDED'].includes(c.lb_policy), `${c.name}: lb_policy ${c.lb_policy}`);
   }
   // Deprecated v3 fields (the docs' replacements in parentheses) must not appear.
   const deprecated = new Map([
@@ -252,10 +264,10 @@ test('envoy.yaml uses only field names that exist in the Envoy v3 messages it co
     route_config: ['name', 'virtual_hosts'],
     virtual_host: ['name', 'domains', 'routes'],
     route: ['name', 'match', 'route'],
-    route_action: ['cluster', 'weighted_clusters', 'timeout'],
+    route_action: ['cluster', 'weighted_clusters', 'timeout', 'retry_policy'],
     wasm_plugin: ['name', 'root_id', 'vm_config', 'configuration', 'fail_open'],
     vm_config: ['vm_id', 'runtime', 'code'],
-    cluster: ['name', 'type', 'connect_timeout', 'lb_policy', 'load_assignment', 'original_dst_lb_config'],
+    cluster: ['name', 'type', 'connect_timeout', 'lb_policy', 'load_balancing_policy', 'load_assignment', 'original_dst_lb_config'],
   };
   const only = (o: Obj, kind: string, where: string): void => {
     for (const k of Object.keys(o)) assert.ok(FIELDS[kind].includes(k), `${where}: unknown field ${k}`);

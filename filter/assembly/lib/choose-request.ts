@@ -11,6 +11,7 @@ import { dropSaturated } from "./choice/filter-saturated";
 import { p2cScored } from "./choice/picker-p2c";
 import { bandPick } from "./choice/picker-band";
 import { calmPick } from "./choice/picker-calm";
+import { applySubset } from "./choice/subset";
 import { CRIT_CRITICAL, shouldShed, poolLoadAt } from "./criticality";
 import { modelCostMs } from "./choice/filter-model";
 import { PICKER_P2C } from "./choose";
@@ -25,7 +26,7 @@ export class RequestPick {
 }
 
 export function pickForRequest(plan: Plan, lp: LlmPlan, inflight: Array<i32>, pending: PendingPrefill, nowMs: f64, picker: i32, band: f64, rng: Rng,
-  rc: RequestCost, cp: CostParams, crit: i32, out: RequestPick): RequestPick {
+  rc: RequestCost, cp: CostParams, crit: i32, out: RequestPick, subset: StaticArray<u8> | null = null): RequestPick {
   const p = plan.result.reset();
   // the probe (scorer-inband.ts) picks among all candidates, blind to the model filter, and the
   // request cost does not read the in-band factor it re-learns: no probing here
@@ -36,6 +37,8 @@ export function pickForRequest(plan: Plan, lp: LlmPlan, inflight: Array<i32>, pe
   const inflightP = inflight.dataStart;
   const scan = scoreRequest(plan, lp, inflightP, pending, nowMs, rc, cp);
   dropSaturated(plan, inflightP, scan);
+  if (subset != null) applySubset(plan, scan, subset!);
+  p.scored = true;
   p.eligible = scan.eligible;
   if (scan.eligible == 0) return out;
   if (crit == CRIT_CRITICAL) {

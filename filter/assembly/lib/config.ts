@@ -73,6 +73,24 @@ export class LoadAwareService {
   allIneligible: i32 = ALL_INELIGIBLE_FORWARD;
   retryAfterS: i32 = 1;
   debug: bool = false;
+  /**
+   * Next-best instances written after the pick in endpointHeader ("pick,next,...", cheapest
+   * first: lib/choice/fallbacks.ts), for Envoy's override_host policy to walk on retries. 0: the
+   * pick alone (what an ORIGINAL_DST cluster needs: it reads one ip:port).
+   */
+  fallbacks: i32 = 0;
+  /**
+   * Gateway API Inference Extension endpoint protocol: also write the pick (with its fallbacks)
+   * into x-gateway-destination-endpoint, as an endpoint picker (EPP) does, for a route that
+   * delivers it through override_host or ORIGINAL_DST. Client copies are stripped.
+   */
+  gatewayDestination: bool = false;
+  /**
+   * Honour x-gateway-destination-endpoint-subset: choose only among the listed endpoints; none of
+   * them eligible → 503 (never a pick outside the subset). Only for a hop that sets the header
+   * itself and removes client copies (docs/install.md); false: the header is not read.
+   */
+  gatewaySubset: bool = false;
   /** Request-aware choice (lib/request/config.ts); null: body-blind. */
   request: RequestConfig | null = null;
   inband: InbandConfig = new InbandConfig();
@@ -82,6 +100,13 @@ export class LoadAwareConfig {
   /** False when the configuration has no `loadAware` section at all. */
   enabled: bool = false;
   endpointHeader: string = "x-switchyard-endpoint";
+  /**
+   * "" (default): every pick goes into endpointHeader. Set: a pick in another cloud (the
+   * instance's peer is set; its address is that cloud's gateway, not an endpoint of the local
+   * cluster) goes into this header alone, for an ORIGINAL_DST cluster, and local picks stay in
+   * endpointHeader for override_host (mTLS kept). Always stripped from client requests.
+   */
+  remoteEndpointHeader: string = "";
   degradedHeader: string = "x-degraded";
   debugHeader: string = "x-switchyard-debug";
   services: Array<LoadAwareService> = [];
@@ -299,6 +324,7 @@ function parseRules(r: ObjectReader, c: RulesConfig): void {
 function parseLoadAware(r: ObjectReader, c: LoadAwareConfig): void {
   c.enabled = true;
   c.endpointHeader = parseHeaderField(r, "endpointHeader", c.endpointHeader);
+  if (r.has("remoteEndpointHeader")) c.remoteEndpointHeader = parseHeaderField(r, "remoteEndpointHeader", c.remoteEndpointHeader);
   c.degradedHeader = parseHeaderField(r, "degradedHeader", c.degradedHeader);
   c.debugHeader = parseHeaderField(r, "debugHeader", c.debugHeader);
   const services = readServices(r);
@@ -309,7 +335,7 @@ function parseLoadAware(r: ObjectReader, c: LoadAwareConfig): void {
     const sv = services[i];
     if (sv.kind != JKind.Obj) { r.problems.add(at, "must be object, got " + sv.kindName()); continue; }
     const sr = new ObjectReader(sv, at, r.problems,
-      ["authorities", "service", "maxUtilization", "stalenessMs", "model", "picker", "band", "allIneligible", "retryAfterS", "debug", "request", "inband"]);
+      ["authorities", "service", "maxUtilization", "stalenessMs", "model", "picker", "band", "allIneligible", "retryAfterS", "debug", "fallbacks", "gatewayDestination", "gatewaySubset", "request", "inband"]);
     const svc = new LoadAwareService();
     svc.authorities = readAuthorities(sr);
     svc.service = requiredName(sr, "service");
@@ -322,6 +348,9 @@ function parseLoadAware(r: ObjectReader, c: LoadAwareConfig): void {
     svc.allIneligible = policy == "reject-503" ? ALL_INELIGIBLE_REJECT : ALL_INELIGIBLE_FORWARD;
     svc.retryAfterS = sr.int("retryAfterS", svc.retryAfterS, 0, 3600);
     svc.debug = sr.bool("debug", svc.debug);
+    svc.fallbacks = sr.int("fallbacks", svc.fallbacks, 0, 8); // 8 = MAX_FALLBACKS (a spec checks)
+    svc.gatewayDestination = sr.bool("gatewayDestination", svc.gatewayDestination);
+    svc.gatewaySubset = sr.bool("gatewaySubset", svc.gatewaySubset);
     const rq = sr.obj("request", REQUEST_KEYS);
     if (rq != null) svc.request = parseRequestConfig(rq);
     const ir = sr.obj("inband", ["enabled", "tauMs", "refTauMs", "slowdownThreshold", "errorTauMs", "errorWeight", "probeShare", "probeIdleMs",
@@ -369,13 +398,14 @@ export function parseConfig(text: string): ConfigResult {
   if (p.ok && c.leaseMs <= c.refreshMs) p.add("leaseMs", "must be greater than refreshMs (" + c.refreshMs.toString() + ")");
   const link = r.obj("link", ["header", "stalenessMs", "failMode", "stripUnmatched", "services"], true);
   if (link != null) parseLink(link, c.link);
-  const la = r.obj("loadAware", ["endpointHeader", "degradedHeader", "debugHeader", "services"]);
+  const la = r.obj("loadAware", ["endpointHeader", "remoteEndpointHeader", "degradedHeader", "debugHeader", "services"]);
   if (la != null) parseLoadAware(la, c.loadAware);
   const rules = r.obj("rules", ["routeHeaders", "debug"]);
   if (rules != null) parseRules(rules, c.rules);
   if (p.ok) {
     const names = [c.link.header, c.loadAware.endpointHeader, c.loadAware.degradedHeader, c.loadAware.debugHeader];
     const keys = ["link.header", "loadAware.endpointHeader", "loadAware.degradedHeader", "loadAware.debugHeader"];
+    if (c.loadAware.remoteEndpointHeader.length > 0) { names.push(c.loadAware.remoteEndpointHeader); keys.push("loadAware.remoteEndpointHeader"); }
     for (let i = 0; i < names.length; i++) for (let j = i + 1; j < names.length; j++) {
       if (names[i] == names[j] && c.loadAware.enabled) p.add(keys[j], "must differ from " + keys[i]);
     }

@@ -14,12 +14,25 @@ export function criticalityOf(name: string): i32 {
   return -1;
 }
 
-/** The criticality of a request: a valid header value wins (it is trusted: see docs), else the model's, else the service's. */
-export function resolveCriticality(headerValue: string | null, modelDefault: i32, serviceDefault: i32): i32 {
+/**
+ * The criticality of an Inference Extension objective's priority (InferenceObjective
+ * spec.priority, as llm-d's scheduler reads it): negative = sheddable, 0 = standard (the default
+ * priority), positive = critical.
+ */
+export function criticalityOfPriority(priority: i32): i32 {
+  return priority < 0 ? CRIT_SHEDDABLE : priority == 0 ? CRIT_STANDARD : CRIT_CRITICAL;
+}
+
+/**
+ * The criticality of a request: a valid header value wins (it is trusted: see docs), else the
+ * objective's (objectiveCrit, from the objective header; -1 none), else the model's, else the service's.
+ */
+export function resolveCriticality(headerValue: string | null, modelDefault: i32, serviceDefault: i32, objectiveCrit: i32 = -1): i32 {
   if (headerValue != null) {
     const h = criticalityOf(headerValue!);
     if (h >= 0) return h;
   }
+  if (objectiveCrit >= 0) return objectiveCrit;
   return modelDefault >= 0 ? modelDefault : serviceDefault;
 }
 

@@ -38,6 +38,8 @@ export class BodyHold {
   deadlineMs: f64 = 0;
   requestId: ArrayBuffer | null = null;
   criticality: string | null = null;
+  /** The criticality of the request's objective (request.objectives via objectiveHeader), -1: none. */
+  objectiveCrit: i32 = -1;
   constructor(public sp: ServicePlan, public req: RequestPlan, public api: u8) {}
 }
 
@@ -93,6 +95,14 @@ export function beginHold(s: SwitchyardStream, v: RequestView, sp: ServicePlan, 
   h.deadlineMs = v.nowMs + <f64>cfg.holdTimeoutMs;
   h.requestId = getHeader(MAP_REQUEST_HEADERS, REQUEST_ID_KEY);
   h.criticality = crit == null ? null : String.UTF8.decode(crit!);
+  if (cfg.objectives.size > 0) {
+    // the objective header stays: the gateway and its metrics read it too
+    const ob = getHeader(MAP_REQUEST_HEADERS, req.objectiveHeader);
+    if (ob != null) {
+      const name = String.UTF8.decode(ob!);
+      if (cfg.objectives.has(name)) h.objectiveCrit = cfg.objectives.get(name);
+    }
+  }
   s.hold = h;
   v.loadAware.holds.add(s);
   return true;
@@ -141,7 +151,7 @@ function chooseWithBody(s: SwitchyardStream, v: RequestView, h: BodyHold, body: 
     req.count(RC_UNKNOWN_MODEL);
     return invalid(s, v, h, 400, "model \"" + target + "\" is not served by " + sp.cfg.service);
   }
-  const crit = resolveCriticality(h.criticality, rule == null ? -1 : rule!.criticality, cfg.defaultCriticality);
+  const crit = resolveCriticality(h.criticality, rule == null ? -1 : rule!.criticality, cfg.defaultCriticality, h.objectiveCrit);
   const rc = req.rc;
   rc.modelCol = col;
   rc.promptTokens = <f64>r.promptBytes / cfg.bytesPerToken;
@@ -156,7 +166,7 @@ function chooseWithBody(s: SwitchyardStream, v: RequestView, h: BodyHold, body: 
     const slot = unchecked(m.slots[k]);
     for (let i = 0; i < n; i++) if (unchecked(plan.slot[i]) == slot) unchecked(rc.cachedBlocks[i] = unchecked(m.blocks[k]));
   }
-  const out = pickForRequest(plan, lp, la.inflight.total, la.pending, v.nowMs, cfg.picker, sp.cfg.band, la.rng, rc, req.cp, crit, req.out);
+  const out = pickForRequest(plan, lp, la.inflight.total, la.pending, v.nowMs, cfg.picker, sp.cfg.band, la.rng, rc, req.cp, crit, req.out, s.subset);
   if (out.shed) {
     req.count(crit == CRIT_SHEDDABLE ? RC_SHED_SHEDDABLE : RC_SHED_STANDARD);
     if (out.overloaded) req.count(RC_SHED_OVERLOADED);
@@ -221,7 +231,7 @@ function invalid(s: SwitchyardStream, v: RequestView, h: BodyHold, status: u32, 
 
 function bodyBlind(s: SwitchyardStream, v: RequestView, sp: ServicePlan, note: string): bool {
   const la = v.loadAware;
-  const p = pick(sp.plan, la.inflight.total, v.nowMs, sp.cfg.picker, sp.cfg.band, la.rng, sp.inbandOn ? la.inband.adj : null);
+  const p = pick(sp.plan, la.inflight.total, v.nowMs, sp.cfg.picker, sp.cfg.band, la.rng, sp.inbandOn ? la.inband.adj : null, s.subset);
   return s.applyPick(v, sp, p, sp.cfg.debug ? note : "");
 }
 

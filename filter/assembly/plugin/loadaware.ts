@@ -3,7 +3,7 @@
 // per-service metrics. Decisions themselves live in lib/choose.ts and lib/choice/.
 import { LoadAwareService, PluginConfig, STATUS_DEGRADED } from "../lib/config";
 import { Snapshot } from "../lib/snapshot";
-import { Candidate, candidateFrom, Plan, SKIP_REASONS, skipName } from "../lib/choose";
+import { Candidate, candidateFrom, Plan, SKIP_REASONS, skipName, MAX_FALLBACKS } from "../lib/choose";
 import { Inflight, Rng } from "../lib/inflight";
 import { PendingPrefill } from "../lib/pending-prefill";
 import { InbandTable, InbandParams, Prober, probeEvery } from "../lib/inband";
@@ -68,6 +68,8 @@ export class LoadAware {
   skipMetrics: StaticArray<u32> = new StaticArray<u32>(SKIP_REASONS);
   allIneligibleMetric: u32 = 0;
   nextSweepMs: f64 = 0;
+  /** Scratch for the fallback order of one pick (lib/choice/fallbacks.ts; callbacks never nest). */
+  fallbackScratch: StaticArray<i32> = new StaticArray<i32>(MAX_FALLBACKS);
   /** Streams held while their body is read (plugin/body.ts); the tick releases overdue ones. */
   holds: Holds = new Holds();
 

@@ -70,6 +70,8 @@ export class RequestPlan {
   private droppedSeen: u64 = 0;
   /** request.criticalityHeader, encoded once. */
   critHeader: ArrayBuffer;
+  /** request.objectiveHeader, encoded once. */
+  objectiveHeader: ArrayBuffer;
   private metricIds: StaticArray<u32> = new StaticArray<u32>(RC_COUNT);
 
   constructor(public cfg: RequestConfig, service: string) {
@@ -77,6 +79,7 @@ export class RequestPlan {
     lim.maxBodyBytes = cfg.maxBodyBytes;
     this.parser = new RequestParser(lim);
     this.critHeader = String.UTF8.encode(cfg.criticalityHeader);
+    this.objectiveHeader = String.UTF8.encode(cfg.objectiveHeader);
     this.index = new PrefixIndex(cfg.prefixEntries, <u64>cfg.prefixMaxAgeMs);
     this.hashes = new StaticArray<u64>(cfg.prefixMaxBlocks);
     this.share = new PrefixShare(cfg.prefixEntries);

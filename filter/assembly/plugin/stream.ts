@@ -30,7 +30,7 @@ import {
   getHeader, replaceHeader, removeHeader, peekHeader, Peek, MAP_REQUEST_HEADERS, MAP_RESPONSE_HEADERS,
 } from "../abi/host";
 import { STATUS_DEGRADED, ALL_INELIGIBLE_REJECT } from "../lib/config";
-import { pick, Pick } from "../lib/choose";
+import { pick, Pick, priceAll, rankFallbacks, subsetMask } from "../lib/choose";
 import { ACTION_ROUTE, ACTION_SPLIT, ACTION_LINK_STATUS, ACTION_LOCAL_REPLY, requestIdPoint, randomPoint, splitIndex } from "../lib/rule-decisions";
 import { NO_HOLD } from "../lib/inflight";
 import { RequestView, NOT_LINKED } from "./view";
@@ -67,6 +67,8 @@ export class SwitchyardStream extends Context {
   adapterHash: u32 = 0;
   adapterSlot: i32 = -1;
   adapterTicket: i64 = NO_TICKET;
+  /** The gateway's endpoint subset for this request (services with gatewaySubset; null: none given). */
+  subset: StaticArray<u8> | null = null;
 
   constructor(context_id: u32, root: RootContext, private view: RequestView | null) {
     super(context_id, root);
@@ -128,7 +130,7 @@ export class SwitchyardStream extends Context {
     if (!v.loadAwareEnabled) {
       // An ORIGINAL_DST cluster may route on this header even where load-aware choice is not
       // configured: a client-sent value would let the client pick any ip:port. Always strip it.
-      removeHeader(MAP_REQUEST_HEADERS, v.endpointHeader);
+      v.stripEndpoints();
       return FilterHeadersStatusValues.Continue;
     }
     return this.chooseInstance(v, route, _endOfStream);
@@ -157,12 +159,22 @@ export class SwitchyardStream extends Context {
     removeHeader(MAP_REQUEST_HEADERS, v.degradedHeader);
     const found: ServicePlan | null = route < 0 ? null : unchecked(v.plans[route]);
     if (found == null) {
-      removeHeader(MAP_REQUEST_HEADERS, v.endpointHeader);
+      v.stripEndpoints();
       return FilterHeadersStatusValues.Continue;
     }
     const sp = found!;
+    if (sp.cfg.gatewaySubset) {
+      // the endpoints the gateway allows for this request: read, then removed (ours to honour)
+      const sub = getHeader(MAP_REQUEST_HEADERS, v.gatewaySubsetHeader);
+      if (sub != null) {
+        removeHeader(MAP_REQUEST_HEADERS, v.gatewaySubsetHeader);
+        const mask = new StaticArray<u8>(sp.plan.n);
+        subsetMask(sp.plan, String.UTF8.decode(sub!), mask);
+        this.subset = mask;
+      }
+    }
     if (sp.req != null && beginHold(this, v, sp, endOfStream)) return FilterHeadersStatusValues.StopIteration;
-    const p = pick(sp.plan, la.inflight.total, v.nowMs, sp.cfg.picker, sp.cfg.band, la.rng, sp.inbandOn ? la.inband.adj : null);
+    const p = pick(sp.plan, la.inflight.total, v.nowMs, sp.cfg.picker, sp.cfg.band, la.rng, sp.inbandOn ? la.inband.adj : null, this.subset);
     return this.applyPick(v, sp, p, "") ? FilterHeadersStatusValues.Continue : FilterHeadersStatusValues.StopIteration;
   }
 
@@ -174,10 +186,11 @@ export class SwitchyardStream extends Context {
     const la = v.loadAware;
     const plan = sp.plan;
     if (p.index < 0) {
-      removeHeader(MAP_REQUEST_HEADERS, v.endpointHeader);
+      v.stripEndpoints();
       la.allIneligiblePending++;
-      if (sp.cfg.debug) this.debug = "none eligible: " + plan.n.toString() + " instances" + note;
-      if (sp.cfg.allIneligible == ALL_INELIGIBLE_REJECT) {
+      if (sp.cfg.debug) this.debug = "none eligible: " + plan.n.toString() + " instances" + (this.subset != null ? " (endpoint subset)" : "") + note;
+      // with an endpoint subset, forwarding degraded would let regular load balancing leave it
+      if (sp.cfg.allIneligible == ALL_INELIGIBLE_REJECT || this.subset != null) {
         const headers: Array<HeaderPair> = [new HeaderPair(v.retryAfterName, String.UTF8.encode(sp.cfg.retryAfterS.toString()))];
         if (this.debug != null) headers.push(new HeaderPair(v.debugHeader, String.UTF8.encode(this.debug!)));
         send_local_response(503, "switchyard_all_instances_ineligible", String.UTF8.encode("no eligible instance for " + sp.cfg.service + "\n"),
@@ -201,7 +214,7 @@ export class SwitchyardStream extends Context {
         " rho=" + unchecked(plan.rho[i]).toString() + " eligible=" + p.eligible.toString() + " considered=" + p.considered.toString() + note +
         (sp.inbandOn && slot < la.inband.size() ? " inband=" + la.inband.factorOf(slot).toString() + (probe ? " probe" : "") : "");
     }
-    replaceHeader(MAP_REQUEST_HEADERS, v.endpointHeader, unchecked(plan.addrBytes[i]));
+    this.writeEndpoint(v, sp, p, i);
     this.sentWith = unchecked(la.inflight.total[slot]);
     this.held = la.inflight.acquire(slot);
     unchecked(plan.chosen[i]++);
@@ -213,6 +226,43 @@ export class SwitchyardStream extends Context {
       la.inband.sent(slot, this.startMs, probe ? sp.prober.idleMs : -1);
     }
     return true;
+  }
+
+  /**
+   * The pick into the endpoint header: a remote pick alone into remoteEndpointHeader when one is
+   * configured (ORIGINAL_DST to the peer's gateway), otherwise into endpointHeader followed by the
+   * service's fallbacks ("pick,next,...": override_host walks them on retries). The other header
+   * is removed, so only the filter's word reaches the router.
+   */
+  private writeEndpoint(v: RequestView, sp: ServicePlan, p: Pick, i: i32): void {
+    const plan = sp.plan;
+    // a client copy of the gateway's header, where this service does not write it
+    if (v.gatewayDestinationOn && (!sp.cfg.gatewayDestination || unchecked(plan.remote[i]) != 0)) removeHeader(MAP_REQUEST_HEADERS, v.gatewayDestinationHeader);
+    if (v.remoteEndpointHeader.byteLength > 0) {
+      if (unchecked(plan.remote[i]) != 0) {
+        removeHeader(MAP_REQUEST_HEADERS, v.endpointHeader);
+        replaceHeader(MAP_REQUEST_HEADERS, v.remoteEndpointHeader, unchecked(plan.addrBytes[i]));
+        return;
+      }
+      removeHeader(MAP_REQUEST_HEADERS, v.remoteEndpointHeader);
+    }
+    const nf = sp.cfg.fallbacks;
+    if (nf <= 0 || plan.n < 2) {
+      replaceHeader(MAP_REQUEST_HEADERS, v.endpointHeader, unchecked(plan.addrBytes[i]));
+      if (sp.cfg.gatewayDestination) replaceHeader(MAP_REQUEST_HEADERS, v.gatewayDestinationHeader, unchecked(plan.addrBytes[i]));
+      return;
+    }
+    const la = v.loadAware;
+    // the O(1) path priced two candidates only: price them all (no skip counted twice)
+    if (!p.scored) priceAll(plan, la.inflight.total.dataStart, v.nowMs, sp.inbandOn ? la.inband.adj.dataStart : 0);
+    const order = la.fallbackScratch;
+    const k = rankFallbacks(plan, i, nf, order);
+    let value = unchecked(plan.addr[i]);
+    for (let j = 0; j < k; j++) value += "," + unchecked(plan.addr[unchecked(order[j])]);
+    const bytes = String.UTF8.encode(value);
+    replaceHeader(MAP_REQUEST_HEADERS, v.endpointHeader, bytes);
+    // the Inference Extension's endpoint protocol: the same ordered list an EPP would return
+    if (sp.cfg.gatewayDestination) replaceHeader(MAP_REQUEST_HEADERS, v.gatewayDestinationHeader, bytes);
   }
 
   onRequestBody(len: usize, endOfStream: bool): FilterDataStatusValues {
@@ -243,6 +293,8 @@ export class SwitchyardStream extends Context {
     const rh = v.routeHeaders;
     for (let i = 0; i < rh.length; i++) removeHeader(MAP_RESPONSE_HEADERS, unchecked(rh[i]));
     removeHeader(MAP_RESPONSE_HEADERS, v.endpointHeader);
+    if (v.remoteEndpointHeader.byteLength > 0) removeHeader(MAP_RESPONSE_HEADERS, v.remoteEndpointHeader);
+    if (v.gatewayDestinationOn) removeHeader(MAP_RESPONSE_HEADERS, v.gatewayDestinationHeader);
     removeHeader(MAP_RESPONSE_HEADERS, v.degradedHeader);
     removeHeader(MAP_RESPONSE_HEADERS, v.linkHeader);
     const ip = this.inbandPlan;

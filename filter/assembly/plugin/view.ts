@@ -10,7 +10,7 @@ import { LinkView, REASON_SNAPSHOT } from "../lib/link";
 import { RulesPlan, RuleDecision, planRules } from "../lib/rule-decisions";
 import { Rng } from "../lib/inflight";
 import { HeaderPair } from "@solo-io/proxy-runtime/assembly";
-import { log, LOG_WARN, incrementMetric } from "../abi/host";
+import { log, LOG_WARN, incrementMetric, removeHeader, MAP_REQUEST_HEADERS } from "../abi/host";
 import { LoadAware, ServicePlan } from "./loadaware";
 import { Metrics, Counter } from "./metrics";
 
@@ -31,7 +31,13 @@ export class RequestView {
   linkHeader: ArrayBuffer = new ArrayBuffer(0);
   statusValues: StaticArray<ArrayBuffer> = [String.UTF8.encode("normal"), String.UTF8.encode("degraded")];
   endpointHeader: ArrayBuffer = new ArrayBuffer(0);
+  /** loadAware.remoteEndpointHeader (empty: remote picks use endpointHeader). */
+  remoteEndpointHeader: ArrayBuffer = new ArrayBuffer(0);
   degradedHeader: ArrayBuffer = new ArrayBuffer(0);
+  /** Some service writes x-gateway-destination-endpoint: a client copy is stripped from every request. */
+  gatewayDestinationOn: bool = false;
+  gatewayDestinationHeader: ArrayBuffer = String.UTF8.encode("x-gateway-destination-endpoint");
+  gatewaySubsetHeader: ArrayBuffer = String.UTF8.encode("x-gateway-destination-endpoint-subset");
   debugHeader: ArrayBuffer = new ArrayBuffer(0);
   trueValue: ArrayBuffer = String.UTF8.encode("true");
   retryAfterName: ArrayBuffer = String.UTF8.encode("retry-after");
@@ -80,10 +86,19 @@ export class RequestView {
     this.linkHeader = String.UTF8.encode(cfg.link.header);
     // Defaults apply without a loadAware section: the filter strips these names regardless.
     this.endpointHeader = String.UTF8.encode(cfg.loadAware.endpointHeader);
+    this.remoteEndpointHeader = String.UTF8.encode(cfg.loadAware.remoteEndpointHeader);
+    for (let i = 0; i < cfg.loadAware.services.length; i++) if (cfg.loadAware.services[i].gatewayDestination) this.gatewayDestinationOn = true;
     this.degradedHeader = String.UTF8.encode(cfg.loadAware.degradedHeader);
     this.debugHeader = String.UTF8.encode(cfg.loadAware.debugHeader);
     for (let i = 0; i < cfg.rules.routeHeaders.length; i++) this.routeHeaders.push(String.UTF8.encode(cfg.rules.routeHeaders[i]));
     this.rulesDebug = cfg.rules.debug;
+  }
+
+  /** Removes every endpoint header the filter owns from the request (a client must never name the upstream). */
+  stripEndpoints(): void {
+    removeHeader(MAP_REQUEST_HEADERS, this.endpointHeader);
+    if (this.remoteEndpointHeader.byteLength > 0) removeHeader(MAP_REQUEST_HEADERS, this.remoteEndpointHeader);
+    if (this.gatewayDestinationOn) removeHeader(MAP_REQUEST_HEADERS, this.gatewayDestinationHeader);
   }
 
   /** Matches the authority whose `len` bytes are at `p` into matchedRoute / matchedRule. */

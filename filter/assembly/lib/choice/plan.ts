@@ -14,8 +14,10 @@ export class Pick {
   considered: i32 = 0;
   /** The in-band probe may replace the choice (false for request-aware picks: the probe knows no model filter). */
   probe: bool = true;
+  /** plan.cost holds every candidate's price for this pick (a full scoring pass ran). */
+  scored: bool = false;
 
-  @inline reset(): Pick { this.index = -1; this.eligible = 0; this.considered = 0; this.probe = true; return this; }
+  @inline reset(): Pick { this.index = -1; this.eligible = 0; this.considered = 0; this.probe = true; this.scored = false; return this; }
 }
 
 /** What a full scoring pass found (reused scratch). */
@@ -31,6 +33,8 @@ export class Plan {
   addrBytes: Array<ArrayBuffer>;
   skip: StaticArray<i32>;
   slot: StaticArray<i32>;
+  /** 1: the instance is in another cloud (peer set): reached through a gateway, never a fallback (fallbacks.ts). */
+  remote: StaticArray<u8>;
   staleAtMs: StaticArray<f64>;
   bw: StaticArray<f64>;
   pw: StaticArray<f64>;
@@ -66,6 +70,7 @@ export class Plan {
     this.addrBytes = new Array<ArrayBuffer>(n);
     this.skip = new StaticArray<i32>(n);
     this.slot = new StaticArray<i32>(n);
+    this.remote = new StaticArray<u8>(n);
     this.staleAtMs = new StaticArray<f64>(n);
     this.bw = new StaticArray<f64>(n);
     this.pw = new StaticArray<f64>(n);
@@ -88,6 +93,7 @@ export class Plan {
       this.addrBytes[i] = c.addrBytes;
       this.skip[i] = c.skip;
       this.slot[i] = c.slot;
+      this.remote[i] = c.peer.length > 0 ? 1 : 0;
       this.staleAtMs[i] = c.staleAtMs;
       const inv = c.weight > 0 ? 1.0 / c.weight : Infinity;
       this.bw[i] = c.baseWaitMs * inv;

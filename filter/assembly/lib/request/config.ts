@@ -4,7 +4,7 @@
 // every problem names its field.
 import { JKind, JValue } from "../json";
 import { ObjectReader, Problems, join, isHeaderName, reservedHeaderReason } from "../fields";
-import { CRIT_STANDARD, criticalityOf, CRITICALITY_NAMES } from "../criticality";
+import { CRIT_STANDARD, criticalityOf, criticalityOfPriority, CRITICALITY_NAMES } from "../criticality";
 import { PICKER_BAND, PICKER_P2C } from "../choose";
 
 export const ON_INVALID_FALLBACK: i32 = 0;
@@ -31,7 +31,13 @@ export class ModelRule {
 export class RequestConfig {
   /** Envoy >= 1.35 with PluginConfig allow_on_headers_stop_iteration: true (required to be stated). */
   allowOnHeadersStopIteration: bool = false;
-  maxBodyBytes: i32 = 1048576;
+  /**
+   * Half of Envoy's default per_connection_buffer_limit_bytes (1 MiB): the buffered body reaches
+   * this with room for the chunk that crosses it, so the filter (request.onInvalid), not Envoy's
+   * 413, decides on an oversized body that arrives in several chunks (the listener's limit must
+   * stay >= maxBodyBytes + the largest read; docs/operations.md).
+   */
+  maxBodyBytes: i32 = 524288;
   onInvalid: i32 = ON_INVALID_FALLBACK;
   /** A held request that saw no body callback for this long gets the body-blind choice (no hang). */
   holdTimeoutMs: i32 = 1000;
@@ -56,6 +62,10 @@ export class RequestConfig {
   prefixMaxAgeMs: i32 = 600000;
   criticalityHeader: string = "x-switchyard-criticality";
   defaultCriticality: i32 = CRIT_STANDARD;
+  /** Header naming the request's Inference Extension objective (InferenceObjective), looked up in `objectives`. */
+  objectiveHeader: string = "x-gateway-inference-objective";
+  /** objective name → criticality of its priority (criticalityOfPriority: negative = sheddable). */
+  objectives: Map<string, i32> = new Map();
   /** Pool pressure (least loaded eligible instance's backlog per slot) at which sheddable requests get a 429. */
   shedSheddableAt: f64 = 1;
   /** ... and standard ones. Critical requests are never shed. */
@@ -89,7 +99,7 @@ export class RequestConfig {
 }
 
 export const REQUEST_KEYS: Array<string> = ["api", "allowOnHeadersStopIteration", "maxBodyBytes", "onInvalid", "holdTimeoutMs",
-  "bytesPerToken", "defaultMaxTokens", "fallbackPrefillMsPerToken", "adapterLoadMs", "kvCacheFull", "decodeIdleShare", "prefix", "criticalityHeader",
+  "bytesPerToken", "defaultMaxTokens", "fallbackPrefillMsPerToken", "adapterLoadMs", "kvCacheFull", "decodeIdleShare", "prefix", "criticalityHeader", "objectiveHeader", "objectives",
   "criticality", "shedding", "models", "priority", "picker"];
 
 function modelName(r: ObjectReader, key: string, required: bool): string {
@@ -131,6 +141,15 @@ export function parseRequestConfig(r: ObjectReader): RequestConfig {
     if (why.length > 0) p.add(join(r.path, "criticalityHeader"), why);
   }
   c.defaultCriticality = criticalityOf(r.oneOf("criticality", "standard", CRITICALITY_NAMES));
+  c.objectiveHeader = r.str("objectiveHeader", c.objectiveHeader);
+  if (!isHeaderName(c.objectiveHeader)) p.add(join(r.path, "objectiveHeader"), "must be a lowercase header name");
+  else {
+    const why = reservedHeaderReason(c.objectiveHeader);
+    if (why.length > 0) p.add(join(r.path, "objectiveHeader"), why);
+    else if (c.objectiveHeader == c.criticalityHeader) p.add(join(r.path, "objectiveHeader"), "must differ from criticalityHeader");
+  }
+  const objs = r.arr("objectives");
+  if (objs != null) parseObjectives(objs, join(r.path, "objectives"), p, c);
   const sh = r.obj("shedding", ["sheddableAt", "standardAt", "kvSheddableAt", "kvStandardAt", "poolSheddableAt", "poolStandardAt", "overloadShare"]);
   if (sh != null) {
     c.shedSheddableAt = sh.num("sheddableAt", c.shedSheddableAt, 0, 1000);
@@ -154,6 +173,22 @@ export function parseRequestConfig(r: ObjectReader): RequestConfig {
     for (let k = 0; k < 3; k++) c.priorities[k] = pr.int(CRITICALITY_NAMES[k], 0, -1000000, 1000000, true);
   }
   return c;
+}
+
+export const OBJECTIVE_KEYS: Array<string> = ["name", "priority"];
+
+/** request.objectives: [{name, priority}], at most MAX_MODELS, names unique (InferenceObjective names). */
+function parseObjectives(items: Array<JValue>, path: string, p: Problems, c: RequestConfig): void {
+  if (items.length > MAX_MODELS) { p.add(path, "at most " + MAX_MODELS.toString() + " entries, got " + items.length.toString()); return; }
+  for (let i = 0; i < items.length; i++) {
+    const at = path + "[" + i.toString() + "]";
+    if (items[i].kind != JKind.Obj) { p.add(at, "must be object, got " + items[i].kindName()); continue; }
+    const or = new ObjectReader(items[i], at, p, OBJECTIVE_KEYS);
+    const name = modelName(or, "name", true);
+    const priority = or.int("priority", 0, -1000000, 1000000, true);
+    if (c.objectives.has(name)) { p.add(join(at, "name"), "duplicate objective \"" + name + "\""); continue; }
+    c.objectives.set(name, criticalityOfPriority(priority));
+  }
 }
 
 function parseModels(items: Array<JValue>, path: string, p: Problems, c: RequestConfig): void {
