@@ -1,0 +1,96 @@
+// Robustness benchmark (issue 21 §2-3): the Linkerd "Beyond Round Robin" replica, then the
+// matrix of cells with the gate, the compiled filter deciding, every reference policy on the
+// same sample paths. README: bench/robustness/README.md.
+//
+//   npx tsx bench/robustness/run.ts            # default: Linkerd case (3 seeds) + the covering matrix (3 seeds)
+//   npx tsx bench/robustness/run.ts --quick    # harness check: 1 seed Linkerd, 2 small cells, 2 seeds, short paths
+//   npx tsx bench/robustness/run.ts --full     # the whole cross product (960 cells: hours)
+//   [--only linkerd|matrix] [--cells SUBSTR[,SUBSTR]] [--seeds N] [--seed S] [--wasm build/switchyard.wasm]
+//   [--prev COMMIT (default 80bf6a5) | --prev-wasm PATH] [--out build/bench]
+//
+// Writes build/bench/robustness.json (every figure per seed) and build/bench/robustness.md (the tables).
+import { mkdirSync, writeFileSync } from 'node:fs';
+import * as path from 'node:path';
+import { wasmBytes } from '../routing/switchyard';
+import { arg, prevBuild, PREV_COMMIT, ROOT } from './common';
+import { LINKERD_NOTE, linkerdTable, linkerdTargets, runLinkerd } from './linkerd';
+import { type CellResult, defaultCells, fullCells, matrixTable, QUICK_TIMING, quickCells, runCell, TIMING } from './matrix';
+
+async function main(): Promise<void> {
+  const quick = process.argv.includes('--quick');
+  const full = process.argv.includes('--full');
+  const only = arg('--only', 'all')!;
+  if (!['all', 'linkerd', 'matrix'].includes(only)) throw new Error(`--only must be linkerd|matrix, got ${only}`);
+  const seed0 = Number(arg('--seed', '20261201'));
+  const nSeeds = Number(arg('--seeds', quick ? '2' : '3'));
+  if (!(Number.isInteger(nSeeds) && nSeeds >= 1)) throw new Error(`--seeds must be a positive integer, got ${arg('--seeds')}`);
+  const wasm = path.resolve(ROOT, arg('--wasm', 'build/switchyard.wasm')!);
+  const out = path.resolve(ROOT, arg('--out', 'build/bench')!);
+  const prevCommit = arg('--prev', PREV_COMMIT)!;
+  const filters = (arg('--cells', '') ?? '').split(',').filter((x) => x);
+  const mode = quick ? 'quick' : full ? 'full' : 'default';
+  const t0 = performance.now();
+  const log = (s = ''): void => console.log(s);
+  // --prev-wasm PATH: an already built module stands for the previous build (the harness test)
+  const prevWasm = arg('--prev-wasm') ? path.resolve(ROOT, arg('--prev-wasm')!) : prevBuild(prevCommit, log);
+  const seeds = Array.from({ length: nSeeds }, (_, k) => seed0 + 1000 * k);
+  const md: string[] = [];
+  log(`Switchyard robustness benchmark (issue 21), ${mode} mode, seeds ${seeds.join(', ')}`);
+  const head = `filter ${path.relative(ROOT, wasm)} sha256 ${wasmBytes(wasm).sha256.slice(0, 12)}; previous build ${prevCommit} (${path.relative(ROOT, prevWasm)}, sha256 ${wasmBytes(prevWasm).sha256.slice(0, 12)}); the filters run their shipped defaults`;
+  log(head);
+  md.push(`${mode} mode, seeds ${seeds.join(', ')}, ${new Date().toISOString()}`, '', head, '');
+  const doc: Record<string, unknown> = { meta: { mode, seeds, wasm: wasmBytes(wasm).sha256, prev: { commit: prevCommit, sha256: wasmBytes(prevWasm).sha256 }, date: new Date().toISOString() } };
+
+  if (only !== 'matrix') {
+    const t = performance.now();
+    const lSeeds = quick ? seeds.slice(0, 1) : seeds;
+    const rows = await runLinkerd({ seeds: lSeeds, wasm, prevWasm });
+    log('');
+    log(`== Linkerd "Beyond Round Robin" replica  [${((performance.now() - t) / 1000).toFixed(0)} s]`);
+    log(LINKERD_NOTE);
+    const tbl = linkerdTable(rows);
+    log(tbl);
+    const tg = [...linkerdTargets(rows, 'sy'), ...linkerdTargets(rows, 'prev')];
+    log('targets (issue 21, done when):');
+    for (const l of tg) log(l);
+    md.push('## Linkerd "Beyond Round Robin" replica', '', LINKERD_NOTE, '', tbl, '', '```', ...tg, '```', '');
+    doc.linkerd = rows;
+  }
+
+  if (only !== 'linkerd') {
+    let cells = quick ? quickCells() : full ? fullCells() : defaultCells();
+    if (filters.length) cells = cells.filter((c) => filters.some((f) => c.id.includes(f)));
+    const timing = quick ? QUICK_TIMING : TIMING;
+    const t = performance.now();
+    const res: CellResult[] = [];
+    for (const cell of cells) {
+      const r = await runCell(cell, { seeds, timing, wasm, prevWasm });
+      res.push(r);
+      process.stderr.write(`  [${res.length}/${cells.length}] ${cell.id} ${r.gate.pass ? 'PASS' : 'FAIL'} (${(r.wallMs / 1000).toFixed(1)} s)\n`);
+    }
+    const pass = res.filter((r) => r.gate.pass).length;
+    log('');
+    log(`== Robustness matrix: ${cells.length} cells x ${seeds.length} seeds  [${((performance.now() - t) / 1000).toFixed(0)} s]`);
+    const note = 'P99 over 2xx answers (ms; mean over seeds), (errors per seed) where any policy had errors; shipped ±spread: the largest deviation of one seed from the mean; vs best: shipped / the better of LEAST_REQUEST and peak EWMA. Gate: shipped P99 and errors <= 1.05x that, and <= previous build + its spread.';
+    log(note);
+    const tbl = matrixTable(res);
+    log(tbl);
+    const summary = `gate: ${pass} PASS, ${res.length - pass} FAIL of ${res.length} cells`;
+    log(summary);
+    const failing = res.map((r, i) => ({ r, i })).filter(({ r }) => !r.gate.pass).map(({ r, i }) => `  #${i + 1} ${r.cell.id}: ${r.gate.reasons.join('; ')}`);
+    for (const f of failing) log(f);
+    md.push(`## Robustness matrix (${cells.length} cells, ${seeds.length} seeds)`, '', note, '', tbl, '', summary, '', ...failing.map((f) => `- ${f.trim()}`), '');
+    doc.matrix = res;
+  }
+  const wall = `total wall time ${((performance.now() - t0) / 1000).toFixed(1)} s`;
+  log(wall);
+  mkdirSync(out, { recursive: true });
+  writeFileSync(path.join(out, 'robustness.json'), JSON.stringify(doc, (_k, v) => (typeof v === 'number' && !Number.isFinite(v) ? String(v) : v), 2) + '\n');
+  writeFileSync(path.join(out, 'robustness.md'), md.join('\n') + `\n${wall}\n`);
+  log(`wrote ${path.relative(ROOT, path.join(out, 'robustness.json'))}, ${path.relative(ROOT, path.join(out, 'robustness.md'))}`);
+}
+
+main().catch((e) => {
+  console.error(e);
+  process.exit(1);
+});
