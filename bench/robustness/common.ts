@@ -195,6 +195,16 @@ export function okSummary(r: RunResult): Summary {
   return summarize(r.responseMs.filter((_, i) => r.status[i] === 200));
 }
 
+/**
+ * P99 of the time to a successful answer over ALL measured requests, an error answer counting as
+ * one that never succeeded (+Infinity): a policy cannot look fast by failing fast. Infinity when
+ * more than 1 % of the measured requests failed.
+ */
+export function p99ToSuccess(r: RunResult): number {
+  const v = Float64Array.from(r.responseMs, (x, i) => (r.status[i] === 200 ? x : Infinity)).sort();
+  return v[Math.min(v.length - 1, Math.max(0, Math.ceil(0.99 * v.length) - 1))];
+}
+
 /** Measured requests answered 2xx within `limitMs`, as a fraction of the measured requests. */
 export function successWithin(r: RunResult, limitMs: number): number {
   let ok = 0;

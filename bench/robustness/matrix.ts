@@ -3,7 +3,8 @@
 // Cell design and reasons: bench/robustness/README.md.
 import type { Episode, FleetSpec } from '../routing/des';
 import { runPolicy } from '../routing/des';
-import { agentSpec, checkFilters, lawName, makePath, makePolicy, mean, measuredErrors, okSummary, type PolicyKey, type ServiceLaw, spreadOf } from './common';
+import { wasmBytes } from '../routing/switchyard';
+import { agentSpec, checkFilters, lawName, makePath, makePolicy, mean, measuredErrors, okSummary, p99ToSuccess, type PolicyKey, type ServiceLaw, spreadOf } from './common';
 
 export type EpisodeKind = 'none' | 'slow' | 'blackhole' | 'stall';
 export const EPISODE_KINDS: EpisodeKind[] = ['none', 'slow', 'blackhole', 'stall'];
@@ -42,7 +43,7 @@ export interface Timing {
   noneMs: number;
 }
 
-export const TIMING: Timing = { warmupMs: 20_000, fromMs: 25_000, episodeMs: 20_000, stallMs: 10_000, afterMs: 20_000, noneMs: 30_000 };
+export const TIMING: Timing = { warmupMs: 15_000, fromMs: 20_000, episodeMs: 15_000, stallMs: 10_000, afterMs: 15_000, noneMs: 25_000 };
 export const QUICK_TIMING: Timing = { warmupMs: 12_000, fromMs: 15_000, episodeMs: 10_000, stallMs: 5_000, afterMs: 10_000, noneMs: 15_000 };
 
 export const N_INSTANCES = 8;
@@ -126,8 +127,10 @@ export function quickCells(): Cell[] {
 export const MATRIX_POLICIES: PolicyKey[] = ['rr', 'lr', 'ewma', 'wrr', 'prev', 'sy', 'oracle'];
 
 export interface PolicyFigures {
-  /** P99 over 2xx answers, per seed (ms) */
+  /** P99 of the time to success, an error counting as never (common.ts p99ToSuccess), per seed (ms) */
   p99: number[];
+  /** P99 over the 2xx answers alone, per seed (ms) */
+  p99ok: number[];
   /** error answers among the measured requests, per seed */
   errors: number[];
   wallMs: number;
@@ -140,6 +143,8 @@ export interface CellResult {
   policies: Partial<Record<PolicyKey, PolicyFigures>>;
   gate: Gate;
   wallMs: number;
+  /** the previous build is byte-identical to the current one: its figures are the shipped ones, not run twice */
+  sameBuild: boolean;
 }
 
 export async function runCell(cell: Cell, o: { seeds: number[]; timing: Timing; wasm: string; prevWasm: string; policies?: PolicyKey[] }): Promise<CellResult> {
@@ -150,23 +155,29 @@ export async function runCell(cell: Cell, o: { seeds: number[]; timing: Timing; 
   const endMs = endOf(cell, o.timing);
   const out: Partial<Record<PolicyKey, PolicyFigures>> = {};
   let measured = 0;
+  // the same module twice (the previous build IS the current one): the runs are deterministic
+  // functions of the module and the seed, so the previous build's figures are the shipped ones
+  const sameBuild = wasmBytes(o.wasm).sha256 === wasmBytes(o.prevWasm).sha256;
+  const keys = (o.policies ?? MATRIX_POLICIES).filter((k) => !(sameBuild && k === 'prev'));
   for (const seed of o.seeds) {
     const sp = makePath({ law: cell.law, meanMs: fleet.meanMs, lambdaPerS: lambda, rho: cell.rho, seed, warmupMs: o.timing.warmupMs, endMs });
     measured += sp.measured;
-    for (const key of o.policies ?? MATRIX_POLICIES) {
+    for (const key of keys) {
       const e = makePolicy(key, {
         fleet, proxies: cell.proxies, agent: agentSpec(cell.scrapeMs, cell.c), episodes, seed, wasm: o.wasm, prevWasm: o.prevWasm,
         measuredRange: [sp.firstMeasured, sp.firstMeasured + sp.measured],
       });
       const r = await runPolicy(fleet, sp, e.policy, { episodes, ttftFraction: 0.1, orca: e.orca });
       checkFilters(e, `${cell.id} ${key} seed ${seed}`);
-      const f = (out[key] ??= { p99: [], errors: [], wallMs: 0 });
-      f.p99.push(okSummary(r).p99Ms);
+      const f = (out[key] ??= { p99: [], p99ok: [], errors: [], wallMs: 0 });
+      f.p99.push(p99ToSuccess(r));
+      f.p99ok.push(okSummary(r).p99Ms);
       f.errors.push(measuredErrors(r));
       f.wallMs += r.wallMs;
     }
   }
-  return { cell, seeds: o.seeds, measured: Math.round(measured / o.seeds.length), policies: out, gate: gate(out), wallMs: performance.now() - t0 };
+  if (sameBuild && out.sy && (o.policies ?? MATRIX_POLICIES).includes('prev')) out.prev = { ...out.sy, wallMs: 0 };
+  return { cell, seeds: o.seeds, measured: Math.round(measured / o.seeds.length), policies: out, gate: gate(out), wallMs: performance.now() - t0, sameBuild };
 }
 
 // ---------------------------------------------------------------- the gate
@@ -192,7 +203,9 @@ export interface Gate {
  * Per cell: the shipped defaults' P99 and error count (both means over the seeds) <= 1.05x the
  * better of LEAST_REQUEST and peak EWMA (better = lower P99; for errors, the fewer of the two),
  * and no worse than the previous build beyond the paths' spread (the largest deviation of one
- * path's figure from the mean, of the previous build's figures).
+ * path's figure from the mean, of the previous build's figures). The P99 is the time to success
+ * with an error counted as never (p99ToSuccess): with more than 1 % errors it is Infinity, and
+ * when both sides are Infinity the error counts decide alone.
  */
 export function gate(p: Partial<Record<PolicyKey, PolicyFigures>>): Gate {
   const sy = p.sy!;
@@ -201,8 +214,9 @@ export function gate(p: Partial<Record<PolicyKey, PolicyFigures>>): Gate {
   const ew = mean(p.ewma!.p99);
   const best: 'lr' | 'ewma' = lr <= ew ? 'lr' : 'ewma';
   const bestP99 = Math.min(lr, ew);
-  const p99Ratio = mean(sy.p99) / bestP99;
-  if (!(p99Ratio <= GATE_FACTOR)) reasons.push(`P99 ${p99Ratio.toFixed(2)}x ${best === 'lr' ? 'LEAST_REQUEST' : 'peak EWMA'}`);
+  const syP99 = mean(sy.p99);
+  const p99Ratio = syP99 === Infinity && bestP99 === Infinity ? NaN : syP99 === 0 && bestP99 === 0 ? 1 : syP99 / bestP99;
+  if (p99Ratio > GATE_FACTOR) reasons.push(`P99 ${p99Ratio.toFixed(2)}x ${best === 'lr' ? 'LEAST_REQUEST' : 'peak EWMA'}`);
   const bestErrors = Math.min(mean(p.lr!.errors), mean(p.ewma!.errors));
   const syErr = mean(sy.errors);
   if (!(syErr <= GATE_FACTOR * bestErrors)) reasons.push(`errors ${syErr.toFixed(1)} > 1.05 x ${bestErrors.toFixed(1)}`);
@@ -211,8 +225,9 @@ export function gate(p: Partial<Record<PolicyKey, PolicyFigures>>): Gate {
   let errDelta = NaN;
   let errSpread = NaN;
   if (p.prev) {
-    prevDelta = mean(sy.p99) - mean(p.prev.p99);
-    prevSpread = spreadOf(p.prev.p99);
+    const pp = mean(p.prev.p99);
+    prevDelta = syP99 === Infinity && pp === Infinity ? 0 : syP99 - pp;
+    prevSpread = pp === Infinity ? 0 : spreadOf(p.prev.p99);
     if (prevDelta > prevSpread) reasons.push(`P99 +${prevDelta.toFixed(0)} ms vs previous build (spread ${prevSpread.toFixed(0)})`);
     errDelta = syErr - mean(p.prev.errors);
     errSpread = spreadOf(p.prev.errors);
@@ -223,13 +238,13 @@ export function gate(p: Partial<Record<PolicyKey, PolicyFigures>>): Gate {
 
 // ---------------------------------------------------------------- the table
 
-const fmt = (v: number): string => (!Number.isFinite(v) ? '-' : v >= 10_000 ? `${(v / 1000).toFixed(1)}s` : v >= 100 ? v.toFixed(0) : v.toFixed(1));
+const fmt = (v: number): string => (v === Infinity ? '∞' : !Number.isFinite(v) ? '-' : v >= 10_000 ? `${(v / 1000).toFixed(1)}s` : v >= 100 ? v.toFixed(0) : v.toFixed(1));
 
 export function cellLabel(c: Cell): [string, string, string, string, string, string] {
   return [lawName(c.law), String(c.c), c.c >= AMPLE_C ? 'ample' : String(c.rho), c.episode, String(c.proxies), c.scrapeMs === 1000 ? '1 s' : `${c.scrapeMs} ms`];
 }
 
-/** P99 (ms, mean over seeds; errors in brackets when any policy had some) per policy, then the gate. */
+/** P99 to success (ms, mean over seeds; ∞: > 1 % errors; errors per seed in brackets when any policy had some) per policy, then the gate. */
 export function matrixTable(rows: CellResult[]): string {
   const pol: PolicyKey[] = ['rr', 'lr', 'ewma', 'wrr', 'oracle', 'prev', 'sy'];
   const head = ['#', 'law', 'c', 'rho', 'episode', 'px', 'scrape', 'RR', 'LR', 'EWMA', 'WRR', 'oracle', 'prev', 'shipped ±spread', 'vs best', 'gate'];
@@ -244,7 +259,9 @@ export function matrixTable(rows: CellResult[]): string {
     };
     const sy = r.policies.sy!;
     const g = r.gate;
-    lines.push(`| ${i + 1} | ${cellLabel(r.cell).join(' | ')} | ${pol.slice(0, 6).map(cellOf).join(' | ')} | ${cellOf('sy')} ±${fmt(spreadOf(sy.p99))} | ${g.p99Ratio.toFixed(2)} ${g.best === 'lr' ? 'LR' : 'EW'} | ${g.pass ? 'PASS' : `**FAIL**: ${g.reasons.join('; ')}`} |`);
+    const sp = mean(sy.p99) === Infinity ? '' : ` ±${fmt(spreadOf(sy.p99))}`;
+    const ratio = Number.isNaN(g.p99Ratio) ? 'errors' : g.p99Ratio.toFixed(2);
+    lines.push(`| ${i + 1} | ${cellLabel(r.cell).join(' | ')} | ${pol.slice(0, 6).map(cellOf).join(' | ')} | ${cellOf('sy')}${sp} | ${ratio} ${g.best === 'lr' ? 'LR' : 'EW'} | ${g.pass ? 'PASS' : `**FAIL**: ${g.reasons.join('; ')}`} |`);
   });
   return lines.join('\n');
 }

@@ -6,13 +6,13 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
-import { type FleetSpec, RoundRobin, runPolicy } from '../../bench/routing/des';
-import { makePath, serviceSampler } from '../../bench/robustness/common';
+import { type FleetSpec, RoundRobin, type RunResult, runPolicy } from '../../bench/routing/des';
+import { makePath, p99ToSuccess, serviceSampler } from '../../bench/robustness/common';
 import { gate, type PolicyFigures } from '../../bench/robustness/matrix';
 import { mulberry32 } from '../../sim/inference/prng';
 
 const ROOT = path.resolve(__dirname, '../..');
-const fig = (p99: number[], errors = p99.map(() => 0)): PolicyFigures => ({ p99, errors, wallMs: 0 });
+const fig = (p99: number[], errors = p99.map(() => 0)): PolicyFigures => ({ p99, p99ok: p99, errors, wallMs: 0 });
 
 test('gate: 1.05x the better of LEAST_REQUEST and peak EWMA, and the previous build within its spread', () => {
   const base = { rr: fig([900, 900, 900]), lr: fig([200, 210, 190]), ewma: fig([300, 300, 300]), prev: fig([200, 220, 180]) };
@@ -31,6 +31,20 @@ test('gate: 1.05x the better of LEAST_REQUEST and peak EWMA, and the previous bu
   const prevTight = { ...base, lr: fig([400, 400, 400]), prev: fig([200, 200, 200]) };
   assert.equal(gate({ ...prevTight, sy: fig([230, 230, 230]) }).pass, false, '+30 ms over a previous build with no spread');
   assert.equal(gate({ ...base, lr: fig([400, 400, 400]), sy: fig([215, 215, 215]) }).pass, true, '+15 ms within the previous build\'s ±20 ms');
+  // failing fast is not fast: a reference with > 1 % errors has an infinite P99 to success
+  const inf = { ...base, lr: fig([Infinity, Infinity, Infinity], [500, 500, 500]), ewma: fig([Infinity, Infinity, Infinity], [400, 400, 400]), prev: fig([900, 900, 900], [10, 10, 10]) };
+  assert.equal(gate({ ...inf, sy: fig([800, 800, 800], [9, 9, 9]) }).pass, true);
+  // all infinite: the error counts decide
+  const allInf = { ...inf, prev: fig([Infinity, Infinity, Infinity], [350, 350, 350]) };
+  assert.equal(gate({ ...allInf, sy: fig([Infinity, Infinity, Infinity], [350, 350, 350]) }).pass, true);
+  assert.equal(gate({ ...allInf, sy: fig([Infinity, Infinity, Infinity], [430, 430, 430]) }).pass, false);
+});
+
+test('p99ToSuccess: an error answer counts as never answered', () => {
+  const r = { responseMs: Float64Array.from({ length: 1000 }, (_, i) => i), status: Uint16Array.from({ length: 1000 }, (_, i) => (i < 5 ? 503 : 200)) } as unknown as RunResult;
+  assert.equal(p99ToSuccess(r), 994, 'the 5 fast errors push the P99 up by 5 ranks');
+  const bad = { responseMs: r.responseMs, status: Uint16Array.from({ length: 1000 }, (_, i) => (i < 11 ? 503 : 200)) } as unknown as RunResult;
+  assert.equal(p99ToSuccess(bad), Infinity);
 });
 
 test('service laws: the sampler has the requested mean; the bimodal law is 95 % fast, 5 % 10x', () => {
