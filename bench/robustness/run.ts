@@ -70,7 +70,7 @@ async function main(): Promise<void> {
     const pass = res.filter((r) => r.gate.pass).length;
     log('');
     log(`== Robustness matrix: ${cells.length} cells x ${seeds.length} seeds  [${((performance.now() - t) / 1000).toFixed(0)} s]`);
-    const note = 'P99 over 2xx answers (ms; mean over seeds), (errors per seed) where any policy had errors; shipped ±spread: the largest deviation of one seed from the mean; vs best: shipped / the better of LEAST_REQUEST and peak EWMA. Gate: shipped P99 and errors <= 1.05x that, and <= previous build + its spread.';
+    const note = 'P99 of the time to success (ms; mean over seeds; an error counts as never, ∞: > 1 % errors), (errors per seed) where any policy had errors; shipped ±spread: the largest deviation of one seed from the mean; vs best: shipped / the better of LEAST_REQUEST and peak EWMA. Gate: shipped P99 and errors <= 1.05x that, and <= previous build + its spread.';
     log(note);
     const tbl = matrixTable(res);
     log(tbl);
