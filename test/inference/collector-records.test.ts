@@ -159,8 +159,10 @@ test('collector: an idle instance gets the median E[S] of its service name over 
     const text = await registry.metrics();
     const esc = (s: string): string => s.replace(/[.]/g, '\\.');
     assert.match(text, new RegExp(`switchyard_inference_queue_depth\\{service="llm",instance="${esc(a)}"\\} 3\\n`));
-    // no queue gauges exported: the queue-depth gauge is not set (never NaN)
-    assert.doesNotMatch(text, new RegExp(`switchyard_inference_queue_depth\\{service="other"`));
+    // no queue gauges exported: queue unknown, Little's law λ·E[S] = 1/s × 1 s stands in (never NaN)
+    assert.match(text, new RegExp(`switchyard_inference_queue_depth\\{service="other",instance="${esc(c)}"\\} 1\\n`));
+    assert.equal(rec(c).healthy, true);
+    assert.equal(col.details().find((x) => x.addr === c)?.estimator?.queueSource, 'little');
     assert.match(text, new RegExp(`switchyard_inference_p99_seconds\\{service="other",instance="${esc(c)}"\\} 0\\.(99|98999+\\d*)\\n`)); // 99th of the (0, 1 s] bucket, in s
     assert.match(text, new RegExp(`switchyard_inference_arrival_rate\\{service="llm",instance="${esc(a)}"\\} \\d`));
     assert.match(text, new RegExp(`switchyard_inference_healthy\\{service="llm",instance="${esc(d)}"\\} 1\\n`));
