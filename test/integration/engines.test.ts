@@ -226,15 +226,15 @@ test('SGLang page: a built-in kind in both sections (queue, slots, KV token_usag
   }
 });
 
-test('TGI page: routable with its numbers', async () => {
+test('TGI page: routable with its numbers (a chat body through its Messages API)', async () => {
   const page = await servePage('tgi.txt');
-  const b = await bed({ kind: 'tgi' }, page.addr);
+  const b = await bed({ kind: 'tgi' }, page.addr, {});
   try {
     const { inst } = await measured(b);
     near(inst.esMs, 800, 1e-4, 'E[S] (request_inference_duration)');
     near(inst.lambdaPerS, 150 * GROWTH, 0.25, 'λ');
     assert.equal(inst.queueDepth, 4);
-    await routesPlain(b, page.addr);
+    await routesChat(b, page.addr, 'tgi');
   } finally {
     await b.stop();
     await page.close();

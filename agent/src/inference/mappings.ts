@@ -35,10 +35,10 @@ export interface MetricMappings {
   /** completed requests (counter); used when no histogram gives a count */
   completions: string[];
   /**
-   * slot count / max batch size (gauge). No built-in: vLLM (cache_config_info carries cache
-   * settings, not max_num_seqs), Triton (counts, durations, pending count, GPU) and TGI
-   * (tgi_batch_current_size is the current batch, not its limit) export none; a custom mapping
-   * can name one (e.g. a sidecar's gauge).
+   * slot count / max batch size (gauge). SGLang: max_running_requests. vLLM (cache_config_info
+   * carries cache settings, not max_num_seqs), Triton (counts, durations, pending count, GPU; its
+   * slots come from the model configuration instead, triton.ts) and TGI (tgi_batch_current_size is
+   * the current batch, not its limit) export none; a custom mapping can name one.
    */
   slots: string[];
   /** cumulative service (or request) time (counter) -- Triton style */
@@ -95,6 +95,8 @@ function empty(): MetricMappings {
 }
 
 export const BUILTIN_MAPPINGS: Record<ServerKind, MetricMappings> = {
+  // vLLM V0 and V1 share these names; what V1 renamed (the KV gauge, the per-token and prefix
+  // series) is listed, both spellings, in llm.ts (VLLM_LLM_SERIES)
   vllm: {
     ...empty(),
     waiting: ['vllm:num_requests_waiting'],
