@@ -17,7 +17,7 @@ import pino from 'pino';
 import { startAgent, type AgentHandle } from '../../agent/src';
 import { decodeSnapshot, type InstanceRecord } from '../../agent/src/snapshot/codec';
 import type { InstanceLlmRecord } from '../../agent/src/snapshot/llm';
-import { ProxyWasmHost } from '../../host/src';
+import { ProxyWasmHost, type RequestResult } from '../../host/src';
 import { header, metricAfterTick, pluginConfig, ROOT, until, WASM } from './helpers';
 
 const FIX = path.join(ROOT, 'test/fixtures/engines');
@@ -142,24 +142,24 @@ const CHAT = (model: string) => JSON.stringify({
 }).replace('"max_tokens":100', '"max_tokens":100.0');
 
 async function routesChat(b: Bed, addr: string, model: string): Promise<void> {
-  let r;
+  let r: RequestResult | undefined;
   await until(async () => {
     r = await b.host.request({ ':method': 'POST', ':path': '/v1/chat/completions', ':authority': AUTH, ':scheme': 'http', 'content-type': 'application/json' }, { body: CHAT(model) });
     return !r.localReply && header(r.upstreamHeaders, 'x-switchyard-endpoint')[0] === addr;
   }, 10_000, 'the filter routes the chat request to the instance').catch((e) => {
-    throw new Error(`${(e as Error).message}: ${JSON.stringify((r as any)?.localReply)}`);
+    throw new Error(`${(e as Error).message}: ${JSON.stringify(r?.localReply)}`);
   });
   assert.ok((await metricAfterTick(b.host, 'switchyard.request.parsed.svc')) >= 1, 'the body was read (request-aware), not refused');
   assert.equal(await metricAfterTick(b.host, 'switchyard.request.invalid.svc'), 0);
 }
 
 async function routesPlain(b: Bed, addr: string): Promise<void> {
-  let r;
+  let r: RequestResult | undefined;
   await until(async () => {
     r = await b.host.request({ ':method': 'POST', ':path': '/v2/models/m/infer', ':authority': AUTH, ':scheme': 'http' });
     return !r.localReply && header(r.upstreamHeaders, 'x-switchyard-endpoint')[0] === addr;
   }, 10_000, 'the filter routes to the instance').catch((e) => {
-    throw new Error(`${(e as Error).message}: ${JSON.stringify((r as any)?.localReply)}`);
+    throw new Error(`${(e as Error).message}: ${JSON.stringify(r?.localReply)}`);
   });
 }
 
