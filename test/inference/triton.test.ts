@@ -55,3 +55,46 @@ test('the ensemble page measured per top-level model: E[S] 250 ms, not 158 ms su
   assert.equal(top.waiting, undefined, 'no pending gauge on this page: queue unknown');
   assert.ok(Math.abs((top.gpuUtil ?? NaN) - 0.4) < 1e-12, 'GPU series carry no model label and are kept');
 });
+
+test('collector: a Triton whose model configuration is not served is measured as before (no slots), and the fetch is retried every modelsIntervalMs, not per scrape', async () => {
+  const { InferenceCollector } = await import('../../agent/src/inference/collector');
+  const { Registry } = await import('prom-client');
+  const http = await import('node:http');
+  let n = 0;
+  const hits = new Map<string, number>();
+  const srv = http.createServer((req, res) => {
+    hits.set(req.url ?? '', (hits.get(req.url ?? '') ?? 0) + 1);
+    if (req.url === '/metrics') {
+      res.end(`nv_inference_request_success{model="m",version="1"} ${n}\nnv_inference_request_duration_us{model="m",version="1"} ${n * 100000}\nnv_inference_pending_request_count{model="m",version="1"} 1\n`);
+    } else {
+      res.writeHead(404);
+      res.end();
+    }
+  });
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+  const addr = `127.0.0.1:${(srv.address() as import('node:net').AddressInfo).port}`;
+  let now = 1_000_000;
+  const col = new InferenceCollector({ scrapeIntervalMs: 600_000, modelsIntervalMs: 30_000, services: [{ name: 't', kind: 'triton', instances: { static: [addr] } }] }, { registry: new Registry(), now: () => now });
+  try {
+    await col.start();
+    await new Promise((r) => setTimeout(r, 200));
+    for (let k = 0; k < 5; k++) {
+      n += 10;
+      now += 1000;
+      await col.scrapeAll();
+    }
+    const d = col.details()[0];
+    assert.equal(d.healthy, true);
+    assert.ok(Math.abs(d.esMs - 100) < 1e-6, `E[S] ${d.esMs}`);
+    assert.equal(d.triton?.slots, undefined);
+    assert.match(d.tritonError ?? '', /\/v2\/models\/m\/config: HTTP 404/);
+    assert.equal(hits.get('/v2/models/m/config'), 1, 'one attempt within modelsIntervalMs');
+    now += 30_000;
+    n += 10;
+    await col.scrapeAll();
+    assert.equal(hits.get('/v2/models/m/config'), 2, 'retried once the interval passed');
+  } finally {
+    await col.stop();
+    await new Promise<void>((r) => srv.close(() => r()));
+  }
+});

@@ -78,7 +78,7 @@ interface ScrapedInstance {
   inFlight: boolean;
   llm?: InstanceLlmRt;
   /** kind triton: the model configurations fetched, and what they say about the page */
-  triton?: { configs: Map<string, TritonModelConfig>; fetchedAt?: number; error?: string; plan?: TritonPlan };
+  triton?: { configs: Map<string, TritonModelConfig>; fetchedAt?: number; error?: string; plan?: TritonPlan; failedAt: Map<string, number> };
   /** paired GPU exporter (service `gpu`): its address and the last failure */
   gpu?: { addr: string; error?: string };
   removed: boolean;
@@ -269,7 +269,7 @@ export class InferenceCollector extends EventEmitter {
         inFlight: false,
         removed: false,
         llm: svc.llm ? { est: new LlmTermEstimator({ windowS: this.config.windowS }), kv: new KvCapacity(), modelsInFlight: false } : undefined,
-        triton: svc.cfg.kind === 'triton' && svc.cfg.triton?.modelConfig !== false ? { configs: new Map() } : undefined,
+        triton: svc.cfg.kind === 'triton' && svc.cfg.triton?.modelConfig !== false ? { configs: new Map(), failedAt: new Map() } : undefined,
         gpu: svc.cfg.gpu ? { addr: svc.cfg.gpu.static?.[addr] ?? (svc.cfg.gpu.port !== undefined ? tritonHttpAddr(addr, svc.cfg.gpu.port) : addr) } : undefined,
       };
       svc.instances.set(addr, inst);
@@ -376,8 +376,11 @@ export class InferenceCollector extends EventEmitter {
     const tr = inst.triton!;
     const cfg = inst.svc.cfg;
     const onPage = modelsOnPage(exp, inst.svc.mappings.completions.concat(inst.svc.mappings.waiting, inst.svc.mappings.serviceTimeSum.map((r) => r.name)));
-    const due = tr.fetchedAt === undefined || this.now() - tr.fetchedAt >= this.config.modelsIntervalMs;
-    const missing = onPage.filter((m) => !tr.configs.has(m));
+    const now = this.now();
+    const due = tr.fetchedAt === undefined || now - tr.fetchedAt >= this.config.modelsIntervalMs;
+    // a model whose fetch failed is retried every modelsIntervalMs, not at every scrape (an
+    // endpoint that does not answer would otherwise delay each scrape by modelsTimeoutMs)
+    const missing = onPage.filter((m) => !tr.configs.has(m) && !(now - (tr.failedAt.get(m) ?? -Infinity) < this.config.modelsIntervalMs));
     if (due || missing.length > 0) {
       const want = due ? onPage : missing;
       // nested ensembles: the steps' configurations too (bounded by MAX_TRITON_MODELS in all)
@@ -393,12 +396,15 @@ export class InferenceCollector extends EventEmitter {
             return parseTritonModelConfig(await fetchText(addr, `/v2/models/${encodeURIComponent(m)}/config`, cfg.scheme, this.config.modelsTimeoutMs, cfg.scheme === 'https' ? this.agents.https : this.agents.http), m);
           } catch (e) {
             error = `inference instance ${cfg.name}/${inst.addr}: triton ${(e as Error).message}`;
+            if (tr.failedAt.size >= 256) tr.failedAt.clear();
+            tr.failedAt.set(m, this.now());
             return undefined;
           }
         }));
         for (const c of got) {
           if (!c) continue;
           tr.configs.set(c.name, c);
+          tr.failedAt.delete(c.name);
           for (const st of c.steps) if (!seen.has(st) && !tr.configs.has(st)) queue.push(st);
         }
       }
