@@ -1,4 +1,4 @@
-import { parseOpenAiRequest, RequestParser, ParseLimits, ReqError, API_CHAT, API_COMPLETIONS, PROMPT_TEXT, PROMPT_TOKENS, OpenAiRequest } from "../assembly/lib/request/openai";
+import { parseOpenAiRequest, RequestParser, ParseLimits, ReqError, API_CHAT, API_COMPLETIONS, PROMPT_NONE, PROMPT_TEXT, PROMPT_TOKENS, OpenAiRequest, promptTokenEstimate, outTokenEstimate, IMAGE_TOKENS, IMAGE_TOKENS_LOW } from "../assembly/lib/request/openai";
 
 function parse(body: string, api: u8 = API_COMPLETIONS, limits: ParseLimits = new ParseLimits()): OpenAiRequest {
   return parseOpenAiRequest(String.UTF8.encode(body), api, limits);
@@ -189,5 +189,65 @@ describe("OpenAI body: JSON numbers and truncation", () => {
   it("a body cut after \"stream\": is not JSON (not a wrong type)", () => {
     expect(parse('{"model":"m","stream":').error).toBe(ReqError.NotJson);
     expect(parse('{"model":"m","stream":1}').error).toBe(ReqError.BadField);
+  });
+});
+
+describe("OpenAI body: the size estimate (tools, images, n, null prompt, integral floats)", () => {
+  it("prompt: null is a prompt of no text, read (not a wrong type)", () => {
+    const r = parse('{"model":"m","prompt":null,"max_tokens":7}');
+    expect(r.error).toBe(ReqError.None);
+    expect(r.promptKind).toBe(PROMPT_NONE);
+    expect(r.promptBytes).toBe(0);
+    expect(r.maxTokens).toBe(7);
+  });
+  it("integral floats are read: 100.0, 1e2, 1.5e1; a fraction or a negative is still a wrong type", () => {
+    expect(parse('{"model":"m","max_tokens":100.0}').maxTokens).toBe(100);
+    expect(parse('{"model":"m","max_tokens":1e2}').maxTokens).toBe(100);
+    expect(parse('{"model":"m","max_completion_tokens":1.5e1}').maxTokens).toBe(15);
+    expect(parse('{"model":"m","max_tokens":0.0}').maxTokens).toBe(0);
+    expect(parse('{"model":"m","max_tokens":100.5}').errorField).toBe("max_tokens");
+    expect(parse('{"model":"m","max_tokens":-1.0}').errorField).toBe("max_tokens");
+    expect(parse('{"model":"m","max_tokens":1e10}').errorField).toBe("max_tokens");
+    expect(parse('{"model":"m","n":2.0}').n).toBe(2);
+  });
+  it("n multiplies the decode budget; absent or null is 1; 0 or above 128 is a wrong type", () => {
+    const r = parse('{"model":"m","prompt":"abcd","max_tokens":10,"n":3}');
+    expect(r.n).toBe(3);
+    expect(outTokenEstimate(r, 256)).toBe(30.0);
+    expect(outTokenEstimate(parse('{"model":"m","n":2}'), 256)).toBe(512.0);
+    expect(parse('{"model":"m","n":null}').n).toBe(1);
+    expect(outTokenEstimate(parse('{"model":"m","max_tokens":10}'), 256)).toBe(10.0);
+    expect(parse('{"model":"m","n":0}').errorField).toBe("n");
+    expect(parse('{"model":"m","n":129}').errorField).toBe("n");
+    expect(parse('{"model":"m","n":"2"}').errorField).toBe("n");
+  });
+  it("tools count as prompt bytes in chat (the template renders them), not as hashed spans", () => {
+    const tools = '[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}}]';
+    const body = '{"model":"m","tools":' + tools + ',"messages":[{"role":"user","content":"hi"}]}';
+    const r = parse(body, API_CHAT);
+    expect(r.error).toBe(ReqError.None);
+    expect(r.toolsBytes).toBe(tools.length);
+    expect(spans(body, r)).toBe("user|hi");
+    expect(promptTokenEstimate(r, 4)).toBe(<f64>(6 + tools.length) / 4);
+    // functions (deprecated) too; null tools count nothing; completions has no template
+    expect(parse('{"model":"m","functions":[{"name":"f"}],"messages":[]}', API_CHAT).toolsBytes).toBe(14);
+    expect(parse('{"model":"m","tools":null,"messages":[]}', API_CHAT).toolsBytes).toBe(0);
+    expect(parse('{"model":"m","tools":[{"a":1}],"prompt":"x"}').toolsBytes).toBe(0);
+  });
+  it("image parts count IMAGE_TOKENS each (IMAGE_TOKENS_LOW for detail low); their URL bytes are not text", () => {
+    const body = '{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"what is this"},' +
+      '{"type":"image_url","image_url":{"url":"data:image/png;base64,AAAA","detail":"high"}},' +
+      '{"type":"image_url","image_url":{"detail":"low","url":"https://x/y.png"}},{"type":"image_url","image_url":"https://x/z.png"}]}]}';
+    const r = parse(body, API_CHAT);
+    expect(r.error).toBe(ReqError.None);
+    expect(r.images).toBe(3);
+    expect(r.imageTokens).toBe(IMAGE_TOKENS * 2 + IMAGE_TOKENS_LOW);
+    expect(spans(body, r)).toBe("user|what is this");
+    expect(promptTokenEstimate(r, 4)).toBe(<f64>(4 + 12) / 4 + <f64>(IMAGE_TOKENS * 2 + IMAGE_TOKENS_LOW));
+    expect(IMAGE_TOKENS).toBe(765);
+    expect(IMAGE_TOKENS_LOW).toBe(85);
+    // a text-only chat: no image tokens, the estimate is the bytes alone
+    const t = parse('{"model":"m","messages":[{"role":"user","content":"abcd"}]}', API_CHAT);
+    expect(promptTokenEstimate(t, 4)).toBe(2.0);
   });
 });

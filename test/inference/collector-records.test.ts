@@ -159,8 +159,10 @@ test('collector: an idle instance gets the median E[S] of its service name over 
     const text = await registry.metrics();
     const esc = (s: string): string => s.replace(/[.]/g, '\\.');
     assert.match(text, new RegExp(`switchyard_inference_queue_depth\\{service="llm",instance="${esc(a)}"\\} 3\\n`));
-    // no queue gauges exported: the queue-depth gauge is not set (never NaN)
-    assert.doesNotMatch(text, new RegExp(`switchyard_inference_queue_depth\\{service="other"`));
+    // no queue gauges exported: queue unknown, Little's law λ·E[S] = 1/s × 1 s stands in (never NaN)
+    assert.match(text, new RegExp(`switchyard_inference_queue_depth\\{service="other",instance="${esc(c)}"\\} 1\\n`));
+    assert.equal(rec(c).healthy, true);
+    assert.equal(col.details().find((x) => x.addr === c)?.estimator?.queueSource, 'little');
     assert.match(text, new RegExp(`switchyard_inference_p99_seconds\\{service="other",instance="${esc(c)}"\\} 0\\.(99|98999+\\d*)\\n`)); // 99th of the (0, 1 s] bucket, in s
     assert.match(text, new RegExp(`switchyard_inference_arrival_rate\\{service="llm",instance="${esc(a)}"\\} \\d`));
     assert.match(text, new RegExp(`switchyard_inference_healthy\\{service="llm",instance="${esc(d)}"\\} 1\\n`));
@@ -270,4 +272,22 @@ test('collector: one scrape of an instance at a time (a scrape still running is 
     s.closeAllConnections();
     await new Promise<void>((r) => s.close(() => r()));
   }
+});
+
+test("queue unknown: Little's law with the imputed E[S], raised to the service's largest known queue (never cheaper than known)", () => {
+  const base = { service: 's', addr: '10.0.0.1:80', peer: '', reason: 'ok' as const, baselineMs: NaN, lastOkAt: 0, now: 0, concurrency: 4,
+    imputed: () => ({ es: 500, es2: 500000 }) };
+  const st = (over: Partial<EstimatorState>): EstimatorState => ({ lambdaPerS: 4, departuresPerS: 4, esMs: 250, es2Ms2: 125000, es2Method: 'assumed-scv', es2ErrBoundMs2: NaN,
+    p50Ms: NaN, p99Ms: NaN, rho: 0.25, rhoLoad: 0.25, rhoOcc: NaN, gpuUtil: NaN, concurrency: 4, concurrencySource: 'configured', slotsSource: 'configured',
+    queueDepth: 1, queueSource: 'little', waiting: NaN, running: NaN, kvCacheUsage: NaN, windowCompletions: 40, windowCoveredMs: 10000, counterResets: 0, baselineP99Ms: NaN, lastObservedAt: 0, ...over });
+  // alone in its service: its own Little estimate
+  assert.equal(buildInstanceRecord({ ...base, state: st({}), knownQueueMax: () => NaN }).record.queueDepth, 1);
+  // a peer reads 6 from its gauges: unknown is priced at least as busy
+  const r = buildInstanceRecord({ ...base, state: st({}), knownQueueMax: () => 6 }).record;
+  assert.equal(r.queueDepth, 6);
+  assert.equal(r.healthy, true);
+  // no E[S] of its own yet: the imputed one (λ 4/s x 500 ms = 2), never NaN
+  assert.equal(buildInstanceRecord({ ...base, state: st({ esMs: NaN, queueDepth: NaN }), knownQueueMax: () => NaN }).record.queueDepth, 2);
+  // gauges read: published as read, whatever the others
+  assert.equal(buildInstanceRecord({ ...base, state: st({ queueSource: 'gauges', queueDepth: 0 }), knownQueueMax: () => 6 }).record.queueDepth, 0);
 });

@@ -269,7 +269,7 @@ test('config schema: defaults filled, errors name the field', () => {
   const bad = (v: unknown, re: RegExp): void =>
     assert.throws(() => resolveInferenceConfig(v), (e: unknown) => e instanceof InferenceConfigError && re.test(e.message), String(re));
   bad({ scrapeIntervalMs: 10 }, /inference\.scrapeIntervalMs: must be >= 50/);
-  bad({ services: [{ name: 'x', kind: 'sglang', instances: { static: [] } }] }, /inference\.services\[0\]\.kind/);
+  bad({ services: [{ name: 'x', kind: 'dcgm', instances: { static: [] } }] }, /inference\.services\[0\]\.kind/);
   bad({ services: [{ name: 'x', kind: 'vllm' }] }, /inference\.services\[0\]\.instances: required/);
   bad({ services: [{ name: 'x', kind: 'vllm', instances: { static: ['host:80'] } }] }, /instances\.static\[0\]: must match pattern/);
   bad({ services: [{ name: 'x', kind: 'vllm', instances: { static: ['1.2.3.4:80'] }, colour: 1 }] }, /inference\.services\[0\]\.colour: unknown field/);

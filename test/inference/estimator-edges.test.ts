@@ -163,7 +163,10 @@ test('queue depth: waiting + running; one of them alone when the other is not ex
   assert.equal(new InstanceEstimator().observe(0, s({ waiting: 3, running: 2 })).queueDepth, 5);
   assert.equal(new InstanceEstimator().observe(0, s({ waiting: 3 })).queueDepth, 3);
   assert.equal(new InstanceEstimator().observe(0, s({ running: 2 })).queueDepth, 2);
-  assert.ok(Number.isNaN(new InstanceEstimator().observe(0, s({ completions: 1 })).queueDepth));
+  // neither gauge: unknown is not NaN (never routable) but Little's law, 0 before any rate is known
+  const none = new InstanceEstimator().observe(0, s({ completions: 1 }));
+  assert.equal(none.queueSource, 'little');
+  assert.equal(none.queueDepth, 0);
   const st = new InstanceEstimator().observe(0, s({ waiting: 3, kvCacheUsage: 0.25, gpuUtil: 0.5 }));
   assert.equal(st.kvCacheUsage, 0.25);
   assert.equal(st.gpuUtil, 0.5);
@@ -231,4 +234,26 @@ test('quantiles from a summary when no latency histogram is exported: both, or t
   assert.equal(st.p99Ms, 350);
   st = e.observe(3000, s({ completions: 30, serviceSumMs: 1500, summaryP50Ms: 50 }));
   assert.deepEqual([st.p50Ms, Number.isNaN(st.p99Ms)], [50, true]);
+});
+
+test("queue unknown: Little's law λ·(E[S] + E[Wq]) from the instance's own counters, the queue-time sum included when exported", () => {
+  // Triton-style counters without the pending gauge: 10 requests/s, E[S] = 200 ms, E[Wq] = 100 ms
+  const e = new InstanceEstimator({ concurrency: 4 });
+  let st = e.observe(0, s({ completions: 0, serviceSumMs: 0, queueSumMs: 0 }));
+  for (let k = 1; k <= 5; k++) st = e.observe(k * 1000, s({ completions: 10 * k, serviceSumMs: 2000 * k, queueSumMs: 1000 * k }));
+  assert.equal(st.queueSource, 'little');
+  close(st.lambdaPerS, 10);
+  close(st.esMs, 200);
+  close(st.queueDepth, 10 * (0.2 + 0.1), 1e-9);
+  // without a queue-time sum: the mean number in service
+  const f = new InstanceEstimator({ concurrency: 4 });
+  f.observe(0, s({ completions: 0, serviceSumMs: 0 }));
+  for (let k = 1; k <= 5; k++) st = f.observe(k * 1000, s({ completions: 10 * k, serviceSumMs: 2000 * k }));
+  close(st.queueDepth, 2, 1e-9);
+  // a gauge present: read, not estimated
+  const g = new InstanceEstimator({ concurrency: 4 });
+  g.observe(0, s({ completions: 0, serviceSumMs: 0, waiting: 7 }));
+  st = g.observe(1000, s({ completions: 10, serviceSumMs: 2000, waiting: 7 }));
+  assert.equal(st.queueSource, 'gauges');
+  assert.equal(st.queueDepth, 7);
 });

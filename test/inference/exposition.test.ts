@@ -67,12 +67,12 @@ test('TGI exposition: unlabelled series, 1.5x bucket ladder, inference-duration 
   assert.equal(s.latencyHist?.count, 128);
 });
 
-test('DCGM exporter: utilisation % -> 0..1 averaged over GPUs, framebuffer MiB -> bytes', () => {
-  const s = extractSignals(parseExposition(fx('dcgm.txt')), resolveMappings('dcgm'));
+test('DCGM exporter page (read for a paired gpu exporter): utilisation % -> 0..1 averaged over GPUs', () => {
+  const s = extractSignals(parseExposition(fx('dcgm.txt')), resolveMappings('custom'));
   close(s.gpuUtil, 0.75);
   assert.ok(hasLoadSignal(s));
   // label filter: only GPU 1
-  const one = extractSignals(parseExposition(fx('dcgm.txt')), resolveMappings('dcgm'), { gpu: '1' });
+  const one = extractSignals(parseExposition(fx('dcgm.txt')), resolveMappings('custom'), { gpu: '1' });
   close(one.gpuUtil, 0.6);
 });
 

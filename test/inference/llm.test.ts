@@ -8,7 +8,7 @@ import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import * as path from 'node:path';
 import { parseExposition } from '../../agent/src/inference/exposition';
-import { extractLlmSignals, fetchModels, llmSampleFilter, LlmTermEstimator, loraInfo, modelList, parseModelsList, type LlmSignals } from '../../agent/src/inference/llm';
+import { extractLlmSignals, fetchModels, llmSampleFilter, llmSeriesOf, LlmTermEstimator, loraInfo, modelList, parseModelsList, SGLANG_LLM_SERIES, VLLM_LLM_SERIES, type LlmSignals } from '../../agent/src/inference/llm';
 import { MODEL_BASE, MODEL_LOADED, MODEL_WAITING } from '../../agent/src/snapshot/llm';
 
 const fixture = (f: string) => fs.readFileSync(path.join(__dirname, 'fixtures', f), 'utf8');
@@ -225,4 +225,27 @@ test('config: LLM fields have their shipped defaults; bad values name the field'
   assert.throws(() => resolveInferenceConfig({ services: [{ name: 'llm', kind: 'vllm', instances: { static: ['10.0.0.1:80'] }, models: [''] }] }), /inference\.services\[0\]\.models\[0\]/);
   assert.throws(() => resolveInferenceConfig({ services: [{ name: 'llm', kind: 'vllm', instances: { static: ['10.0.0.1:80'] }, priorServiceMs: 0 }] }), /inference\.services\[0\]\.priorServiceMs/);
   assert.throws(() => resolveInferenceConfig({ modelsIntervalMs: 10, services: [] }), /inference\.modelsIntervalMs/);
+});
+
+test('SGLang LLM names: tokens, TTFT, queue time, ITL, token_usage, cached tokens against prompt tokens, the hit-rate gauge as fallback', () => {
+  const page = fs.readFileSync(path.resolve(__dirname, '../fixtures/engines/sglang.txt'), 'utf8');
+  const s = extractLlmSignals(parseExposition(page, { keep: llmSampleFilter }), undefined, SGLANG_LLM_SERIES);
+  assert.equal(s.promptTokens, 300000);
+  assert.equal(s.generationTokens, 40300);
+  assert.deepEqual(s.ttft, { sumMs: 45000, count: 300 });
+  assert.deepEqual(s.queueTime, { sumMs: 15000, count: 300 });
+  assert.deepEqual(s.itl, { sumMs: 600000, count: 40000 });
+  assert.equal(s.kvCacheUsage, 0.3);
+  assert.equal(s.prefixQueries, 300000);
+  assert.equal(s.prefixHits, 100000);
+  assert.equal(s.prefixHitRate, 0.3);
+  assert.equal(s.prefillTime, undefined);
+  // the same page read with vLLM's names finds nothing: the kind selects the names
+  assert.equal(extractLlmSignals(parseExposition(page), undefined, VLLM_LLM_SERIES).promptTokens, undefined);
+  assert.equal(llmSeriesOf('sglang'), SGLANG_LLM_SERIES);
+  assert.equal(llmSeriesOf('vllm'), VLLM_LLM_SERIES);
+  // before any cached hit SGLang has no cached_tokens_total series: the gauge is the share
+  const early = extractLlmSignals(parseExposition('sglang:prompt_tokens_total 10\nsglang:cache_hit_rate 0.25\n'), undefined, SGLANG_LLM_SERIES);
+  assert.equal(early.prefixQueries, undefined);
+  assert.equal(early.prefixHitRate, 0.25);
 });

@@ -63,7 +63,9 @@ test('enums: baselineScope, rhoCombine, kind, scheme, DNS family; unknown fields
   refused({ baselineScope: 'fleet' }, /inference\.baselineScope: must be equal to one of the allowed values/);
   for (const r of ['max', 'load', 'gpu']) assert.equal(resolveInferenceConfig({ rhoCombine: r }).rhoCombine, r);
   refused({ rhoCombine: 'min' }, /inference\.rhoCombine/);
-  for (const kind of ['vllm', 'triton', 'tgi', 'dcgm', 'custom']) assert.equal(resolveInferenceConfig({ services: [{ ...SVC, kind }] }).services[0].kind, kind);
+  for (const kind of ['vllm', 'sglang', 'triton', 'tgi', 'custom']) assert.equal(resolveInferenceConfig({ services: [{ ...SVC, kind }] }).services[0].kind, kind);
+  // a GPU-only exporter is not a kind (its instances could never be priced): paired through `gpu`
+  refused({ services: [{ ...SVC, kind: 'dcgm' }] }, /inference\.services\[0\]\.kind: must be equal to one of the allowed values/);
   refused({ services: [{ ...SVC, scheme: 'ftp' }] }, /inference\.services\[0\]\.scheme/);
   refused({ colour: 1 }, /inference\.colour: unknown field/);
 });
@@ -152,4 +154,21 @@ test('semantic checks: duplicate service per peer, port range, IPv4 octets; ever
   const raw = { services: [{ ...SVC }] };
   resolveInferenceConfig(raw);
   assert.deepEqual(raw, { services: [SVC] });
+});
+
+test('gpu pairing and triton options: defaults, field-named errors', () => {
+  const t = resolveInferenceConfig({ services: [{ ...SVC, kind: 'triton' }] }).services[0];
+  assert.equal(t.triton, undefined, 'absent: the shipped defaults apply (configs read, ensembles per top-level model)');
+  assert.deepEqual(resolveInferenceConfig({ services: [{ ...SVC, kind: 'triton', triton: {} }] }).services[0].triton, { modelConfig: true, ensembles: 'top-level' });
+  assert.equal(t.gpu, undefined, 'no pairing unless configured');
+  const g = resolveInferenceConfig({ services: [{ ...SVC, gpu: { port: 9400 } }] }).services[0].gpu;
+  assert.deepEqual(g, { port: 9400, metricsPath: '/metrics', scheme: 'http' });
+  refused({ services: [{ ...SVC, gpu: {} }] }, /inference\.services\[0\]\.gpu: needs port or static/);
+  refused({ services: [{ ...SVC, gpu: { metricsPath: '/m' } }] }, /inference\.services\[0\]\.gpu: needs port or static/);
+  refused({ services: [{ ...SVC, gpu: { port: 0 } }] }, /inference\.services\[0\]\.gpu\.port/);
+  refused({ services: [{ ...SVC, gpu: { static: { '10.0.0.9:8000': '10.0.0.9:9400' } } }] }, /inference\.services\[0\]\.gpu\.static: "10\.0\.0\.9:8000" is not one of the service's instances/);
+  refused({ services: [{ ...SVC, gpu: { static: { '10.0.0.1:8000': 'node-1' } } }] }, /inference\.services\[0\]\.gpu\.static/);
+  refused({ services: [{ ...SVC, triton: { httpPort: 8000 } }] }, /inference\.services\[0\]\.triton: only for kind triton/);
+  refused({ services: [{ ...SVC, kind: 'triton', triton: { ensembles: 'summed' } }] }, /inference\.services\[0\]\.triton\.ensembles/);
+  refused({ services: [{ ...SVC, kind: 'triton', triton: { colour: 1 } }] }, /inference\.services\[0\]\.triton\.colour: unknown field/);
 });

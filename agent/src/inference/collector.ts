@@ -19,10 +19,12 @@ import * as promClient from 'prom-client';
 import { Discovery, type DnsResolver, type DiscoveryChange, systemResolver } from './discovery';
 import { BaselineTracker, type EstimatorState, healthScore, InstanceEstimator } from './estimator';
 import { type InstanceReason, type InstanceRecord } from './encode';
-import { extractSignals, hasLoadSignal, mappedSampleFilter, type MetricMappings, resolveMappings } from './mappings';
+import { extractSignals, GPU_GENERIC, hasLoadSignal, mappedSampleFilter, type MetricMappings, resolveMappings } from './mappings';
+import type { Exposition } from './exposition';
+import { fetchText, modelsOnPage, parseTritonModelConfig, planTriton, tritonHttpAddr, withoutModels, type TritonModelConfig, type TritonPlan } from './triton';
 import { type InferenceConfig, type InferenceServiceConfig, resolveInferenceConfig } from './schema';
 import { makeAgents, scrapeOnce } from './scraper';
-import { extractLlmSignals, fetchModels, llmSampleFilter, LlmTermEstimator, modelList, type LlmSignals, type LlmTerms, type ServedModels } from './llm';
+import { extractLlmSignals, fetchModels, llmSampleFilter, llmSeriesOf, LlmTermEstimator, modelList, type LlmSeries, type LlmSignals, type LlmTerms, type ServedModels } from './llm';
 import type { EsSource } from '../snapshot/codec';
 import type { InstanceLlmRecord } from '../snapshot/llm';
 import { KvCapacity } from './kv-capacity';
@@ -48,6 +50,12 @@ export interface InstanceDetail extends InstanceRecord {
   /** LLM services: the learned terms and the last model-list fetch */
   llm?: { terms: LlmTerms; modelsError?: string; modelsFetchedAt?: number; modelsDropped: number };
   lastError?: string;
+  /** kind triton: the last failed model-configuration fetch (the last good configurations are kept) */
+  tritonError?: string;
+  /** the Triton plan: models left out (called by an ensemble) and the slots from instance_group */
+  triton?: { excluded: string[]; slots?: number; models: string[] };
+  /** paired GPU exporter: its address and last failure */
+  gpu?: { addr: string; error?: string };
   consecutiveFailures: number;
   scrapesOk: number;
   scrapesFailed: number;
@@ -69,6 +77,10 @@ interface ScrapedInstance {
   timer?: NodeJS.Timeout;
   inFlight: boolean;
   llm?: InstanceLlmRt;
+  /** kind triton: the model configurations fetched, and what they say about the page */
+  triton?: { configs: Map<string, TritonModelConfig>; fetchedAt?: number; error?: string; plan?: TritonPlan; failedAt: Map<string, number> };
+  /** paired GPU exporter (service `gpu`): its address and the last failure */
+  gpu?: { addr: string; error?: string };
   removed: boolean;
   lastRecord?: InstanceRecord;
 }
@@ -89,6 +101,8 @@ interface InstanceLlmRt {
 interface ScrapedService {
   /** publish the instances in the LLM section */
   llm: boolean;
+  /** the engine's LLM metric names */
+  llmSeries: LlmSeries;
   cfg: InferenceServiceConfig;
   mappings: MetricMappings;
   /** the parser stores only the samples the mappings read */
@@ -97,6 +111,10 @@ interface ScrapedService {
   instances: Map<string, ScrapedInstance>;
   baseline: BaselineTracker;
 }
+
+/** a paired GPU exporter's page: only the GPU series are read */
+const GPU_ONLY: MetricMappings = { ...resolveMappings('custom'), ...structuredClone(GPU_GENERIC) };
+const GPU_KEEP = mappedSampleFilter(GPU_ONLY);
 
 const RESULTS = ['ok', 'unreachable', 'http_error', 'parse_error', 'no_data'] as const;
 
@@ -178,10 +196,11 @@ export class InferenceCollector extends EventEmitter {
     this.started = true;
     for (const cfg of this.config.services) {
       const mappings = resolveMappings(cfg.kind, cfg.mappings);
-      const llm = cfg.llm ?? (cfg.kind === 'vllm' || (cfg.models?.length ?? 0) > 0);
+      const llm = cfg.llm ?? (cfg.kind === 'vllm' || cfg.kind === 'sglang' || (cfg.models?.length ?? 0) > 0);
       const mapped = mappedSampleFilter(mappings);
       const svc: ScrapedService = {
         llm,
+        llmSeries: llmSeriesOf(cfg.kind),
         cfg,
         mappings,
         keep: llm ? (n: string) => mapped(n) || llmSampleFilter(n) : mapped,
@@ -250,6 +269,8 @@ export class InferenceCollector extends EventEmitter {
         inFlight: false,
         removed: false,
         llm: svc.llm ? { est: new LlmTermEstimator({ windowS: this.config.windowS }), kv: new KvCapacity(), modelsInFlight: false } : undefined,
+        triton: svc.cfg.kind === 'triton' && svc.cfg.triton?.modelConfig !== false ? { configs: new Map(), failedAt: new Map() } : undefined,
+        gpu: svc.cfg.gpu ? { addr: svc.cfg.gpu.static?.[addr] ?? (svc.cfg.gpu.port !== undefined ? tritonHttpAddr(addr, svc.cfg.gpu.port) : addr) } : undefined,
       };
       svc.instances.set(addr, inst);
       this.schedule(inst, Math.random() * Math.min(100, this.config.scrapeIntervalMs));
@@ -296,8 +317,21 @@ export class InferenceCollector extends EventEmitter {
         return;
       }
       let signals;
+      let exposition = out.exposition;
       try {
-        signals = extractSignals(out.exposition, svc.mappings, svc.cfg.labels);
+        if (inst.triton) {
+          await this.refreshTriton(inst, exposition);
+          if (inst.removed) return;
+          if (inst.triton.plan) exposition = withoutModels(exposition, inst.triton.plan.exclude);
+        }
+        signals = extractSignals(exposition, svc.mappings, svc.cfg.labels);
+        // Triton's slot count from the model configuration, when the page names none
+        if (signals.slots === undefined && inst.triton?.plan?.slots !== undefined) signals.slots = inst.triton.plan.slots;
+        if (inst.gpu) {
+          const g = await this.scrapeGpu(inst);
+          if (inst.removed) return;
+          signals.gpuUtil = g;
+        }
       } catch (e) {
         this.fail(inst, 'parse_error', `malformed exposition: ${(e as Error).message}`, t);
         return;
@@ -315,7 +349,7 @@ export class InferenceCollector extends EventEmitter {
         inst.lastOkAt = t;
         inst.state = inst.est.observe(t, signals);
         if (inst.llm) {
-          inst.llm.signals = extractLlmSignals(out.exposition, svc.cfg.labels);
+          inst.llm.signals = extractLlmSignals(exposition, svc.cfg.labels, svc.llmSeries);
           inst.llm.terms = inst.llm.est.observe(t, inst.llm.signals);
           inst.llm.kv.observe(signals.running, inst.llm.signals.kvCacheUsage);
         }
@@ -330,7 +364,72 @@ export class InferenceCollector extends EventEmitter {
   }
 
   private fetchesModels(cfg: InferenceServiceConfig): boolean {
-    return cfg.fetchModels ?? cfg.kind === 'vllm';
+    return cfg.fetchModels ?? (cfg.kind === 'vllm' || cfg.kind === 'sglang');
+  }
+
+  /**
+   * Kind triton: the configuration of every model on the page not fetched yet, and all of them
+   * again every modelsIntervalMs (awaited: the scrape is measured with the plan it implies). A
+   * failed fetch keeps what was known; a model without a configuration is summed and has no slots.
+   */
+  private async refreshTriton(inst: ScrapedInstance, exp: Exposition): Promise<void> {
+    const tr = inst.triton!;
+    const cfg = inst.svc.cfg;
+    const onPage = modelsOnPage(exp, inst.svc.mappings.completions.concat(inst.svc.mappings.waiting, inst.svc.mappings.serviceTimeSum.map((r) => r.name)));
+    const now = this.now();
+    const due = tr.fetchedAt === undefined || now - tr.fetchedAt >= this.config.modelsIntervalMs;
+    // a model whose fetch failed is retried every modelsIntervalMs, not at every scrape (an
+    // endpoint that does not answer would otherwise delay each scrape by modelsTimeoutMs)
+    const missing = onPage.filter((m) => !tr.configs.has(m) && !(now - (tr.failedAt.get(m) ?? -Infinity) < this.config.modelsIntervalMs));
+    if (due || missing.length > 0) {
+      const want = due ? onPage : missing;
+      // nested ensembles: the steps' configurations too (bounded by MAX_TRITON_MODELS in all)
+      const queue = [...want];
+      const seen = new Set<string>();
+      const addr = tritonHttpAddr(inst.addr, cfg.triton?.httpPort);
+      let error: string | undefined;
+      while (queue.length > 0 && seen.size < 64) {
+        const batch = queue.splice(0, queue.length).filter((m) => !seen.has(m));
+        batch.forEach((m) => seen.add(m));
+        const got = await Promise.all(batch.map(async (m) => {
+          try {
+            return parseTritonModelConfig(await fetchText(addr, `/v2/models/${encodeURIComponent(m)}/config`, cfg.scheme, this.config.modelsTimeoutMs, cfg.scheme === 'https' ? this.agents.https : this.agents.http), m);
+          } catch (e) {
+            error = `inference instance ${cfg.name}/${inst.addr}: triton ${(e as Error).message}`;
+            if (tr.failedAt.size >= 256) tr.failedAt.clear();
+            tr.failedAt.set(m, this.now());
+            return undefined;
+          }
+        }));
+        for (const c of got) {
+          if (!c) continue;
+          tr.configs.set(c.name, c);
+          tr.failedAt.delete(c.name);
+          for (const st of c.steps) if (!seen.has(st) && !tr.configs.has(st)) queue.push(st);
+        }
+      }
+      if (tr.configs.size > 4 * 64) tr.configs.clear(); // bounded: a repository churning through model names
+      if (error && tr.error === undefined) this.log?.warn({ service: cfg.name, instance: inst.addr }, error);
+      tr.error = error;
+      if (due) tr.fetchedAt = this.now();
+    }
+    tr.plan = planTriton(onPage, tr.configs, cfg.triton?.ensembles ?? 'top-level');
+  }
+
+  /** The paired GPU exporter's utilisation (NaN when its scrape fails: GPU use unknown, the instance unaffected). */
+  private async scrapeGpu(inst: ScrapedInstance): Promise<number | undefined> {
+    const g = inst.svc.cfg.gpu!;
+    const out = await scrapeOnce(
+      { addr: inst.gpu!.addr, path: g.metricsPath, scheme: g.scheme },
+      { timeoutMs: this.config.scrapeTimeoutMs, maxBodyBytes: this.config.maxBodyBytes, agent: g.scheme === 'https' ? this.agents.https : this.agents.http, parse: { keep: GPU_KEEP } },
+    );
+    if (!out.ok) {
+      if (inst.gpu!.error === undefined) this.log?.warn({ service: inst.svc.cfg.name, instance: inst.addr, gpu: inst.gpu!.addr }, out.message);
+      inst.gpu!.error = `gpu exporter ${inst.gpu!.addr}: ${out.message}`;
+      return undefined;
+    }
+    inst.gpu!.error = undefined;
+    return extractSignals(out.exposition, GPU_ONLY, g.labels).gpuUtil;
   }
 
   /** One GET of the instance's model list, then the next one modelsIntervalMs later. */
@@ -408,6 +507,19 @@ export class InferenceCollector extends EventEmitter {
     return imputeFrom(states);
   }
 
+  /** The largest queue depth read from gauges over every instance of the service name (NaN: none). */
+  private knownQueueMax(svc: ScrapedService): number {
+    let m = NaN;
+    for (const s of this.services) {
+      if (s.cfg.name !== svc.cfg.name) continue;
+      for (const i of s.instances.values()) {
+        const q = i.state?.queueDepth;
+        if (i.state?.queueSource === 'gauges' && q !== undefined && Number.isFinite(q) && !(q <= m)) m = q;
+      }
+    }
+    return m;
+  }
+
   /** Cold start: the configured prior E[S] of the service, E[S²] from the assumed SCV. */
   private prior(svc: ScrapedService): { es: number; es2: number } {
     const es = svc.cfg.priorServiceMs ?? 1000;
@@ -427,12 +539,16 @@ export class InferenceCollector extends EventEmitter {
     const { record, imputedService } = buildInstanceRecord({
       service: svc.cfg.name, addr: inst.addr, peer: svc.cfg.peer ?? '', reason, state: st, imputed: () => this.imputed(svc), prior: () => this.prior(svc),
       baselineMs: baseline, lastOkAt: inst.lastOkAt, now, concurrency: svc.cfg.concurrency,
+      knownQueueMax: () => this.knownQueueMax(svc),
     });
     return {
       ...record,
       healthScore: healthScore(record.p99Ms, baseline),
       imputedService,
       lastError: inst.lastFailure?.message ?? (st?.invalid ? `inference instance ${svc.cfg.name}/${inst.addr}: ${st.invalid}` : undefined),
+      tritonError: inst.triton?.error,
+      triton: inst.triton ? { excluded: [...(inst.triton.plan?.exclude ?? [])].sort(), slots: inst.triton.plan?.slots, models: [...inst.triton.configs.keys()].sort() } : undefined,
+      gpu: inst.gpu ? { ...inst.gpu } : undefined,
       consecutiveFailures: inst.consecutiveFailures,
       scrapesOk: inst.scrapesOk,
       scrapesFailed: inst.scrapesFailed,
@@ -537,6 +653,11 @@ export interface RecordInputs {
   lastOkAt: number | undefined;
   now: number;
   concurrency: number | undefined;
+  /**
+   * Queue unknown (estimator queueSource 'little'): the largest queueDepth the service's instances
+   * with queue gauges publish, NaN when none has one. Unknown is never cheaper than known.
+   */
+  knownQueueMax?: () => number;
 }
 
 /**
@@ -568,6 +689,15 @@ export function buildInstanceRecord(x: RecordInputs): { record: InstanceRecord; 
       esSource = 'prior';
     }
   }
+  // Queue unknown (no waiting/running gauge): Little's law from the instance's own counters
+  // (E[S] imputed above when it has none), raised to the largest known queue of the service, so an
+  // instance is never cheaper for exporting less (docs/contracts.md, "Queue unknown")
+  let queueDepth = st?.queueDepth ?? NaN;
+  if (st?.queueSource === 'little') {
+    const own = Number.isFinite(queueDepth) ? queueDepth : (st.lambdaPerS * es) / 1000;
+    const known = x.knownQueueMax?.() ?? NaN;
+    queueDepth = Math.max(Number.isFinite(own) ? own : 0, Number.isFinite(known) ? known : 0);
+  }
   return {
     imputedService,
     record: {
@@ -580,7 +710,7 @@ export function buildInstanceRecord(x: RecordInputs): { record: InstanceRecord; 
       esMs: es,
       es2Ms2: es2,
       lambdaPerS: st?.lambdaPerS ?? 0,
-      queueDepth: st?.queueDepth ?? NaN,
+      queueDepth,
       p50Ms: st?.p50Ms ?? NaN,
       p99Ms: st?.p99Ms ?? NaN,
       baselineP99Ms: x.baselineMs,

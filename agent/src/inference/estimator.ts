@@ -38,7 +38,15 @@
 //      histogram fall back to a summary's quantile="0.5"/"0.99", else NaN.
 //   queueDepth = waiting + running at the last scrape (the filter's backlog term counts every
 //      request ahead of a new one, at E[S]/c each); servers without a running gauge (Triton)
-//      report only the pending count.
+//      report only the pending count. A page with NEITHER gauge (a Triton ensemble without
+//      nv_inference_pending_request_count, a custom mapping of counters only): the queue is
+//      unknown, and it is never published as NaN (the snapshot rules would make the instance
+//      invalid_data, never routable) nor as 0 (unknown would then look idle, cheaper than a
+//      peer with a known queue). It stands in by Little's law from the instance's own counters,
+//      L = λ·(E[S] + E[Wq]) / 1000 over the window (E[Wq] from a queue-time sum when exported,
+//      e.g. nv_inference_queue_duration_us; else 0: the mean number in service), queueSource
+//      'little'; the collector then raises it to the largest known queue of the service's
+//      instances (docs/contracts.md, "Queue unknown").
 //   No absorbing state: each completion of an older interval (outside the window) counts with
 //      weight w = exp(-age/τ) for itself and 1 - w for a PRIOR (option `prior`; the collector gives
 //      the median E[S]/E[S²] of the service's other instances with completions in their window),
@@ -305,6 +313,8 @@ interface IntervalDelta {
   t1: number;
   dN?: number;
   dSumMs?: number;
+  /** queueing-time delta (ms), when the server exports a queue-time sum */
+  dQueueMs?: number;
   service?: HistDelta;
   latency?: HistDelta;
   inSys0?: number;
@@ -337,8 +347,10 @@ export interface EstimatorState {
   slotsSource: SlotsSource;
   /** why the last scrape was rejected (broken exporter data); undefined when it was used */
   invalid?: string;
-  /** requests in the instance: waiting + running (waiting alone if running is not exported) */
+  /** requests in the instance: waiting + running (waiting alone if running is not exported); Little's law when neither is (queueSource) */
   queueDepth: number;
+  /** 'gauges': read from waiting/running; 'little': neither exported, λ·(E[S] + E[Wq]) stands in */
+  queueSource: 'gauges' | 'little';
   waiting: number;
   running: number;
   kvCacheUsage: number;
@@ -458,6 +470,7 @@ export class InstanceEstimator {
       const lat = histDelta(p.latencyHist, s.latencyHist);
       const cnt = counterDelta(p.completions, s.completions);
       const sum = counterDelta(p.serviceSumMs, s.serviceSumMs);
+      const qsum = counterDelta(p.queueSumMs, s.queueSumMs);
       const reset = svc.reset || lat.reset || cnt.reset || sum.reset;
       if (reset) {
         while (this.resetTimes.length > 0 && this.resetTimes[0] <= t - this.windowMs) this.resetTimes.shift();
@@ -487,6 +500,7 @@ export class InstanceEstimator {
         if (sum.d !== undefined) d.dSumMs = sum.d;
         if (cnt.d !== undefined) d.dN = cnt.d;
       }
+      if (qsum.d !== undefined && !qsum.reset) d.dQueueMs = qsum.d;
       if (d.dN === undefined && cnt.d !== undefined) d.dN = cnt.d;
       if (d.dN === undefined && lat.d) d.dN = lat.d.count;
       if (lat.d) d.latency = lat.d;
@@ -554,6 +568,8 @@ export class InstanceEstimator {
     let S = 0;
     let haveN = false;
     let haveS = false;
+    let Q = 0;
+    let NQ = 0;
     const svc = new HistSum();
     const lat = new HistSum();
     // bucket layouts: aggregate the intervals that share the newest layout
@@ -569,6 +585,10 @@ export class InstanceEstimator {
       }
       if (d.service) svc.add(d.service);
       if (d.latency) lat.add(d.latency);
+      if (d.dQueueMs !== undefined && d.dN !== undefined) {
+        Q += d.dQueueMs;
+        NQ += d.dN;
+      }
     }
     const T = ds.length > 0 ? (ds[ds.length - 1].t1 - ds[0].t0) / 1000 : 0;
     const departures = haveN && T > 0 ? N / T : NaN;
@@ -655,6 +675,11 @@ export class InstanceEstimator {
     else rho = loadPart;
     if (!Number.isFinite(rho) && Number.isFinite(lambda) && lambda === 0) rho = 0;
 
+    // queue unknown (no waiting and no running gauge): Little's law over the window stands in
+    const gauged = last ? inSystem(last) : undefined;
+    const lam = Number.isFinite(lambda) ? lambda : 0;
+    const wq = NQ > 0 ? Math.max(0, Q / NQ) : 0;
+    const little = Number.isFinite(es) ? (lam * (es + wq)) / 1000 : lam === 0 ? 0 : NaN;
     return {
       lambdaPerS: Number.isFinite(lambda) ? lambda : 0,
       departuresPerS: Number.isFinite(departures) ? departures : 0,
@@ -672,7 +697,8 @@ export class InstanceEstimator {
       concurrencySource: cSrc,
       slotsSource: cSrc === 'configured' ? 'configured' : cSrc === 'exporter' ? 'exporter' : 'inferred',
       invalid: this.invalid,
-      queueDepth: last ? (inSystem(last) ?? NaN) : NaN,
+      queueDepth: gauged ?? (last ? little : NaN),
+      queueSource: gauged === undefined && last ? 'little' : 'gauges',
       waiting: last?.waiting ?? NaN,
       running: last?.running ?? NaN,
       kvCacheUsage: last?.kvCacheUsage ?? NaN,

@@ -5,7 +5,7 @@
 //   - the per-token terms a size-aware cost needs, learned from vLLM's counters and histograms
 //     (the estimator is specified, with its error bound, in docs/inference-llm.md);
 //   - KV-cache usage (`vllm:kv_cache_usage_perc`, older `vllm:gpu_cache_usage_perc`).
-// Metric names are vLLM's V1 engine names (vllm/v1/metrics/loggers.py); test/inference/fixtures/vllm.txt.
+// Metric names per engine: vLLM (V0 and V1) and SGLang, LlmSeries below; test/inference/fixtures/, test/fixtures/engines/.
 import * as http from 'node:http';
 import * as https from 'node:https';
 import { parseAddr } from './discovery';
@@ -13,36 +13,85 @@ import type { Exposition } from './exposition';
 import { labelsMatch } from './exposition';
 import { MAX_LLM_MODELS, MODEL_BASE, MODEL_LOADED, MODEL_WAITING, type LlmModel } from '../snapshot/llm';
 
-export const VLLM_LLM_SERIES = {
+/**
+ * The names the LLM signals are read from, per engine. Each list: the first name present wins
+ * (current spelling first, older one after). `prefixCounters`: [queries, hits] pairs in prompt
+ * tokens; `prefixHitRate`: a lifetime hit-rate gauge (approximate fallback).
+ */
+export interface LlmSeries {
+  promptTokens: string;
+  generationTokens: string;
+  /** time in the PREFILL phase per request (first scheduled -> first token) */
+  prefillTime: string[];
+  ttft: string[];
+  queueTime: string[];
+  /** per output token after the first (weighted per token), preferred spelling first */
+  itl: string[];
+  loraInfo?: string;
+  kvCacheUsage: string[];
+  prefixCounters: Array<[queries: string, hits: string]>;
+  prefixHitRate: string[];
+}
+
+/**
+ * vLLM, V0 and V1 engines (vllm/engine/metrics.py, vllm/v1/metrics/loggers.py). What V1 renamed:
+ * gpu_cache_usage_perc -> kv_cache_usage_perc, time_per_output_token_seconds ->
+ * inter_token_latency_seconds, the V0 hit-rate gauge gpu_prefix_cache_hit_rate -> the token counters
+ * prefix_cache_queries/hits_total (first V1 releases: gpu_prefix_cache_queries/hits_total);
+ * request_prefill_time_seconds is V1 only. Unchanged: num_requests_waiting/running,
+ * request_success_total, e2e_request_latency_seconds, prompt/generation_tokens_total,
+ * time_to_first_token_seconds, request_queue_time_seconds.
+ */
+export const VLLM_LLM_SERIES: LlmSeries = {
   promptTokens: 'vllm:prompt_tokens_total',
   generationTokens: 'vllm:generation_tokens_total',
-  /** time in the PREFILL phase per request (first scheduled -> first token); newer V1 releases */
-  prefillTime: 'vllm:request_prefill_time_seconds',
-  ttft: 'vllm:time_to_first_token_seconds',
-  queueTime: 'vllm:request_queue_time_seconds',
-  /** per output token after the first (weighted per token): preferred for the decode term */
-  interTokenLatency: 'vllm:inter_token_latency_seconds',
-  /** older per-token spelling (V0; V1 before inter_token_latency existed) */
-  timePerOutputToken: 'vllm:time_per_output_token_seconds',
+  prefillTime: ['vllm:request_prefill_time_seconds'],
+  ttft: ['vllm:time_to_first_token_seconds'],
+  queueTime: ['vllm:request_queue_time_seconds'],
+  itl: ['vllm:inter_token_latency_seconds', 'vllm:time_per_output_token_seconds'],
   loraInfo: 'vllm:lora_requests_info',
   kvCacheUsage: ['vllm:kv_cache_usage_perc', 'vllm:gpu_cache_usage_perc'],
   /**
-   * Prefix-cache counters, in prompt tokens (V1: queried at admission / found cached); the
-   * first V1 releases spelled them `vllm:gpu_prefix_cache_*`. `prompt_tokens_total` counts
-   * whole prompts, cached tokens included, so these say which share of it was computed.
+   * Prefix-cache counters, in prompt tokens. `prompt_tokens_total` counts whole prompts, cached
+   * tokens included, so these say which share of it was computed.
    */
-  prefixCacheQueries: ['vllm:prefix_cache_queries_total', 'vllm:gpu_prefix_cache_queries_total'],
-  prefixCacheHits: ['vllm:prefix_cache_hits_total', 'vllm:gpu_prefix_cache_hits_total'],
-  /** V0 only: a block hit-rate gauge over the engine's lifetime (approximate fallback) */
-  prefixCacheHitRate: 'vllm:gpu_prefix_cache_hit_rate',
-} as const;
+  prefixCounters: [
+    ['vllm:prefix_cache_queries_total', 'vllm:prefix_cache_hits_total'],
+    ['vllm:gpu_prefix_cache_queries_total', 'vllm:gpu_prefix_cache_hits_total'],
+  ],
+  prefixHitRate: ['vllm:gpu_prefix_cache_hit_rate'],
+};
 
-const HIST_NAMES = [VLLM_LLM_SERIES.prefillTime, VLLM_LLM_SERIES.ttft, VLLM_LLM_SERIES.queueTime, VLLM_LLM_SERIES.interTokenLatency, VLLM_LLM_SERIES.timePerOutputToken];
-const KEEP = new Set<string>([
-  VLLM_LLM_SERIES.promptTokens, VLLM_LLM_SERIES.generationTokens, VLLM_LLM_SERIES.loraInfo, ...VLLM_LLM_SERIES.kvCacheUsage,
-  ...VLLM_LLM_SERIES.prefixCacheQueries, ...VLLM_LLM_SERIES.prefixCacheHits, VLLM_LLM_SERIES.prefixCacheHitRate,
-  ...HIST_NAMES.flatMap((n) => [`${n}_sum`, `${n}_count`]),
-]);
+/**
+ * SGLang (python/sglang/srt/metrics/collector.py, docs/references/production_metrics.md): the
+ * tokenizer manager's token counters and histograms, the scheduler's gauges. Its KV-cache use is
+ * `token_usage` (used / max_total_num_tokens). Inter-token latency is observed per decode step with
+ * the step's tokens as the count (sum / count = per token); older releases: time_per_output_token.
+ * Prefix cache: `cached_tokens_total` against `prompt_tokens_total` (which includes them), else the
+ * `cache_hit_rate` gauge. No prefill-phase histogram: TTFT − queue time (`queue_time_seconds`).
+ */
+export const SGLANG_LLM_SERIES: LlmSeries = {
+  promptTokens: 'sglang:prompt_tokens_total',
+  generationTokens: 'sglang:generation_tokens_total',
+  prefillTime: [],
+  ttft: ['sglang:time_to_first_token_seconds'],
+  queueTime: ['sglang:queue_time_seconds'],
+  itl: ['sglang:inter_token_latency_seconds', 'sglang:time_per_output_token_seconds'],
+  kvCacheUsage: ['sglang:token_usage'],
+  prefixCounters: [['sglang:prompt_tokens_total', 'sglang:cached_tokens_total']],
+  prefixHitRate: ['sglang:cache_hit_rate'],
+};
+
+/** The LLM series of a server kind (kinds without their own names read vLLM's: a custom page may mirror them). */
+export function llmSeriesOf(kind: string): LlmSeries {
+  return kind === 'sglang' ? SGLANG_LLM_SERIES : VLLM_LLM_SERIES;
+}
+
+const keepSet = (x: LlmSeries): string[] => [
+  x.promptTokens, x.generationTokens, ...(x.loraInfo ? [x.loraInfo] : []), ...x.kvCacheUsage, ...x.prefixCounters.flat(), ...x.prefixHitRate,
+  ...[...x.prefillTime, ...x.ttft, ...x.queueTime, ...x.itl].flatMap((n) => [`${n}_sum`, `${n}_count`]),
+];
+const KEEP = new Set<string>([...keepSet(VLLM_LLM_SERIES), ...keepSet(SGLANG_LLM_SERIES)]);
 
 /** The sample names the LLM signals read (the parser keeps only mapped samples). */
 export function llmSampleFilter(name: string): boolean {
@@ -97,8 +146,8 @@ const splitList = (v: string | undefined): string[] => (v ? v.split(',').map((x)
  * vLLM writes one `vllm:lora_requests_info` series per distinct label set, its value the wall-clock
  * time it was last set: the series with the highest value is the current state.
  */
-export function loraInfo(exp: Exposition): LoraInfo | undefined {
-  const ss = exp.samples.get(VLLM_LLM_SERIES.loraInfo);
+export function loraInfo(exp: Exposition, name = 'vllm:lora_requests_info'): LoraInfo | undefined {
+  const ss = exp.samples.get(name);
   if (!ss || ss.length === 0) return undefined;
   let best = ss[0];
   for (const s of ss) if (s.value > best.value) best = s;
@@ -106,34 +155,50 @@ export function loraInfo(exp: Exposition): LoraInfo | undefined {
   return { running: splitList(best.labels.running_lora_adapters), waiting: splitList(best.labels.waiting_lora_adapters), maxLora: best.labels.max_lora !== undefined && Number.isFinite(max) ? max : NaN };
 }
 
-/** One scrape's LLM signals; `match` restricts to series with these labels (the service's `labels`). The lora gauge has no model label and is read whole. */
-export function extractLlmSignals(exp: Exposition, match?: Record<string, string>): LlmSignals {
+const firstHist = (exp: Exposition, names: string[], match?: Record<string, string>): SumCount | undefined => {
+  for (const n of names) {
+    const h = histSumCount(exp, n, match);
+    if (h) return h;
+  }
+  return undefined;
+};
+
+/**
+ * One scrape's LLM signals; `match` restricts to series with these labels (the service's `labels`);
+ * `series`: the engine's names (vLLM's by default). The lora gauge has no model label and is read whole.
+ */
+export function extractLlmSignals(exp: Exposition, match?: Record<string, string>, series: LlmSeries = VLLM_LLM_SERIES): LlmSignals {
   const out: LlmSignals = {};
-  out.promptTokens = sumOf(exp, VLLM_LLM_SERIES.promptTokens, match);
-  out.generationTokens = sumOf(exp, VLLM_LLM_SERIES.generationTokens, match);
-  out.prefillTime = histSumCount(exp, VLLM_LLM_SERIES.prefillTime, match);
-  out.ttft = histSumCount(exp, VLLM_LLM_SERIES.ttft, match);
-  out.queueTime = histSumCount(exp, VLLM_LLM_SERIES.queueTime, match);
-  out.itl = histSumCount(exp, VLLM_LLM_SERIES.interTokenLatency, match) ?? histSumCount(exp, VLLM_LLM_SERIES.timePerOutputToken, match);
-  for (const name of VLLM_LLM_SERIES.kvCacheUsage) {
+  out.promptTokens = sumOf(exp, series.promptTokens, match);
+  out.generationTokens = sumOf(exp, series.generationTokens, match);
+  out.prefillTime = firstHist(exp, series.prefillTime, match);
+  out.ttft = firstHist(exp, series.ttft, match);
+  out.queueTime = firstHist(exp, series.queueTime, match);
+  out.itl = firstHist(exp, series.itl, match);
+  for (const name of series.kvCacheUsage) {
     const ss = exp.samples.get(name)?.filter((s) => labelsMatch(s.labels, match) && Number.isFinite(s.value));
     if (ss && ss.length > 0) {
       out.kvCacheUsage = Math.max(...ss.map((s) => s.value));
       break;
     }
   }
-  out.lora = loraInfo(exp);
-  for (let i = 0; i < VLLM_LLM_SERIES.prefixCacheQueries.length; i++) {
-    const q = sumOf(exp, VLLM_LLM_SERIES.prefixCacheQueries[i], match);
-    const h = sumOf(exp, VLLM_LLM_SERIES.prefixCacheHits[i], match);
+  if (series.loraInfo) out.lora = loraInfo(exp, series.loraInfo);
+  for (const [qn, hn] of series.prefixCounters) {
+    const q = sumOf(exp, qn, match);
+    const h = sumOf(exp, hn, match);
     if (q !== undefined && h !== undefined) {
       out.prefixQueries = q;
       out.prefixHits = h;
       break;
     }
   }
-  const rates = exp.samples.get(VLLM_LLM_SERIES.prefixCacheHitRate)?.filter((s) => labelsMatch(s.labels, match) && Number.isFinite(s.value) && s.value >= 0 && s.value <= 1);
-  if (rates && rates.length > 0) out.prefixHitRate = rates.reduce((a, s) => a + s.value, 0) / rates.length;
+  for (const name of series.prefixHitRate) {
+    const rates = exp.samples.get(name)?.filter((s) => labelsMatch(s.labels, match) && Number.isFinite(s.value) && s.value >= 0 && s.value <= 1);
+    if (rates && rates.length > 0) {
+      out.prefixHitRate = rates.reduce((a, s) => a + s.value, 0) / rates.length;
+      break;
+    }
+  }
   return out;
 }
 

@@ -2,7 +2,9 @@
 // and extraction of one scrape's Signals (all times converted to milliseconds).
 import { type Exposition, histogramSeries, labelsMatch, parsePromFloat } from './exposition';
 
-export type ServerKind = 'vllm' | 'triton' | 'tgi' | 'dcgm' | 'custom';
+// A GPU-only exporter (DCGM) is not a kind: it has no request metrics, so an instance made of it
+// could never be priced. It is paired with the inference instance it belongs to (service `gpu`).
+export type ServerKind = 'vllm' | 'sglang' | 'triton' | 'tgi' | 'custom';
 export type TimeUnit = 's' | 'ms' | 'us' | 'ns';
 
 export const UNIT_TO_MS: Record<TimeUnit, number> = { s: 1000, ms: 1, us: 1e-3, ns: 1e-6 };
@@ -33,10 +35,10 @@ export interface MetricMappings {
   /** completed requests (counter); used when no histogram gives a count */
   completions: string[];
   /**
-   * slot count / max batch size (gauge). No built-in: vLLM (cache_config_info carries cache
-   * settings, not max_num_seqs), Triton (counts, durations, pending count, GPU) and TGI
-   * (tgi_batch_current_size is the current batch, not its limit) export none; a custom mapping
-   * can name one (e.g. a sidecar's gauge).
+   * slot count / max batch size (gauge). SGLang: max_running_requests. vLLM (cache_config_info
+   * carries cache settings, not max_num_seqs), Triton (counts, durations, pending count, GPU; its
+   * slots come from the model configuration instead, triton.ts) and TGI (tgi_batch_current_size is
+   * the current batch, not its limit) export none; a custom mapping can name one.
    */
   slots: string[];
   /** cumulative service (or request) time (counter) -- Triton style */
@@ -67,9 +69,9 @@ export interface CustomMappingsInput {
 }
 
 
-/** GPU series understood for every kind (a DCGM exporter or Triton's own gauges merged in). */
+/** GPU series understood for every kind (Triton's own gauges, or a paired DCGM exporter's page: service `gpu`). */
 // GPU memory is not read: nothing in the snapshot or the estimates uses it.
-const GPU_GENERIC: Pick<MetricMappings, 'gpuUtil'> = {
+export const GPU_GENERIC: Pick<MetricMappings, 'gpuUtil'> = {
   gpuUtil: [
     { name: 'DCGM_FI_DEV_GPU_UTIL', scale: 0.01 },
     { name: 'nv_gpu_utilization', scale: 1 },
@@ -93,6 +95,8 @@ function empty(): MetricMappings {
 }
 
 export const BUILTIN_MAPPINGS: Record<ServerKind, MetricMappings> = {
+  // vLLM V0 and V1 share these names; what V1 renamed (the KV gauge, the per-token and prefix
+  // series) is listed, both spellings, in llm.ts (VLLM_LLM_SERIES)
   vllm: {
     ...empty(),
     waiting: ['vllm:num_requests_waiting'],
@@ -116,6 +120,22 @@ export const BUILTIN_MAPPINGS: Record<ServerKind, MetricMappings> = {
     // only with --metrics-config summary_latencies=true
     latencySummary: [{ name: 'nv_inference_request_summary_us', unit: 'us' }],
   },
+  // SGLang (python/sglang/srt/metrics/collector.py; docs/references/production_metrics.md): the
+  // scheduler's gauges and the tokenizer manager's counters and histograms, label model_name (newer
+  // releases add engine_type, tp_rank, pp_rank, ...: summed, or picked with `labels`).
+  sglang: {
+    ...empty(),
+    waiting: ['sglang:num_queue_reqs'],
+    running: ['sglang:num_running_reqs'],
+    kvCacheUsage: ['sglang:token_usage'],
+    completions: ['sglang:num_requests_total'],
+    // the older production-metrics page lists a max_running_requests gauge (the scheduler's limit)
+    slots: ['sglang:max_running_requests'],
+    // SGLang has no in-batch service-time histogram: e2e (queueing included) is the service
+    // histogram, as for vLLM releases without request_inference_time
+    serviceHistogram: [{ name: 'sglang:e2e_request_latency_seconds', unit: 's' }],
+    latencyHistogram: [{ name: 'sglang:e2e_request_latency_seconds', unit: 's' }],
+  },
   tgi: {
     ...empty(),
     waiting: ['tgi_queue_size'],
@@ -127,7 +147,6 @@ export const BUILTIN_MAPPINGS: Record<ServerKind, MetricMappings> = {
     ],
     latencyHistogram: [{ name: 'tgi_request_duration', unit: 's' }],
   },
-  dcgm: empty(),
   custom: empty(),
 };
 
@@ -169,6 +188,8 @@ export interface Signals {
   slots?: number;
   /** cumulative service time in ms (counter-based servers) */
   serviceSumMs?: number;
+  /** cumulative queueing time in ms (mapping queueTimeSum), when exported */
+  queueSumMs?: number;
   serviceHist?: Hist;
   latencyHist?: Hist;
   summaryP50Ms?: number;
@@ -250,7 +271,10 @@ export function extractSignals(exp: Exposition, m: MetricMappings, match?: Recor
   if (svcSum) {
     sig.matched.push(svcSum[1]);
     const q = pickSumCounter(exp, m.queueTimeSum, match);
-    if (q) sig.matched.push(q[1]);
+    if (q) {
+      sig.matched.push(q[1]);
+      sig.queueSumMs = q[0];
+    }
     // a queue-time sum larger than the request-time sum is a broken exporter: kept negative, rejected by the estimator
     sig.serviceSumMs = svcSum[0] - (q ? q[0] : 0);
   }

@@ -72,7 +72,10 @@ export const inferenceSchema: Record<string, unknown> = {
         properties: {
           name: { type: 'string', pattern: NAME, description: 'service name in the snapshot' },
           peer: { type: 'string', pattern: PEER, default: '', description: 'cloud the instances are in ("" = local)' },
-          kind: { enum: ['vllm', 'triton', 'tgi', 'dcgm', 'custom'] },
+          kind: {
+            enum: ['vllm', 'sglang', 'triton', 'tgi', 'custom'],
+            description: 'built-in metric names of the server (agent/src/inference/mappings.ts). A GPU-only exporter (DCGM) is not a kind: it has no request metrics, pair it with its inference instance through `gpu`',
+          },
           instances: {
             type: 'object',
             additionalProperties: false,
@@ -116,6 +119,33 @@ export const inferenceSchema: Record<string, unknown> = {
             additionalProperties: { type: 'string' },
             description: 'only series with these label values count (e.g. {"model_name": "llama"})',
           },
+          gpu: {
+            type: 'object',
+            additionalProperties: false,
+            description: 'pairs each instance with the GPU exporter (e.g. DCGM\'s dcgm-exporter) of its GPUs: scraped with the instance, its utilisation is the instance\'s gpuUtil. A failed GPU scrape leaves gpuUtil unknown, never the instance unhealthy',
+            properties: {
+              port: { type: 'integer', minimum: 1, maximum: 65535, description: 'the exporter at the instance\'s own IP on this port (a sidecar; dcgm-exporter listens on 9400)' },
+              static: {
+                type: 'object', maxProperties: 4096,
+                propertyNames: { pattern: ADDR },
+                additionalProperties: { type: 'string', pattern: ADDR },
+                description: 'instance address -> exporter address, for instances whose exporter is elsewhere (takes precedence over port)',
+              },
+              metricsPath: { type: 'string', pattern: '^/', default: '/metrics' },
+              scheme: { enum: ['http', 'https'], default: 'http' },
+              labels: { type: 'object', additionalProperties: { type: 'string' }, description: 'only GPU series with these label values count (e.g. {"gpu": "0"} on a node-wide exporter)' },
+            },
+          },
+          triton: {
+            type: 'object',
+            additionalProperties: false,
+            description: 'kind triton only (defaults apply without it): what the agent reads from the models Triton serves',
+            properties: {
+              modelConfig: { type: 'boolean', default: true, description: 'fetch GET /v2/models/<model>/config of every model on the page (every modelsIntervalMs): the slot count is the model\'s instance_group count (count x GPUs per group) unless concurrency is set, and ensembles are recognised' },
+              httpPort: { type: 'integer', minimum: 1, maximum: 65535, description: 'port of Triton\'s HTTP endpoint (default: the instance\'s port; Triton serves /metrics on 8002, HTTP on 8000)' },
+              ensembles: { enum: ['top-level', 'all'], default: 'top-level', description: 'top-level: the models an ensemble calls are left out of the sums (each request counted once, at the ensemble); all: every model summed' },
+            },
+          },
           mappings: {
             type: 'object',
             additionalProperties: false,
@@ -154,6 +184,8 @@ export interface InferenceServiceConfig {
   modelsPath: string;
   fetchModels?: boolean;
   labels?: Record<string, string>;
+  gpu?: { port?: number; static?: Record<string, string>; metricsPath: string; scheme: 'http' | 'https'; labels?: Record<string, string> };
+  triton?: { modelConfig: boolean; httpPort?: number; ensembles: 'top-level' | 'all' };
   mappings?: CustomMappingsInput;
 }
 
@@ -192,6 +224,13 @@ export function checkInferenceConfig(cfg: InferenceConfig, base = 'inference'): 
     const key = `${s.peer}\u0000${s.name}`;
     if (seen.has(key)) problems.push(`${base}.services[${i}].name: duplicate service ${JSON.stringify(s.name)} for peer ${JSON.stringify(s.peer)}`);
     seen.add(key);
+    if (s.kind !== 'triton' && s.triton !== undefined)
+      problems.push(`${base}.services[${i}].triton: only for kind triton (kind is ${JSON.stringify(s.kind)})`);
+    if (s.gpu && s.gpu.port === undefined && s.gpu.static === undefined) problems.push(`${base}.services[${i}].gpu: needs port or static (which exporter belongs to which instance)`);
+    if (s.gpu?.static && 'static' in s.instances) {
+      const mine = new Set(s.instances.static);
+      for (const a of Object.keys(s.gpu.static)) if (!mine.has(a)) problems.push(`${base}.services[${i}].gpu.static: ${JSON.stringify(a)} is not one of the service's instances`);
+    }
     if ('static' in s.instances) {
       s.instances.static.forEach((a, j) => {
         const port = Number(a.slice(a.lastIndexOf(':') + 1));

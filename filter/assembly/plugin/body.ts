@@ -13,7 +13,7 @@ import {
 } from "@solo-io/proxy-runtime/assembly";
 import { getHeader, removeHeader, replaceHeader, readBuffer, setBuffer, MAP_REQUEST_HEADERS } from "../abi/host";
 import { withModel, withPriority } from "../lib/request/rewrite";
-import { ReqError, OpenAiRequest } from "../lib/request/openai";
+import { ReqError, OpenAiRequest, promptTokenEstimate, outTokenEstimate } from "../lib/request/openai";
 import { apiOfPath } from "../lib/request/endpoint";
 import { hashPromptBlocks, modelSeed } from "../lib/request/prefix";
 import { ON_INVALID_REJECT } from "../lib/request/config";
@@ -154,8 +154,8 @@ function chooseWithBody(s: SwitchyardStream, v: RequestView, h: BodyHold, body: 
   const crit = resolveCriticality(h.criticality, rule == null ? -1 : rule!.criticality, cfg.defaultCriticality, h.objectiveCrit);
   const rc = req.rc;
   rc.modelCol = col;
-  rc.promptTokens = <f64>r.promptBytes / cfg.bytesPerToken;
-  rc.outTokens = <f64>(r.maxTokens >= 0 ? r.maxTokens : <i64>cfg.defaultMaxTokens);
+  rc.promptTokens = promptTokenEstimate(r, cfg.bytesPerToken);
+  rc.outTokens = outTokenEstimate(r, cfg.defaultMaxTokens);
   const now = <u64>v.nowMs;
   const nh = hashPromptBlocks(body, r.spans, modelSeed(target), cfg.prefixBlockBytes, cfg.prefixMaxBlocks, req.hashes);
   const n = plan.n;

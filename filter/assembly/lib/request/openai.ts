@@ -13,6 +13,26 @@
 // Prompt spans are the raw bytes between a JSON string's quotes (escapes left as sent): they
 // feed the prefix hash (lib/request/prefix.ts), which only needs equal prompts to give equal
 // bytes. For chat, each message contributes its role span then its text spans, in body order.
+//
+// Size estimate (promptTokenEstimate / outTokenEstimate below): besides the text spans, the chat
+// template renders `tools` (and the deprecated `functions`) into the prompt, so their JSON bytes
+// count as prompt bytes (not hashed: they are not prompt text the prefix index keys on); an image
+// part counts IMAGE_TOKENS_LOW (detail "low") or IMAGE_TOKENS (any other detail) tokens; the
+// decode budget is multiplied by `n` (choices generated per request). `prompt: null` is a prompt
+// of no text (the spec's default), and integral numbers written as floats (`100.0`, `1e2`) are
+// read as integers.
+
+/**
+ * Tokens of one image part when its size is not known (the body carries a URL or base64 bytes,
+ * which the filter does not decode): OpenAI's documented vision cost, 85 tokens for detail "low"
+ * and 85 + 170 per 512-px tile for "high", here a 1024x1024 image (4 tiles) = 765 for "high",
+ * "auto" or no detail. Open vision models are in the same range (LLaVA-1.5: 576 tokens per
+ * 336-px image); a larger estimate prices the request slower, never cheaper.
+ */
+export const IMAGE_TOKENS: i64 = 765;
+export const IMAGE_TOKENS_LOW: i64 = 85;
+/** largest `n` accepted (OpenAI's documented maximum) */
+export const MAX_N: i64 = 128;
 
 export const enum ReqError {
   None = 0,
@@ -65,6 +85,14 @@ export class OpenAiRequest {
   /** max_completion_tokens, else max_tokens; -1 when absent or null */
   maxTokens: i64 = -1;
   stream: bool = false;
+  /** bytes of the `tools` / `functions` values (rendered into the prompt by the chat template) */
+  toolsBytes: i32 = 0;
+  /** image parts of the messages */
+  images: i32 = 0;
+  /** prompt tokens of the image parts (IMAGE_TOKENS / IMAGE_TOKENS_LOW each) */
+  imageTokens: i64 = 0;
+  /** choices generated (`n`, 1 when absent or null) */
+  n: i64 = 1;
 
   spanCount(): i32 { return this.spans.length >> 1; }
 
@@ -80,6 +108,10 @@ export class OpenAiRequest {
     this.promptBytes = 0;
     this.maxTokens = -1;
     this.stream = false;
+    this.toolsBytes = 0;
+    this.images = 0;
+    this.imageTokens = 0;
+    this.n = 1;
   }
 
   errorName(): string {
@@ -121,6 +153,8 @@ class Scanner {
   /** the last model name's bytes and string: most requests repeat a few models */
   lastModelRaw: ArrayBuffer = new ArrayBuffer(0);
   lastModel: string = "";
+  /** readImageUrl's answer: the part's detail is "low" */
+  lowDetail: bool = false;
   constructor(public limits: ParseLimits, public out: OpenAiRequest) {
     this.stack = new StaticArray<u8>(max(limits.maxDepth, 0) + 1);
   }
@@ -359,14 +393,20 @@ function readInt(s: Scanner, field: string): i64 {
   if (!s.num()) return -2;
   // an integer >= 0 of at most 9 digits (the limits of any model's context)
   const len = s.pos - start;
-  if (len > 9) { s.fail(ReqError.BadField, field); return -2; }
   let v: i64 = 0;
-  for (let i = start; i < s.pos; i++) {
+  let plain = len <= 9;
+  for (let i = start; plain && i < s.pos; i++) {
     const d = s.at(i);
-    if (!isDigit(d)) { s.fail(ReqError.BadField, field); return -2; }
-    v = v * 10 + <i64>(d - 0x30);
+    if (!isDigit(d)) plain = false;
+    else v = v * 10 + <i64>(d - 0x30);
   }
-  return v;
+  if (plain) return v;
+  // a float form (`100.0`, `1e2`, `1.5e1`): read when its value is an integer in range. JSON does
+  // not tell 100 from 100.0, and clients (Python's json of a float) send the latter.
+  if (len > 32) { s.fail(ReqError.BadField, field); return -2; }
+  const f = parseFloat(String.UTF8.decodeUnsafe(s.p + <usize>start, <usize>len));
+  if (!(f >= 0 && f <= 999999999 && Math.floor(f) == f)) { s.fail(ReqError.BadField, field); return -2; }
+  return <i64>f;
 }
 
 function readStream(s: Scanner): bool {
@@ -392,6 +432,8 @@ function readPrompt(s: Scanner): bool {
     out.promptKind = PROMPT_TEXT;
     return s.addSpan(start, end, "prompt");
   }
+  // null: the spec's default prompt (a new document), no text
+  if (c == 0x6e) { out.promptKind = PROMPT_NONE; return s.lit("null"); }
   if (c != 0x5b) {
     if (!s.skip(1)) return false;
     return s.fail(ReqError.BadField, "prompt");
@@ -447,6 +489,9 @@ function readContent(s: Scanner): bool {
       return s.fail(ReqError.BadField, "messages.content");
     }
     s.pos++;
+    // part kind: 1 image (type image_url, or an image_url member), with its detail 2 low
+    let image = false;
+    let low = false;
     if (s.peek() == 0x7d) s.pos++;
     else {
       while (true) {
@@ -462,6 +507,15 @@ function readContent(s: Scanner): bool {
           const end = s.str();
           if (end < 0) return false;
           if (!s.addSpan(start, end, "messages")) return false;
+        } else if (s.keyIs(ks, ke, "type") && s.peek() == Q) {
+          const ts = s.pos + 1;
+          const te = s.str();
+          if (te < 0) return false;
+          if (s.keyIs(ts, te, "image_url") || s.keyIs(ts, te, "input_image") || s.keyIs(ts, te, "image")) image = true;
+        } else if (s.keyIs(ks, ke, "image_url") && s.peek() == 0x7b) {
+          image = true;
+          if (!readImageUrl(s)) return false;
+          if (s.lowDetail) low = true;
         } else if (!s.skip(5)) return false;
         c = s.peek();
         s.pos++;
@@ -471,10 +525,42 @@ function readContent(s: Scanner): bool {
         return s.fail(ReqError.NotJson);
       }
     }
+    if (image) {
+      s.out.images++;
+      s.out.imageTokens += low ? IMAGE_TOKENS_LOW : IMAGE_TOKENS;
+    }
     c = s.peek();
     s.pos++;
     if (c == 0x2c) continue;
     if (c == 0x5d) return true;
+    s.pos--;
+    return s.fail(ReqError.NotJson);
+  }
+}
+
+/** An `image_url` object: its `detail` is read (s.lowDetail), the rest skipped. */
+function readImageUrl(s: Scanner): bool {
+  s.lowDetail = false;
+  s.pos++;
+  if (s.peek() == 0x7d) { s.pos++; return true; }
+  while (true) {
+    if (s.peek() != Q) return s.fail(ReqError.NotJson);
+    const ks = s.pos + 1;
+    const ke = s.str();
+    if (ke < 0) return false;
+    s.ws();
+    if (s.pos >= s.n || s.at(s.pos) != 0x3a) return s.fail(ReqError.NotJson);
+    s.pos++;
+    if (s.keyIs(ks, ke, "detail") && s.peek() == Q) {
+      const ds = s.pos + 1;
+      const de = s.str();
+      if (de < 0) return false;
+      s.lowDetail = s.keyIs(ds, de, "low");
+    } else if (!s.skip(6)) return false;
+    const c = s.peek();
+    s.pos++;
+    if (c == 0x2c) continue;
+    if (c == 0x7d) return true;
     s.pos--;
     return s.fail(ReqError.NotJson);
   }
@@ -600,6 +686,19 @@ function parseInto(s: Scanner, api: u8): void {
       else if (len == 10 && s.keyIs(ks, ke, "max_tokens")) { mt = readInt(s, "max_tokens"); ok = mt != -2; }
       else if (len == 21 && s.keyIs(ks, ke, "max_completion_tokens")) { mtc = readInt(s, "max_completion_tokens"); ok = mtc != -2; }
       else if (len == 6 && s.keyIs(ks, ke, "stream")) ok = readStream(s);
+      else if (len == 1 && s.keyIs(ks, ke, "n")) {
+        const n = readInt(s, "n");
+        ok = n != -2;
+        if (ok && n >= 0) {
+          if (n < 1 || n > MAX_N) { s.fail(ReqError.BadField, "n"); return; }
+          out.n = n;
+        }
+      } else if (api == API_CHAT && ((len == 5 && s.keyIs(ks, ke, "tools")) || (len == 9 && s.keyIs(ks, ke, "functions")))) {
+        // the template renders the tool definitions into the prompt: their bytes count
+        const vs = s.pos;
+        ok = s.skip(1);
+        if (ok && s.at(vs) != 0x6e) out.toolsBytes += s.pos - vs;
+      }
       else ok = s.skip(1);
       if (!ok) return; // the first error found is the one reported
       const c = s.peek();
@@ -647,4 +746,17 @@ function decodeJsonString(p: usize, start: i32, end: i32): string {
   }
   out += String.UTF8.decodeUnsafe(p + <usize>run, <usize>(end - run));
   return out;
+}
+
+/**
+ * Prompt tokens of a parsed request: text spans and tool definitions at `bytesPerToken`, plus the
+ * image parts' tokens (IMAGE_TOKENS). What the size-aware cost prices prefill by.
+ */
+export function promptTokenEstimate(r: OpenAiRequest, bytesPerToken: f64): f64 {
+  return <f64>(r.promptBytes + r.toolsBytes) / bytesPerToken + <f64>r.imageTokens;
+}
+
+/** Output tokens: the stated budget (else `defaultMaxTokens`) for each of the `n` choices. */
+export function outTokenEstimate(r: OpenAiRequest, defaultMaxTokens: i32): f64 {
+  return <f64>(r.maxTokens >= 0 ? r.maxTokens : <i64>defaultMaxTokens) * <f64>r.n;
 }
