@@ -26,6 +26,8 @@ export class PendingPrefill {
   private gen: StaticArray<u32> = new StaticArray<u32>(0);
   /** Records of other VMs skipped: a value not finite or negative (written by a broken VM). */
   invalid: u64 = 0;
+  /** The in-flight table's capacity at the last sync. */
+  private synced: i32 = 0;
   /** Scratch for this VM's section (encodeOwn). */
   private writer: AddrSectionWriter = new AddrSectionWriter();
 
@@ -47,6 +49,10 @@ export class PendingPrefill {
   sync(capacity: i32, gen: Array<u32>, live: Array<i32> | null = null): void {
     this.grow(capacity);
     const n = min(capacity, gen.length);
+    // slots the in-flight table gave back at its top (Inflight trimTail): forgotten once, as a
+    // freed slot is (a slot regrown there has a new generation and is cleared again below)
+    for (let s = n; s < this.synced && s < this.own.length; s++) { unchecked(this.own[s] = 0); unchecked(this.others[s] = 0); }
+    this.synced = n;
     // the live slots only when given (issue 24 #2): a free slot is cleared when it is reused
     const m = live != null ? live.length : n;
     for (let k = 0; k < m; k++) {
