@@ -34,6 +34,16 @@ function page(bytes: number): Buffer {
   return Buffer.from(parts.join(''));
 }
 
+/** A vLLM page under the 8 MiB cap whose e2e latency histogram has `buckets` buckets (issue 24 #7). */
+function bucketPage(buckets: number): Buffer {
+  const parts: string[] = ['# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{model_name="m"} 3\n',
+    '# TYPE vllm:e2e_request_latency_seconds histogram\n'];
+  for (let i = 1; i < buckets; i++) parts.push(`vllm:e2e_request_latency_seconds_bucket{le="${(i / 1000).toFixed(3)}",model_name="m"} ${i}\n`);
+  parts.push(`vllm:e2e_request_latency_seconds_bucket{le="+Inf",model_name="m"} ${buckets}\n`);
+  parts.push(`vllm:e2e_request_latency_seconds_sum{model_name="m"} ${buckets}\nvllm:e2e_request_latency_seconds_count{model_name="m"} ${buckets}\n`);
+  return Buffer.from(parts.join(''));
+}
+
 async function serve(body: Buffer): Promise<{ addr: string; close(): Promise<void> }> {
   const srv = http.createServer((_q, res) => {
     res.writeHead(200, { 'content-type': 'text/plain' });
@@ -90,12 +100,18 @@ async function streamingScrape(addr: string, cap: number): Promise<string> {
   const m = resolveMappings('vllm');
   const out = await scrapeOnce({ addr, path: '/metrics', scheme: 'http' }, { timeoutMs: 30_000, maxBodyBytes: cap, parse: { keep: mappedSampleFilter(m), maxSamples: 10_000_000 } });
   if (!out.ok) return out.reason;
-  extractSignals(out.exposition, m);
+  try {
+    extractSignals(out.exposition, m);
+  } catch (e) {
+    return `refused (${(e as Error).message})`;
+  }
   return 'ok';
 }
 
 async function run(mode: 'buffered' | 'streaming', cap: number, addrs: string[]): Promise<string> {
   global.gc?.();
+  let rssPeak = 0;
+  const rss = setInterval(() => (rssPeak = Math.max(rssPeak, process.memoryUsage.rss())), 20);
   const h = monitorEventLoopDelay({ resolution: 5 });
   let probes = 0;
   const probe = setInterval(() => probes++, 10); // stands in for the link probes' timers
@@ -110,12 +126,14 @@ async function run(mode: 'buffered' | 'streaming', cap: number, addrs: string[])
   }
   h.disable();
   clearInterval(probe);
+  clearInterval(rss);
   const ms = (ns: number): string => (ns / 1e6).toFixed(1);
   const expected = Math.floor((SECONDS * 1000) / 10);
-  return `${mode.padEnd(9)} cap ${String(cap / 1024 / 1024).padStart(3)} MiB | lag p50 ${ms(h.percentile(50)).padStart(6)} p99 ${ms(h.percentile(99)).padStart(6)} max ${ms(h.max).padStart(6)} ms | 10 ms timer ${probes}/${expected} | ${[...new Set(results)].join(', ')}`;
+  return `${mode.padEnd(9)} cap ${String(cap / 1024 / 1024).padStart(3)} MiB | lag p50 ${ms(h.percentile(50)).padStart(6)} p99 ${ms(h.percentile(99)).padStart(6)} max ${ms(h.max).padStart(6)} ms | RSS peak ${(rssPeak / 1048576).toFixed(0).padStart(4)} MiB | 10 ms timer ${probes}/${expected} | ${[...new Set(results)].join(', ')}`;
 }
 
 async function main(): Promise<void> {
+  if (process.argv.includes('--hostile')) return hostile();
   const servers = [await serve(page(7.4e6)), await serve(page(50e6))];
   const addrs = servers.map((s) => s.addr);
   console.log(`agent scrape load: pages 7.4 MB + 50 MB, each scraped every 1 s for ${SECONDS} s`);
@@ -127,3 +145,18 @@ async function main(): Promise<void> {
 }
 
 void main();
+
+/**
+ * Issue 24 #7: the hostile pages, the agent's streaming scraper with the shipped cap. One vLLM page
+ * with a 100,000-bucket histogram (7 MB, under the cap), alone and with the two large pages above.
+ *   npx tsx bench/agent-scrape-load.ts --hostile [--seconds 6]
+ */
+async function hostile(): Promise<void> {
+  const buckets = await serve(bucketPage(100_000));
+  const others = [await serve(page(7.4e6)), await serve(page(50e6))];
+  console.log(`agent scrape load, hostile pages (${(bucketPage(100_000).length / 1e6).toFixed(1)} MB page with a 100,000-bucket histogram), each scraped every 1 s for ${SECONDS} s`);
+  console.log('7.4 MB page alone:            ' + (await run('streaming', DEFAULT_CAP, [others[0].addr])));
+  console.log('100,000 buckets alone:        ' + (await run('streaming', DEFAULT_CAP, [buckets.addr])));
+  console.log('100,000 buckets + 7.4 + 50 MB: ' + (await run('streaming', DEFAULT_CAP, [buckets.addr, ...others.map((s) => s.addr)])));
+  for (const s of [buckets, ...others]) await s.close();
+}

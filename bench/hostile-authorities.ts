@@ -2,6 +2,7 @@
 // (issue 11 #2): the authority cache is bounded in bytes and long authorities are never cached.
 //
 //   tsx bench/hostile-authorities.ts [--requests 1000000] [--bytes 300] [--large 2000]
+//   tsx bench/hostile-authorities.ts --wildcard   (issue 24 #1: cost of a 60 / 120 KB Host, labels vs none)
 //
 // `--requests` distinct authorities of `--bytes` bytes (just under the cache's cut-off: the
 // worst case for the cache), then `--large` distinct 60 KB authorities.
@@ -34,7 +35,43 @@ export async function hostileAuthorities(requests: number, bytes: number, large:
   }
 }
 
-if (require.main === module) {
+/**
+ * Per-request cost of one worker VM for a long `:authority` (issue 24 #1), best of `rounds`
+ * batches of `perRound` requests: `shape` 'labels' is `a.a.a…` (one-letter labels, the worst
+ * case of a per-label suffix scan), 'flat' the same length without dots. A wildcard authority is
+ * configured, as in the contract's example. Microseconds per request.
+ */
+export async function wildcardCost(bytes: number, shape: 'labels' | 'flat', perRound = 20, rounds = 5): Promise<number> {
+  const config = JSON.stringify({ agent: { cluster: 'switchyard_agent' },
+    link: { services: [{ authorities: ['payment.example', '*.payments.example'], peer: 'cloud-b' }] }, loadAware: { services: [] } });
+  const host = await ProxyWasmHost.create({ wasm: path.join(ROOT, 'build/switchyard.wasm'), pluginConfig: config, workers: 1,
+    mainThread: false, canary: false, clock: 'manual', clusters: { switchyard_agent: { handler: () => ({ status: 503 }) } } });
+  try {
+    // Two authorities taken in turn: the filter does not re-match an authority equal to the last one.
+    const body = shape === 'labels' ? '.a'.repeat(Math.floor(bytes / 2) - 1) : 'a'.repeat(bytes - 1);
+    const reqs = ['x', 'y'].map((first) => ({ ':method': 'GET', ':path': '/', ':authority': first + body }));
+    for (let i = 0; i < 4; i++) host.requestSync(reqs[i & 1]); // warm up
+    let best = Infinity;
+    for (let r = 0; r < rounds; r++) {
+      const t0 = performance.now();
+      for (let i = 0; i < perRound; i++) host.requestSync(reqs[i & 1]);
+      best = Math.min(best, (performance.now() - t0) / perRound);
+    }
+    return best * 1000;
+  } finally {
+    await host.close();
+  }
+}
+
+if (require.main === module && process.argv.includes('--wildcard')) {
+  (async () => {
+    for (const bytes of [60_000, 120_000]) {
+      const labels = await wildcardCost(bytes, 'labels');
+      const flat = await wildcardCost(bytes, 'flat');
+      console.log(`${bytes / 1000} KB authority: ${Math.floor(bytes / 2)} one-letter labels ${labels.toFixed(0)} µs/request, no dots ${flat.toFixed(0)} µs/request`);
+    }
+  })();
+} else if (require.main === module) {
   const requests = arg('--requests', 1_000_000);
   const bytes = arg('--bytes', 300);
   const large = arg('--large', 2000);

@@ -101,15 +101,18 @@ export function pointerToField(pointer: string): string {
   if (!pointer) return '';
   let out = '';
   for (const raw of pointer.split('/').slice(1)) {
-    const seg = raw.replace(/~1/g, '/').replace(/~0/g, '~');
+    const seg = keyName(raw.replace(/~1/g, '/').replace(/~0/g, '~'));
     if (/^\d+$/.test(seg)) out += `[${seg}]`;
     else out += out ? `.${seg}` : seg;
   }
   return out;
 }
 
+/** A key "" is named in a path (issue 24 #8: it read ": unknown field"). */
+const keyName = (k: string): string => (k === '' ? '<empty key>' : k);
+
 function join(field: string, child: string): string {
-  return field ? `${field}.${child}` : child;
+  return field ? `${field}.${keyName(child)}` : keyName(child);
 }
 
 function formatAjvError(e: ErrorObject, envSources: Map<string, string>): string {

@@ -134,7 +134,7 @@ describe("parseConfig loadAware", () => {
     expect(err('{"agent":{"cluster":"a"},"link":{"services":[]},"loadAware":{"services":[{"authorities":["x.example"],"service":"s","model":"mm1"}]}}'))
       .toBe("loadAware.services[0].model: must be one of conditional, mg1, got \"mm1\"");
     expect(err('{"agent":{"cluster":"a"},"link":{"services":[]},"loadAware":{"endpointHeader":"x-cross-cloud-status","services":[]}}'))
-      .toBe("loadAware.endpointHeader: must differ from link.header");
+      .toBe("loadAware.endpointHeader: must differ from link.header (x-cross-cloud-status)");
   });
 });
 

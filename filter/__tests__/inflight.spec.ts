@@ -153,6 +153,57 @@ describe("Inflight slot lifetime", () => {
   });
 });
 
+describe("Inflight live slots after churn (issue 24 #2)", () => {
+  it("liveList holds exactly the slots with an address; the top is given back and the lowest free slot reused", () => {
+    const f = new Inflight();
+    for (let i = 0; i < 100; i++) f.slotFor("a" + i.toString());  // churn: 100 addresses
+    f.beginEpoch();
+    const keep = f.slotFor("a5");                                     // the stable fleet: one low slot
+    f.sweep(0, 10);
+    expect(f.sweep(20, 10)).toBe(99);
+    expect(f.liveList().length).toBe(1);
+    expect(f.liveList()[0]).toBe(keep);
+    expect(f.capacity()).toBe(keep + 1);                              // slots above the live one given back
+    expect(f.size()).toBe(1);
+    // reuse takes the lowest free slot, so the table stays as small as the live set
+    expect(f.slotFor("b")).toBe(0);
+    expect(f.liveList().length).toBe(2);
+  });
+
+  it("a request holding a slot given back at the top releases nothing, also after the slot regrows", () => {
+    const f = new Inflight();
+    f.slotFor("a");
+    const top = f.slotFor("b");
+    const h = f.acquire(top);
+    f.beginEpoch();
+    f.slotFor("a");
+    f.sweep(0, 10);
+    f.sweep(20, 10);                                                  // b freed, its slot trimmed
+    expect(f.capacity()).toBe(1);
+    const again = f.slotFor("c");                                     // regrows at the same index
+    expect(again).toBe(top);
+    f.inc(again);
+    f.release(h);                                                     // b's old handle
+    expect(f.local[again]).toBe(1);
+  });
+
+  it("merge and encode see only the live slots' counts", () => {
+    const f = new Inflight();
+    for (let i = 0; i < 50; i++) f.slotFor("x" + i.toString());
+    f.beginEpoch();
+    const s = f.slotFor("x49");
+    f.inc(s);
+    f.sweep(0, 10);
+    f.sweep(20, 10);
+    expect(f.liveList().length).toBe(1);
+    const doc = f.merge(new ArrayBuffer(0), 7, 100, 1000);
+    const g = new Inflight();
+    const t = g.slotFor("x49");
+    g.merge(doc, 8, 100, 1000);
+    expect(g.remote[t]).toBe(1);
+  });
+});
+
 describe("Rng", () => {
   it("is deterministic and in [0, 1)", () => {
     const a = new Rng(42);

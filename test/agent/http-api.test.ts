@@ -219,21 +219,27 @@ function partialHeaders(port: number): { socket: net.Socket; closed: Promise<{ m
   return { socket, closed: new Promise((r) => socket.once('close', () => r({ ms: performance.now() - t0, data }))) };
 }
 
-test('connection cap: connections beyond listen.maxConnections are closed at once; the API still answers when a slot frees', async () => {
-  const a = await startAgent({ ...silent, listen: { port: 0, maxConnections: 3, headersTimeoutMs: 60_000 }, link: { peers: [] } }, { defaultMetrics: false });
+test('connection cap: at listen.maxConnections the oldest partial connection makes room for a new one; with every connection busy the new one is closed at once', async () => {
+  // issue 24 #4: closing every new connection at the cap let held partial connections lock clients out
+  const a = await startAgent({ ...silent, listen: { port: 0, maxConnections: 3, headersTimeoutMs: 60_000 }, publishIntervalMs: 60_000, link: { peers: [] } }, { defaultMetrics: false });
   try {
     const held = [partialHeaders(a.port), partialHeaders(a.port), partialHeaders(a.port)];
     await sleep(200);
-    const extra = partialHeaders(a.port);
-    const r = await Promise.race([extra.closed, sleep(2000).then(() => undefined)]);
-    assert.ok(r !== undefined, 'the connection over the cap is closed');
-    assert.ok(r.ms < 1000, `closed after ${r.ms} ms`);
-    await assert.rejects(request(`${a.url}/healthz`)); // still at the cap
-    held[0].socket.destroy();
-    await held[0].closed;
-    await sleep(50);
-    assert.equal((await request(`${a.url}/healthz`)).status, 200);
+    assert.equal((await request(`${a.url}/healthz`)).status, 200, 'a fresh client is served at the cap');
+    const first = await Promise.race([held[0].closed, sleep(2000).then(() => undefined)]);
+    assert.ok(first !== undefined, 'the oldest partial connection was closed for it');
     for (const h of held) h.socket.destroy();
+    await sleep(100);
+    // every connection busy (long polls the agent holds): nothing to shed, the new one is closed
+    const seq = Number((await request(`${a.url}/v1/snapshot`)).headers['x-switchyard-seq']);
+    await sleep(100);
+    const polls = [0, 1, 2].map(() => request(`${a.url}/v1/snapshot?after=${seq}&waitMs=1500`).catch(() => undefined));
+    await sleep(300);
+    const extra = partialHeaders(a.port);
+    const r = await Promise.race([extra.closed, sleep(1000).then(() => undefined)]);
+    assert.ok(r !== undefined && r.ms < 1000, `the connection over the cap is closed at once when all are busy (${JSON.stringify(r)}, polls ${JSON.stringify((await Promise.all(polls)).map((x) => x?.status))})`);
+    const done = await Promise.all(polls);
+    assert.ok(done.every((x) => x?.status === 200), 'the long polls were not shed');
   } finally {
     await a.stop();
   }

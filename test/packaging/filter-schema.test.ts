@@ -401,7 +401,10 @@ function boundaryCases(): [string, (c: Obj) => void][] {
   }
   const reserved = ['authorization', 'proxy-authorization', 'content-length', 'host', 'cookie', 'set-cookie', 'x-forwarded-for', 'x-forwarded-proto',
     'transfer-encoding', 'te', 'connection', 'keep-alive', 'upgrade', 'x-envoy-original-dst-host', 'x-envoy-', 'x-request-id', 'x-b3-traceid',
-    'traceparent', 'x-istio-attributes', 'via', 'x-forwarded', 'x-envoyish', 'tee', 'hosts'];
+    'traceparent', 'x-istio-attributes', 'via', 'x-forwarded', 'x-envoyish', 'tee', 'hosts',
+    // issue 24 #5: tracing, HTTP's own, credentials, the ORCA headers the filter owns
+    'b3', 'baggage', 'grpc-trace-bin', 'x-amzn-trace-id', 'uber-trace-id', 'x-datadog-trace-id', 'origin', 'sec-websocket-key',
+    'x-api-key', 'x-amz-date', 'endpoint-load-metrics', 'b3s', 'origins', 'x-amzn'];
   for (const h of reserved) {
     out.push(set('link.header', h));
     for (const f of ['endpointHeader', 'degradedHeader', 'debugHeader']) out.push(set(`loadAware.${f}`, h));
@@ -529,6 +532,10 @@ test('loadAware.services[].request: the schema and the real filter agree at the 
     ['criticalityHeader x-tier', (r) => { r.criticalityHeader = 'x-tier'; }],
     ['criticalityHeader reserved', (r) => { r.criticalityHeader = 'x-request-id'; }],
     ['criticalityHeader uppercase', (r) => { r.criticalityHeader = 'X-Tier'; }],
+    ['criticalityHeader b3', (r) => { r.criticalityHeader = 'b3'; }],
+    ['criticalityHeader = link.header', (r) => { r.criticalityHeader = 'x-cross-cloud-status'; }],
+    ['criticalityHeader = rules.routeHeaders[0]', (r) => { r.criticalityHeader = 'x-switchyard-route'; }],
+    ['criticalityHeader = loadAware.debugHeader', (r) => { r.criticalityHeader = 'x-switchyard-debug'; }],
     ['prefix.blockBytes 60', (r) => { r.prefix = { blockBytes: 60 }; }],
     ['prefix.blockBytes 128', (r) => { r.prefix = { blockBytes: 128 }; }],
     ['prefix unknown', (r) => { r.prefix = { size: 1 }; }],

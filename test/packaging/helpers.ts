@@ -171,19 +171,6 @@ export function checkPluginConfig(cfg: unknown): string[] {
     if (!(lease > refresh)) problems.push(`leaseMs (${lease}) must be > refreshMs (${refresh})`);
   }
   if (c && typeof c === 'object' && c.loadAware && typeof c.loadAware === 'object') {
-    // filter/assembly/lib/config.ts: with loadAware present the four header names must differ.
-    const names: [string, string][] = [
-      ['link.header', c.link?.header ?? 'x-cross-cloud-status'],
-      ['loadAware.endpointHeader', c.loadAware.endpointHeader ?? 'x-switchyard-endpoint'],
-      ['loadAware.degradedHeader', c.loadAware.degradedHeader ?? 'x-degraded'],
-      ['loadAware.debugHeader', c.loadAware.debugHeader ?? 'x-switchyard-debug'],
-    ];
-    if (typeof c.loadAware.remoteEndpointHeader === 'string') names.push(['loadAware.remoteEndpointHeader', c.loadAware.remoteEndpointHeader]);
-    for (let i = 0; i < names.length; i++) {
-      for (let j = i + 1; j < names.length; j++) {
-        if (names[i][1] === names[j][1]) problems.push(`${names[j][0]} must differ from ${names[i][0]} (${names[i][1]})`);
-      }
-    }
     // filter/assembly/lib/request/config.ts: the request block's cross-field rules.
     const services: Obj[] = Array.isArray(c.loadAware.services) ? c.loadAware.services : [];
     services.forEach((svc, i) => {
@@ -209,18 +196,28 @@ export function checkPluginConfig(cfg: unknown): string[] {
     });
   }
   if (c && typeof c === 'object') {
-    // filter/assembly/lib/config.ts: route headers differ from the other filter-owned names (defaults apply).
+    // filter/assembly/lib/config.ts checkOwnedHeaders: no two header-name fields name the same
+    // header (defaults apply without a loadAware or rules section); the criticality headers of
+    // several services may share a name.
     const la = c.loadAware && typeof c.loadAware === 'object' ? c.loadAware : {};
-    const owned: [string, unknown][] = [
-      ['link.header', c.link?.header ?? 'x-cross-cloud-status'],
-      ['loadAware.endpointHeader', la.endpointHeader ?? 'x-switchyard-endpoint'],
-      ['loadAware.degradedHeader', la.degradedHeader ?? 'x-degraded'],
-      ['loadAware.debugHeader', la.debugHeader ?? 'x-switchyard-debug'],
+    const owned: [string, unknown, boolean][] = [
+      ['link.header', c.link?.header ?? 'x-cross-cloud-status', false],
+      ['loadAware.endpointHeader', la.endpointHeader ?? 'x-switchyard-endpoint', false],
+      ['loadAware.degradedHeader', la.degradedHeader ?? 'x-degraded', false],
+      ['loadAware.debugHeader', la.debugHeader ?? 'x-switchyard-debug', false],
     ];
+    if (typeof la.remoteEndpointHeader === 'string' && la.remoteEndpointHeader.length > 0) owned.push(['loadAware.remoteEndpointHeader', la.remoteEndpointHeader, false]);
     const route = c.rules && typeof c.rules === 'object' && Array.isArray(c.rules.routeHeaders) ? c.rules.routeHeaders : ['x-switchyard-route'];
-    route.forEach((h: unknown, k: number) => {
-      for (const [key, name] of owned) if (h === name) problems.push(`rules.routeHeaders[${k}] must differ from ${key} (${name})`);
+    route.forEach((h: unknown, k: number) => owned.push([`rules.routeHeaders[${k}]`, h, false]));
+    (Array.isArray(la.services) ? la.services : []).forEach((svc: Obj, i: number) => {
+      if (svc?.request && typeof svc.request === 'object') owned.push([`loadAware.services[${i}].request.criticalityHeader`, svc.request.criticalityHeader ?? 'x-switchyard-criticality', true]);
     });
+    const first = new Map<unknown, [string, boolean]>();
+    for (const [key, name, crit] of owned) {
+      const f = first.get(name);
+      if (!f) { first.set(name, [key, crit]); continue; }
+      if (!(f[1] && crit)) problems.push(`${key} must differ from ${f[0]} (${name})`);
+    }
   }
   return problems;
 }

@@ -12,6 +12,14 @@ import type { FlagEntry, OverrideEntry } from '../overrides/types';
 import { authorized, isLoopback } from './auth';
 
 export const MAX_BODY_BYTES = 8192;
+/**
+ * The admin listener's limits (issue 24 #3), the main listener's defaults: a connection cap with
+ * shedding of partial and idle connections (api/guard.ts), the header time, and a request time
+ * that admits the header time plus an 8 KiB body from a slow operator's link.
+ */
+export const ADMIN_MAX_CONNECTIONS = 256;
+export const ADMIN_HEADERS_TIMEOUT_MS = 10_000;
+export const ADMIN_REQUEST_TIMEOUT_MS = 20_000;
 
 /** What the admin API needs from the rules runtime. */
 export interface AdminBackend {

@@ -3,6 +3,7 @@
 // theirs without touching this file.
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { checkingIntervalMs, guardConnections, listen, type ConnectionStats } from './guard';
 
 export interface ApiRoute {
   path: string;
@@ -14,7 +15,7 @@ export interface ApiRoute {
 export interface ApiServerOptions {
   host: string;
   port: number;
-  /** connections accepted at once; more are closed at accept */
+  /** connections open at once; at the cap the oldest partial or idle one is closed for a new one (api/guard.ts) */
   maxConnections: number;
   /** a connection without complete request headers after this is closed */
   headersTimeoutMs: number;
@@ -26,27 +27,11 @@ export interface ApiServer {
   url: string;
   host: string;
   port: number;
+  connections: ConnectionStats;
   close(): Promise<void>;
 }
 
-/** Listening failed (port in use, address not available): the message is one line naming host:port. */
-export class ListenError extends Error {
-  constructor(
-    readonly host: string,
-    readonly port: number,
-    readonly code: string | undefined,
-    detail: string,
-  ) {
-    super(`cannot listen on ${host.includes(':') ? `[${host}]` : host}:${port}: ${detail}`);
-    this.name = 'ListenError';
-  }
-}
-
-const LISTEN_ERRORS: Record<string, string> = {
-  EADDRINUSE: 'address already in use',
-  EACCES: 'permission denied',
-  EADDRNOTAVAIL: 'address not available on this host',
-};
+export { ListenError } from './guard';
 
 export function send(res: http.ServerResponse, code: number, body: string | Buffer, headers: http.OutgoingHttpHeaders = {}): void {
   if (res.destroyed || res.headersSent) return;
@@ -59,7 +44,7 @@ export async function startApiServer(opts: ApiServerOptions): Promise<ApiServer>
   const routes = new Map(opts.routes.map((r) => [r.path, r]));
   const server = http.createServer(
     // partial-header connections are swept at this period (Node's default is 30 s)
-    { connectionsCheckingInterval: Math.max(50, Math.min(1000, Math.floor(opts.headersTimeoutMs / 2))) },
+    { connectionsCheckingInterval: checkingIntervalMs(opts.headersTimeoutMs) },
     (req, res) => {
       let url: URL;
       try {
@@ -78,21 +63,8 @@ export async function startApiServer(opts: ApiServerOptions): Promise<ApiServer>
   server.keepAliveTimeout = 65_000;
   // Header time is bounded; the request time is not (long polls are held by the server, not the
   // client, and a GET has no body), so requestTimeout only has to admit the header time.
-  server.headersTimeout = opts.headersTimeoutMs;
-  server.requestTimeout = opts.headersTimeoutMs;
-  server.maxConnections = opts.maxConnections;
-
-  await new Promise<void>((resolve, reject) => {
-    const onError = (err: NodeJS.ErrnoException): void => {
-      const detail = (err.code && LISTEN_ERRORS[err.code]) ?? err.message;
-      reject(new ListenError(opts.host, opts.port, err.code, err.code && LISTEN_ERRORS[err.code] ? `${detail} (${err.code})` : detail));
-    };
-    server.once('error', onError);
-    server.listen(opts.port, opts.host, () => {
-      server.off('error', onError);
-      resolve();
-    });
-  });
+  const connections = guardConnections(server, { maxConnections: opts.maxConnections, headersTimeoutMs: opts.headersTimeoutMs, requestTimeoutMs: opts.headersTimeoutMs });
+  await listen(server, opts.host, opts.port);
   const addr = server.address() as AddressInfo;
   const hostForUrl = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
 
@@ -101,6 +73,7 @@ export async function startApiServer(opts: ApiServerOptions): Promise<ApiServer>
     url: `http://${hostForUrl}:${addr.port}`,
     host: addr.address,
     port: addr.port,
+    connections,
     close: () =>
       new Promise<void>((resolve) => {
         const force = setTimeout(() => server.closeAllConnections(), 500);

@@ -156,6 +156,7 @@ export class InferenceCollector extends EventEmitter {
   private started = false;
   private readonly m: {
     scrapes: promClient.Counter<'service' | 'result'>;
+    dropped: promClient.Counter<'service'>;
     duration: promClient.Histogram<'service'>;
     rho: promClient.Gauge<'service' | 'instance'>;
     queue: promClient.Gauge<'service' | 'instance'>;
@@ -178,6 +179,7 @@ export class InferenceCollector extends EventEmitter {
     const r = [reg];
     this.m = {
       scrapes: getOrCreate(reg, 'switchyard_inference_scrapes_total', () => new promClient.Counter({ name: 'switchyard_inference_scrapes_total', help: 'Scrapes of inference instances by result (ok, unreachable, http_error, parse_error, no_data).', labelNames: ['service', 'result'], registers: r })),
+      dropped: getOrCreate(reg, 'switchyard_inference_dropped_samples_total', () => new promClient.Counter({ name: 'switchyard_inference_dropped_samples_total', help: 'Mapped samples of instance pages not stored because a page exceeded a bound (buckets per histogram family, samples per page); such a scrape is refused (parse_error).', labelNames: ['service'], registers: r })),
       duration: getOrCreate(reg, 'switchyard_inference_scrape_duration_seconds', () => new promClient.Histogram({ name: 'switchyard_inference_scrape_duration_seconds', help: 'Duration of instance scrapes (HTTP + parse).', labelNames: ['service'], buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5], registers: r })),
       rho: getOrCreate(reg, 'switchyard_inference_rho', () => new promClient.Gauge({ name: 'switchyard_inference_rho', help: 'Estimated utilisation rho of an instance.', labelNames: ['service', 'instance'], registers: r })),
       queue: getOrCreate(reg, 'switchyard_inference_queue_depth', () => new promClient.Gauge({ name: 'switchyard_inference_queue_depth', help: 'Requests waiting at an instance (last scrape).', labelNames: ['service', 'instance'], registers: r })),
@@ -316,6 +318,7 @@ export class InferenceCollector extends EventEmitter {
         this.fail(inst, out.reason, out.message, t);
         return;
       }
+      if (out.exposition.dropped) this.m.dropped.inc({ service }, out.exposition.dropped);
       let signals;
       let exposition = out.exposition;
       try {

@@ -400,7 +400,30 @@ export function invalidSignals(s: Signals): string | undefined {
     if (i >= 0) fields.push([`${name} bucket ${i}`, h.cumulative[i]]);
   }
   for (const [name, v] of fields) if (bad(v)) return `${name} is ${v} (must be a finite number >= 0)`;
+  for (const [name, h] of [['serviceHistogram', s.serviceHist], ['latencyHistogram', s.latencyHist]] as const) {
+    const why = h && inconsistentHistogram(h);
+    if (why) return `${name} ${why}`;
+  }
   return undefined;
+}
+
+/**
+ * `_count` and the `+Inf` bucket count the same observations (issue 24 #6: an exporter whose
+ * `_count` was 3x its `+Inf` bucket priced the instance 3x too cheap, E[S] = sum / count). They
+ * may differ only by a scrape's race: a client library that updates the bucket and the count as
+ * two steps (Python's prometheus_client derives `_count` from the +Inf bucket, Go's swaps a
+ * consistent snapshot: both exact) can show the observations that complete between the two reads
+ * of one page render, a handful out of the total. Tolerance: 1 % of the larger of the two, at
+ * least 1 observation. Beyond it the histogram is broken and the scrape is rejected.
+ */
+export const HISTOGRAM_COUNT_TOLERANCE = 0.01;
+
+export function inconsistentHistogram(h: { cumulative: number[]; count: number }): string | undefined {
+  const inf = h.cumulative[h.cumulative.length - 1];
+  if (inf === undefined || !Number.isFinite(inf) || !Number.isFinite(h.count)) return undefined; // invalidSignals' own checks
+  const allowed = Math.max(1, HISTOGRAM_COUNT_TOLERANCE * Math.max(inf, h.count));
+  if (Math.abs(h.count - inf) <= allowed) return undefined;
+  return `_count ${h.count} differs from its +Inf bucket ${inf} by more than ${allowed} (1 % or 1): inconsistent histogram`;
 }
 
 const inSystem = (s: Signals): number | undefined => (s.waiting === undefined && s.running === undefined ? undefined : (s.waiting ?? 0) + (s.running ?? 0));

@@ -254,6 +254,8 @@ function pickSummaryQuantile(exp: Exposition, refs: TimedRef[], q: string, match
 
 /** One scrape's signals. Throws (Error) on structurally broken histograms. */
 export function extractSignals(exp: Exposition, m: MetricMappings, match?: Record<string, string>): Signals {
+  // a page over a storage bound holds truncated families: refused, never priced (exposition.ts)
+  if (exp.overBound) throw new Error(`${exp.overBound} (${exp.dropped ?? 0} samples dropped)`);
   const sig: Signals = { matched: [] };
   const take = <T>(got: [T, string] | undefined, set: (v: T) => void): void => {
     if (!got) return;

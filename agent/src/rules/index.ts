@@ -7,7 +7,8 @@ import { EventEmitter } from 'node:events';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import { Counter, Gauge, type Registry } from 'prom-client';
-import { createAdminHandler } from '../admin/api';
+import { ADMIN_HEADERS_TIMEOUT_MS, ADMIN_MAX_CONNECTIONS, ADMIN_REQUEST_TIMEOUT_MS, createAdminHandler } from '../admin/api';
+import { checkingIntervalMs, guardConnections, listen, type ConnectionStats } from '../api/guard';
 import { loadToken } from '../admin/auth';
 import { MemoryStore } from '../overrides/memory';
 import type { OverrideStore, StoreStatus } from '../overrides/types';
@@ -56,6 +57,8 @@ export interface RulesHandle {
   status(): RulesStatus;
   /** the admin API's base URL (undefined when rules.admin.enabled is false) */
   adminUrl?: string;
+  /** the admin listener's connection counts (api/guard.ts), when it listens */
+  adminConnections?: ConnectionStats;
   /** the admin API handler, for mounting elsewhere */
   handleAdmin(req: http.IncomingMessage, res: http.ServerResponse): void;
   /** evaluate now (a variable the agent knows changed) */
@@ -217,17 +220,15 @@ export async function startRules(ctx: RulesContext): Promise<RulesHandle> {
   );
 
   let server: http.Server | undefined;
+  let adminConnections: ConnectionStats | undefined;
   let adminUrl: string | undefined;
   if (cfg.admin.enabled) {
-    const srv = http.createServer(handleAdmin);
+    // The main listener's protection (issue 24 #3): connection cap with shedding, header and
+    // request times; a port in use is a ListenError (one line), not a stack trace.
+    const srv = http.createServer({ connectionsCheckingInterval: checkingIntervalMs(ADMIN_HEADERS_TIMEOUT_MS) }, handleAdmin);
     server = srv;
-    await new Promise<void>((resolve, reject) => {
-      srv.once('error', reject);
-      srv.listen(cfg.admin.port, cfg.admin.host, () => {
-        srv.off('error', reject);
-        resolve();
-      });
-    });
+    adminConnections = guardConnections(srv, { maxConnections: ADMIN_MAX_CONNECTIONS, headersTimeoutMs: ADMIN_HEADERS_TIMEOUT_MS, requestTimeoutMs: ADMIN_REQUEST_TIMEOUT_MS });
+    await listen(srv, cfg.admin.host, cfg.admin.port);
     const a = srv.address() as AddressInfo;
     adminUrl = `http://${a.family === 'IPv6' ? `[${a.address}]` : a.address}:${a.port}`;
     log.info({ adminUrl, writes: tokenInfo.token ? 'token' : 'disabled', store: store.kind }, 'rules admin API listening');
@@ -237,6 +238,7 @@ export async function startRules(ctx: RulesContext): Promise<RulesHandle> {
     decisions: () => runtime.decisions(),
     status,
     adminUrl,
+    adminConnections,
     handleAdmin,
     evaluate: evaluateNow,
     instancesChanged: () => vars.pollPools(),

@@ -61,6 +61,25 @@ export function shortNames(pattern: string): Array<string> {
   return out;
 }
 
+class Wildcard {
+  constructor(public suffix: string, public target: i32) {}
+}
+
+const SUFFIX_SEED: u32 = 2166136261;
+
+/** FNV-1a over the suffix's characters from its last to its first (what matchHost accumulates). */
+function suffixHash(s: string): u32 {
+  let h: u32 = SUFFIX_SEED;
+  for (let i = s.length - 1; i >= 0; i--) h = (h ^ <u32>s.charCodeAt(i)) * 16777619;
+  return h;
+}
+
+/** host[at .. at + s.length) == s, compared in place. */
+function sameAt(host: string, at: i32, s: string): bool {
+  for (let j = 0; j < s.length; j++) if (host.charCodeAt(at + j) != s.charCodeAt(j)) return false;
+  return true;
+}
+
 class CacheEntry {
   constructor(public raw: ArrayBuffer, public target: i32) {}
 }
@@ -76,6 +95,10 @@ export class AuthorityMatcher {
   // Wildcard suffix (with its leading dot: ".example.com") → target. Looked up once per label of
   // the host, left to right, so the first hit is the longest suffix.
   private wildcards: Map<string, i32> = new Map();
+  // The same wildcards by the hash of their suffix taken right to left (suffixHash), so the match
+  // walks the host once from its end; and the longest suffix, past which nothing can match.
+  private byHash: Map<u32, Array<Wildcard>> = new Map();
+  private longestSuffix: i32 = 0;
   // Raw `:authority` bytes → target, so the request path neither decodes nor lowercases a
   // value it has seen before. Bounded in bytes and cleared when full: spraying random (or huge)
   // authorities costs a re-match, never memory.
@@ -86,7 +109,13 @@ export class AuthorityMatcher {
   add(pattern: string, target: i32): void {
     if (pattern.startsWith("*.")) {
       const suffix = pattern.substring(1); // keep the dot
-      if (!this.wildcards.has(suffix)) this.wildcards.set(suffix, target);
+      if (!this.wildcards.has(suffix)) {
+        this.wildcards.set(suffix, target);
+        const h = suffixHash(suffix);
+        if (!this.byHash.has(h)) this.byHash.set(h, new Array<Wildcard>());
+        this.byHash.get(h).push(new Wildcard(suffix, target));
+        if (suffix.length > this.longestSuffix) this.longestSuffix = suffix.length;
+      }
     } else if (!this.exact.has(pattern)) {
       this.exact.set(pattern, target);
     }
@@ -101,14 +130,27 @@ export class AuthorityMatcher {
   matchHost(host: string): i32 {
     if (this.exact.has(host)) return this.exact.get(host);
     if (this.wildcards.size == 0) return -1;
-    // `*.example.com` needs at least one label before the suffix: start after position 0.
-    let dot = host.indexOf(".", 1);
-    while (dot > 0) {
-      const suffix = host.substring(dot);
-      if (this.wildcards.has(suffix)) return this.wildcards.get(suffix);
-      dot = host.indexOf(".", dot + 1);
+    // Linear whatever the shape (issue 24 #1): no substring is built per label. A suffix longer
+    // than the longest configured one cannot match, so only the last `longestSuffix` characters
+    // are scanned, right to left; each '.' in them is tried by index (a hash of the suffix kept
+    // while walking, then a compare of the candidate in place). The longest hit wins, as before.
+    // `*.example.com` needs at least one label before the suffix: the dot at position 0 is never
+    // a match.
+    const n = host.length;
+    const lo = max(1, n - this.longestSuffix);
+    let h: u32 = SUFFIX_SEED;
+    let best: i32 = -1;
+    for (let i = n - 1; i >= lo; i--) {
+      const c = <u32>host.charCodeAt(i);
+      h = (h ^ c) * 16777619;
+      if (c != 0x2e || !this.byHash.has(h)) continue;
+      const list = this.byHash.get(h);
+      for (let k = 0; k < list.length; k++) {
+        const w = list[k];
+        if (w.suffix.length == n - i && sameAt(host, i, w.suffix)) { best = w.target; break; }
+      }
     }
-    return -1;
+    return best;
   }
 
   /** Same as match() on raw header bytes, cached by content. */

@@ -377,6 +377,42 @@ function parseInband(ir: ObjectReader, ib: InbandConfig): void {
   if (ib.orcaKvCacheMetric.length == 0 || ib.orcaKvCacheMetric.length > 200) ir.problems.add(join(ir.path, "orcaKvCacheMetric"), "must be 1-200 characters");
 }
 
+/**
+ * Every header the filter owns (writes, or strips as its own) is named by one field: no two fields
+ * may name the same header (issue 24 #5: request.criticalityHeader set to link.header stripped the
+ * filter's own link status, so that service never crossed). The criticality header of several
+ * services may be the same name: it is one purpose. Defaults apply without a loadAware or rules
+ * section (the filter strips those names regardless). The refusal names the later field.
+ */
+function checkOwnedHeaders(c: PluginConfig, p: Problems): void {
+  const names = [c.link.header, c.loadAware.endpointHeader, c.loadAware.degradedHeader, c.loadAware.debugHeader];
+  const keys = ["link.header", "loadAware.endpointHeader", "loadAware.degradedHeader", "loadAware.debugHeader"];
+  if (c.loadAware.remoteEndpointHeader.length > 0) {
+    names.push(c.loadAware.remoteEndpointHeader);
+    keys.push("loadAware.remoteEndpointHeader");
+  }
+  for (let k = 0; k < c.rules.routeHeaders.length; k++) {
+    names.push(c.rules.routeHeaders[k]);
+    keys.push("rules.routeHeaders[" + k.toString() + "]");
+  }
+  const fixed = names.length;
+  for (let i = 0; i < c.loadAware.services.length; i++) {
+    const rq = c.loadAware.services[i].request;
+    if (rq == null) continue;
+    names.push(rq.criticalityHeader);
+    keys.push("loadAware.services[" + i.toString() + "].request.criticalityHeader");
+  }
+  // Linear: the first field to name each header, by name.
+  const first = new Map<string, i32>();
+  for (let j = 0; j < names.length; j++) {
+    if (!first.has(names[j])) { first.set(names[j], j); continue; }
+    const i = first.get(names[j]);
+    if (i >= fixed && j >= fixed) continue; // criticality headers of two services
+    p.add(keys[j], "must differ from " + keys[i] + " (" + names[j] + ")");
+    return;
+  }
+}
+
 export function parseConfig(text: string): ConfigResult {
   const res = new ConfigResult();
   if (text.length == 0) { res.error = "configuration: empty (a JSON object is required)"; return res; }
@@ -402,21 +438,7 @@ export function parseConfig(text: string): ConfigResult {
   if (la != null) parseLoadAware(la, c.loadAware);
   const rules = r.obj("rules", ["routeHeaders", "debug"]);
   if (rules != null) parseRules(rules, c.rules);
-  if (p.ok) {
-    const names = [c.link.header, c.loadAware.endpointHeader, c.loadAware.degradedHeader, c.loadAware.debugHeader];
-    const keys = ["link.header", "loadAware.endpointHeader", "loadAware.degradedHeader", "loadAware.debugHeader"];
-    if (c.loadAware.remoteEndpointHeader.length > 0) { names.push(c.loadAware.remoteEndpointHeader); keys.push("loadAware.remoteEndpointHeader"); }
-    for (let i = 0; i < names.length; i++) for (let j = i + 1; j < names.length; j++) {
-      if (names[i] == names[j] && c.loadAware.enabled) p.add(keys[j], "must differ from " + keys[i]);
-    }
-    // Route headers are stripped on every request, whatever else is configured: they must not be
-    // a header the filter writes for another purpose (defaults apply without a loadAware section).
-    for (let k = 0; k < c.rules.routeHeaders.length; k++) {
-      for (let i = 0; i < names.length; i++) {
-        if (c.rules.routeHeaders[k] == names[i]) p.add("rules.routeHeaders[" + k.toString() + "]", "must differ from " + keys[i]);
-      }
-    }
-  }
+  if (p.ok) checkOwnedHeaders(c, p);
   if (!p.ok) { res.error = p.first; return res; }
   res.config = c;
   return res;

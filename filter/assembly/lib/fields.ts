@@ -11,6 +11,9 @@ export class Problems {
   }
 }
 
+/** How a key "" is shown in a path. */
+export const EMPTY_KEY = "<empty key>";
+
 export function join(base: string, key: string): string {
   return base.length == 0 ? key : base + "." + key;
 }
@@ -18,7 +21,8 @@ export function join(base: string, key: string): string {
 export class ObjectReader {
   constructor(public v: JValue, public path: string, public problems: Problems, allowed: Array<string>) {
     for (let i = 0; i < v.keys.length; i++) {
-      if (!allowed.includes(v.keys[i])) problems.add(join(path, v.keys[i]), "unknown field");
+      // A key "" is named, not left as a bare path (issue 24 #8: it read ": unknown field").
+      if (!allowed.includes(v.keys[i])) problems.add(join(path, v.keys[i].length == 0 ? EMPTY_KEY : v.keys[i]), "unknown field");
     }
   }
 
@@ -105,16 +109,27 @@ export function isHeaderName(s: string): bool {
   return true;
 }
 
-// Headers that Envoy, HTTP itself or the mesh own: a filter that set or stripped one of them would
-// break framing, authentication, tracing or Envoy's own routing. Pseudo-headers are already
-// refused by isHeaderName (no ':'). Mirrored in filter/config.schema.json (definitions.headerName).
-const RESERVED_HEADERS: Array<string> = [
-  "authorization", "proxy-authorization", "cookie", "set-cookie", "host", "content-length", "content-type",
-  "transfer-encoding", "te", "trailer", "connection", "keep-alive", "proxy-connection", "upgrade", "expect",
-  "forwarded", "via", "x-request-id", "traceparent", "tracestate", "x-ot-span-context", "x-cloud-trace-context",
-  "grpc-timeout", "x-client-trace-id",
+// Headers that Envoy, HTTP itself, tracing or the mesh own, and credentials: a filter that set or
+// stripped one of them would break framing, authentication, a client's trace context or Envoy's
+// own routing (issue 24 #5: with `b3` as link.header a client's trace context reached the upstream
+// as `b3: degraded`). One list for every header-name field of the configuration. Pseudo-headers
+// are already refused by isHeaderName (no ':'). The ORCA response headers are the filter's own
+// (stripped when inband.stripOrca), so no other field may name them either. Mirrored in
+// filter/config.schema.json (definitions.headerName) and docs/contracts.md.
+export const RESERVED_HEADERS: Array<string> = [
+  // HTTP semantics and hop-by-hop
+  "host", "origin", "content-length", "content-type", "transfer-encoding", "te", "trailer", "connection", "keep-alive",
+  "proxy-connection", "upgrade", "expect", "forwarded", "via",
+  // credentials
+  "authorization", "proxy-authorization", "proxy-authenticate", "www-authenticate", "cookie", "set-cookie", "x-api-key",
+  // tracing
+  "x-request-id", "traceparent", "tracestate", "baggage", "b3", "grpc-trace-bin", "x-amzn-trace-id", "uber-trace-id",
+  "x-ot-span-context", "x-cloud-trace-context", "x-client-trace-id",
+  // gRPC, ORCA (the filter's own, read and stripped on responses)
+  "grpc-timeout", "endpoint-load-metrics", "endpoint-load-metrics-bin",
 ];
-const RESERVED_PREFIXES: Array<string> = ["x-envoy-", "x-forwarded-", "x-istio-", "x-b3-"];
+export const RESERVED_PREFIXES: Array<string> = ["x-envoy-", "x-forwarded-", "x-istio-", "x-b3-", "x-datadog-", "sec-websocket-",
+  "uberctx-", "ot-baggage-", "x-amz-"];
 
 /** "" when `name` may be owned by the filter, else why not. */
 export function reservedHeaderReason(name: string): string {

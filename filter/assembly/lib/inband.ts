@@ -275,8 +275,12 @@ export class InbandTable {
 
   size(): i32 { return this.gen.length; }
 
-  /** Makes room for `n` slots and clears any slot whose generation changed (freed and reused). */
-  sync(n: i32, gens: Array<u32>): void {
+  /**
+   * Makes room for `n` slots and clears any slot whose generation changed (freed and reused).
+   * `live` (Inflight.liveList): only those slots are checked, so the tick costs the live fleet
+   * (issue 24 #2); a free slot is cleared when it is reused, before anything reads it.
+   */
+  sync(n: i32, gens: Array<u32>, live: Array<i32> | null = null): void {
     while (this.gen.length < n) {
       const s = this.gen.length;
       this.gen.push(s < gens.length ? gens[s] : 0);
@@ -292,6 +296,13 @@ export class InbandTable {
       this.probeUntil.push(-Infinity); this.probeStreak.push(0);
       this.esScrape.push(0); this.calib.push(0); this.slots.push(1); this.scrapeAt.push(-1);
       this.orcaAt.push(-Infinity); this.orcaErr.push(0); this.orcaUtil.push(NaN); this.orcaKv.push(NaN);
+    }
+    if (live != null) {
+      for (let k = 0; k < live.length; k++) {
+        const s = unchecked(live[k]);
+        if (s < n && s < gens.length && this.gen[s] != gens[s]) { this.clear(s); this.gen[s] = gens[s]; }
+      }
+      return;
     }
     for (let s = 0; s < n && s < gens.length; s++) if (this.gen[s] != gens[s]) { this.clear(s); this.gen[s] = gens[s]; }
   }
@@ -589,9 +600,13 @@ export class InbandTable {
       !recovered && this.confirmed[s] && this.slowAt[s] > 0 && now - this.slowAt[s] <= RECOVERY_MEMORY_MS);
   }
 
-  /** Tick: every slot's factor at `now`. */
-  fuseAll(now: f64): void {
+  /** Tick: every slot's factor at `now` (only the `live` ones when given: Inflight.liveList). */
+  fuseAll(now: f64, live: Array<i32> | null = null): void {
     this.nowMs = now;
+    if (live != null) {
+      for (let k = 0; k < live.length; k++) { const s = unchecked(live[k]); if (s < this.gen.length) this.fuse(s, now); }
+      return;
+    }
     for (let s = 0; s < this.gen.length; s++) this.fuse(s, now);
   }
 
@@ -606,7 +621,7 @@ export class InbandTable {
    * here) and returns the document to write back. `addrs[s]` is slot s's address ("" = free).
    * Malformed input is ignored from the first bad entry on.
    */
-  merge(doc: ArrayBuffer, addrs: Array<string>, slotOf: (a: string) => i32): ArrayBuffer {
+  merge(doc: ArrayBuffer, addrs: Array<string>, slotOf: (a: string) => i32, live: Array<i32> | null = null): ArrayBuffer {
     const p = changetype<usize>(doc);
     const n = doc.byteLength;
     if (n >= 2) {
@@ -639,8 +654,11 @@ export class InbandTable {
     let count = 0;
     let size = 2;
     const limit = addrs.length < this.gen.length ? addrs.length : this.gen.length;
-    for (let s = 0; s < limit; s++) {
-      if (addrs[s].length == 0 || (this.hdrAt[s] == 0 && this.eosAt[s] == 0 && this.errAt[s] == 0)) continue;
+    // the slots to write: the live ones when given (issue 24 #2), else all below limit
+    const nw = live != null ? live.length : limit;
+    for (let k = 0; k < nw; k++) {
+      const s = live != null ? unchecked(live[k]) : k;
+      if (s >= limit || addrs[s].length == 0 || (this.hdrAt[s] == 0 && this.eosAt[s] == 0 && this.errAt[s] == 0)) continue;
       size += 1 + String.UTF8.byteLength(addrs[s]) + ENTRY;
       count++;
       if (count == 0xffff) break;
@@ -650,8 +668,9 @@ export class InbandTable {
     store<u16>(o, <u16>count);
     let off: usize = 2;
     let written = 0;
-    for (let s = 0; s < limit && written < count; s++) {
-      if (addrs[s].length == 0 || (this.hdrAt[s] == 0 && this.eosAt[s] == 0 && this.errAt[s] == 0)) continue;
+    for (let k = 0; k < nw && written < count; k++) {
+      const s = live != null ? unchecked(live[k]) : k;
+      if (s >= limit || addrs[s].length == 0 || (this.hdrAt[s] == 0 && this.eosAt[s] == 0 && this.errAt[s] == 0)) continue;
       const a = addrs[s];
       const len = <usize>String.UTF8.encodeUnsafe(changetype<usize>(a), a.length, o + off + 1);
       store<u8>(o + off, <u8>len);

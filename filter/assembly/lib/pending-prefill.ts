@@ -26,6 +26,8 @@ export class PendingPrefill {
   private gen: StaticArray<u32> = new StaticArray<u32>(0);
   /** Records of other VMs skipped: a value not finite or negative (written by a broken VM). */
   invalid: u64 = 0;
+  /** The in-flight table's capacity at the last sync. */
+  private synced: i32 = 0;
   /** Scratch for this VM's section (encodeOwn). */
   private writer: AddrSectionWriter = new AddrSectionWriter();
 
@@ -44,10 +46,18 @@ export class PendingPrefill {
   }
 
   /** After the in-flight table freed or reused slots: those slots' prefill is forgotten. */
-  sync(capacity: i32, gen: Array<u32>): void {
+  sync(capacity: i32, gen: Array<u32>, live: Array<i32> | null = null): void {
     this.grow(capacity);
     const n = min(capacity, gen.length);
-    for (let s = 0; s < n; s++) {
+    // slots the in-flight table gave back at its top (Inflight trimTail): forgotten once, as a
+    // freed slot is (a slot regrown there has a new generation and is cleared again below)
+    for (let s = n; s < this.synced && s < this.own.length; s++) { unchecked(this.own[s] = 0); unchecked(this.others[s] = 0); }
+    this.synced = n;
+    // the live slots only when given (issue 24 #2): a free slot is cleared when it is reused
+    const m = live != null ? live.length : n;
+    for (let k = 0; k < m; k++) {
+      const s = live != null ? unchecked(live[k]) : k;
+      if (s >= n) continue;
       const g = unchecked(gen[s]);
       if (unchecked(this.gen[s]) == g) continue;
       unchecked(this.gen[s] = g);
@@ -72,12 +82,15 @@ export class PendingPrefill {
   }
 
   /** This VM's section: the addresses (of `addrs`, by slot) with prefill ahead at `nowMs`. */
-  encodeOwn(token: u32, nowMs: u64, addrs: Array<string>): ArrayBuffer {
+  encodeOwn(token: u32, nowMs: u64, addrs: Array<string>, live: Array<i32> | null = null): ArrayBuffer {
     const now = <f64>nowMs;
     const n = min(addrs.length, this.own.length);
     const w = this.writer;
     w.begin();
-    for (let s = 0; s < n; s++) {
+    const m = live != null ? live.length : n;
+    for (let k = 0; k < m; k++) {
+      const s = live != null ? unchecked(live[k]) : k;
+      if (s >= n) continue;
       const until = unchecked(this.own[s]);
       const a = unchecked(addrs[s]);
       if (until > now && a.length > 0) w.add(a, reinterpret<u32>(<f32>(until - now)));
@@ -94,7 +107,9 @@ export class PendingPrefill {
     const now = <f64>nowMs;
     this.grow(inflight.capacity());
     const others = this.others;
-    for (let s = 0; s < others.length; s++) unchecked(others[s] = 0);
+    const live = inflight.liveList();
+    // only live slots can hold a value (slotOf below never returns a free one)
+    for (let k = 0; k < live.length; k++) { const s = unchecked(live[k]); if (s < others.length) unchecked(others[s] = 0); }
     const r = new AddrSections(doc, token, nowMs, maxAgeMs);
     while (r.next()) {
       const v = <f64>load<f32>(r.valuePtr);
@@ -105,8 +120,8 @@ export class PendingPrefill {
       if (slot >= 0 && slot < others.length) unchecked(others[slot] += rest);
     }
     // summed remainders as one "done at" time: exact for one other VM, the sum of the work for several
-    for (let s = 0; s < others.length; s++) if (unchecked(others[s]) > 0) unchecked(others[s] += now);
-    r.keep.push(this.encodeOwn(token, nowMs, inflight.addresses()));
+    for (let k = 0; k < live.length; k++) { const s = unchecked(live[k]); if (s < others.length && unchecked(others[s]) > 0) unchecked(others[s] += now); }
+    r.keep.push(this.encodeOwn(token, nowMs, inflight.addresses(), live));
     return concatSections(r.keep);
   }
 }

@@ -100,7 +100,7 @@ export function shareInband(t: InbandTable, inflight: Inflight): void {
   sharedInflight = inflight;
   for (let attempt = 0; attempt < 3; attempt++) {
     const cur = getSharedData(INBAND_KEY);
-    const doc = t.merge(cur.found ? cur.value : new ArrayBuffer(0), inflight.addresses(), slotOf);
+    const doc = t.merge(cur.found ? cur.value : new ArrayBuffer(0), inflight.addresses(), slotOf, inflight.liveList());
     const r = setSharedData(INBAND_KEY, doc, cur.found ? cur.cas : 0);
     if (r != CAS_MISMATCH) return;
   }

@@ -103,9 +103,11 @@ export class LoadAware {
       this.nextSweepMs = nowMs + SWEEP_EVERY_MS;
     }
     // freed slots start from nothing; factors decay and outstanding requests age
-    this.inband.sync(this.inflight.capacity(), this.inflight.gen);
-    this.inband.fuseAll(nowMs);
-    if (this.requestAware) this.pending.sync(this.inflight.capacity(), this.inflight.gen);
+    // per-tick loops walk the live slots only (issue 24 #2: Inflight.liveList)
+    const live = this.inflight.liveList();
+    this.inband.sync(this.inflight.capacity(), this.inflight.gen, live);
+    this.inband.fuseAll(nowMs, live);
+    if (this.requestAware) this.pending.sync(this.inflight.capacity(), this.inflight.gen, live);
   }
 
   /** Hands the counts gathered on the request path to the host (on tick). */
@@ -152,7 +154,7 @@ export class LoadAware {
         c.inflightAtSnapshot = this.inflight.rebase(c.slot, c.scrapeAtMs);
         cands.push(c);
       }
-      this.inband.sync(this.inflight.capacity(), this.inflight.gen);
+      this.inband.sync(this.inflight.capacity(), this.inflight.gen, this.inflight.liveList());
       for (let j = 0; j < cands.length; j++) {
         const c = cands[j];
         this.inband.paramsOf[c.slot] = sp.inbandParams;
@@ -165,7 +167,7 @@ export class LoadAware {
         rq.rebuild(sp.plan, sp.cfg.service, snap.llm, es, w, at, <f64>snap.generatedAtMs);
       }
     }
-    if (this.requestAware) this.pending.sync(this.inflight.capacity(), this.inflight.gen);
+    if (this.requestAware) this.pending.sync(this.inflight.capacity(), this.inflight.gen, this.inflight.liveList());
   }
 }
 
