@@ -120,7 +120,7 @@ describe("in-band fusion moves the choice", () => {
     f.table.fuseAll(t + 50);
     expect(f.toA(20, t + 50)).toBe(20); // outstanding for 50 ms, usual 80, sent at the usual rate: no evidence
     f.table.fuseAll(t + 1200);          // nothing sent since: the one outstanding is our whole pile
-    expect(f.table.pile(0)).toBeCloseTo(2, 3);
+    expect(f.table.pile(0)).toBeGreaterThan(1.99); // (1 + 1) / (λ·L + 1), λ faded to ~0
     expect(f.toA(20, t + 1200)).toBe(0);
   });
 
@@ -142,6 +142,19 @@ describe("in-band fusion moves the choice", () => {
       t.done(0, 10, 1001, 1001, true, 200);
       expect(t.pile(0)).toBeLessThan(4.1);
     }
+  });
+
+  it("the pile within one Poisson deviation of what the norm explains is noise", () => {
+    const t = new InbandTable();
+    t.sync(1, [0]);
+    t.onScrape(0, 0, 80, 4);
+    t.rate[0] = 0.05; t.allRef[0] = 80; // 4 of ours outstanding at the usual latency, deviation 2
+    t.outN[0] = 6;
+    expect(t.pile(0)).toBe(1);
+    t.outN[0] = 10;
+    expect(t.pile(0)).toBeCloseTo(9.0 / 5.0, 6);
+    t.rate[0] = 0; // nothing sent lately: the whole count is the pile
+    expect(t.pile(0)).toBeCloseTo(11, 6);
   });
 
   it("a silent instance (requests outstanding, none answered) never looks cheaper than a peer that answers, at c = 1000", () => {

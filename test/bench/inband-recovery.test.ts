@@ -10,10 +10,11 @@ import * as path from 'node:path';
 import { DEFAULT_AGENT } from '../../bench/routing/agent-model';
 import { runPolicy } from '../../bench/routing/des';
 import { SwitchyardPolicy } from '../../bench/routing/switchyard';
-import { episodeStats } from '../../bench/routing/episodes';
-import { BLACKHOLE_SCENARIO, SLOW_SCENARIO, scenarioPath } from '../../bench/routing/inband';
+import { episodeStats, fairShare, windowCounts } from '../../bench/routing/episodes';
+import { BLACKHOLE_SCENARIO, LINKERD_SCENARIO, SLOW_SCENARIO, scenarioPath } from '../../bench/routing/inband';
 
-const WASM = path.resolve(__dirname, '../../build/switchyard.wasm');
+// SWITCHYARD_WASM: another build (to show a test fails on the build before a fix)
+const WASM = path.resolve(process.env.SWITCHYARD_WASM ?? path.resolve(__dirname, '../../build/switchyard.wasm'));
 const AGENT = { ...DEFAULT_AGENT, scrapeIntervalMs: 1000 };
 
 test('no absorbing state: 10x slower for 30 s, then back to half its fair share after recovery', { timeout: 120_000 }, async () => {
@@ -55,4 +56,24 @@ test('a black hole (503 in 2 ms) is priced out by its errors: far below its fair
   // LEAST_REQUEST sends it ~1.8x its fair share (bench/routing/inband.ts); the filter before in-band ~1.9x
   assert.ok(st.errorsDuring < 0.1 * st.fairDuring, `${st.errorsDuring} errors, fair share ${st.fairDuring.toFixed(0)}`);
   assert.ok(st.sentAfter > 0.5 * st.fairAfter, 'after the episode it gets traffic again');
+});
+
+// Issue 21, the Linkerd-style case (bench/routing/inband.ts LINKERD_SCENARIO: 11 instances,
+// c = 1000 configured, one 12x slower for 30 s for reasons unrelated to load, answers in one
+// piece), one path, 1 s scrape, shipped defaults. The filter before issue 21 sent the slow
+// instance 90 requests in its first 2 s on this path (fair share 183): the requests piling up
+// there cost nothing at c = 1000, and its peers carried a phantom queue read from their waits
+// that it, silent, did not. Peak EWMA: 24 over this path and the next (bench --quick).
+test('Linkerd-style case: a slowed instance that has not answered yet is priced out by the pile of its outstanding requests', { timeout: 300_000 }, async () => {
+  const s = LINKERD_SCENARIO;
+  const e = s.episode;
+  const sp = scenarioPath(s, 20261129);
+  const sy = new SwitchyardPolicy({ wasmPath: WASM, agent: { ...AGENT, concurrency: s.fleet.slots }, seed: 20261129, measuredRange: [sp.firstMeasured, sp.firstMeasured + sp.measured] });
+  const r = await runPolicy(s.fleet, sp, sy, { episodes: [e], ttftFraction: 1 });
+  assert.equal(sy.stats.vmFailures, 0);
+  const first = windowCounts(r, e.inst, e.fromMs, e.fromMs + 2000);
+  const fair = fairShare(s.fleet, e.inst) * first.all;
+  assert.ok(first.sent < 0.15 * fair, `sent ${first.sent} in the first 2 s, fair ${fair.toFixed(0)}`);
+  const st = episodeStats(r, s.fleet, e, s.afterMs);
+  assert.ok(st.recoverMs !== null && st.recoverMs <= 10_000, `back to half its fair share after ${st.recoverMs} ms`);
 });

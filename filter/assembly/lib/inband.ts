@@ -318,13 +318,15 @@ export class InbandTable {
 
   /**
    * Whether fresh answers overrule the agent's health de-weighting of the address in `slot`
-   * (generation `gen`) at a plan rebuild: recovered() by the last tick's clock, and no request
-   * answering for longer than a slowdown (the factor shows no slowness now).
+   * (generation `gen`) at a plan rebuild: recovered() by the last tick's clock, and no slowdown
+   * in the factor now but the pile below slowdownThreshold. Gated at 2 the pile's noise while the
+   * traffic came back (few of ours in flight: (n + 1) / (λ·L + 1) of 2–3 at λ·L ≈ 1) put the P99
+   * verdict back at one plan in three and held the recovered instance at ~1/3 of its share.
    */
   liftsSlow(slot: i32, gen: u32): bool {
     if (!this.valid(slot, gen)) return false;
     const pile = this.pile(slot);
-    return this.recovered(slot, this.nowMs) && pile <= NORMAL_RATIO && unchecked(this.adj[slot * ADJ_STRIDE]) <= (pile > 1 ? pile : 1);
+    return this.recovered(slot, this.nowMs) && pile < this.paramsOf[slot].slowdownThreshold && unchecked(this.adj[slot * ADJ_STRIDE]) <= (pile > 1 ? pile : 1);
   }
 
   /**
@@ -418,14 +420,19 @@ export class InbandTable {
    * about λ·L of ours are outstanding; (n + 1) / (λ·L + 1) is the latency the pile says over the
    * usual one, in peak EWMA's form (latency × (outstanding + 1)) but not divided by c. An instance
    * that stops answering raises it with every request sent there and, once we stop sending, as λ
-   * fades: it prices a slowdown before any answer comes. 1 with nothing outstanding.
+   * fades: it prices a slowdown before any answer comes. 1 with nothing outstanding. A healthy
+   * instance's count is about Poisson(λ·L): within one deviation √(λ·L) of it the pile is noise,
+   * and priced it made every loaded peer of a black hole (which answers at once, so has none
+   * outstanding) dearer at random (errors 88 against 42 before the pile, 2 quick paths).
    */
   pile(s: i32): f64 {
     const n = this.outN[s];
     if (n <= 0) return 1;
     const L = this.allRef[s] > 0 ? this.allRef[s] : this.esScrape[s];
     if (!(L > 0)) return 1;
-    return (<f64>n + 1) / (this.rate[s] * L + 1);
+    const m = this.rate[s] * L;
+    const x = <f64>n - Math.sqrt(m);
+    return x > m ? (x + 1) / (m + 1) : 1;
   }
 
   /** Tick: every slot's send rate, then its factor at `now`. */
