@@ -319,9 +319,9 @@ export class InbandTable {
   /**
    * Whether fresh answers overrule the agent's health de-weighting of the address in `slot`
    * (generation `gen`) at a plan rebuild: recovered() by the last tick's clock, and no slowdown
-   * in the factor now but the pile below slowdownThreshold. Gated at 2 the pile's noise while the
-   * traffic came back (few of ours in flight: (n + 1) / (λ·L + 1) of 2–3 at λ·L ≈ 1) put the P99
-   * verdict back at one plan in three and held the recovered instance at ~1/3 of its share.
+   * in the factor now but the pile below slowdownThreshold (the gate of a slowdown: while the
+   * traffic comes back few of ours are in flight, and a pile of 2–3 is then noise, which must not
+   * put the P99 verdict back for a plan).
    */
   liftsSlow(slot: i32, gen: u32): bool {
     if (!this.valid(slot, gen)) return false;
