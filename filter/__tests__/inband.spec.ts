@@ -144,19 +144,6 @@ describe("in-band fusion moves the choice", () => {
     }
   });
 
-  it("the pile within one Poisson deviation of what the norm explains is noise", () => {
-    const t = new InbandTable();
-    t.sync(1, [0]);
-    t.onScrape(0, 0, 80, 4);
-    t.rate[0] = 0.05; t.allRef[0] = 80; // 4 of ours outstanding at the usual latency, deviation 2
-    t.outN[0] = 6;
-    expect(t.pile(0)).toBe(1);
-    t.outN[0] = 10;
-    expect(t.pile(0)).toBeCloseTo(9.0 / 5.0, 6);
-    t.rate[0] = 0; // nothing sent lately: the whole count is the pile
-    expect(t.pile(0)).toBeCloseTo(11, 6);
-  });
-
   it("a silent instance (requests outstanding, none answered) never looks cheaper than a peer that answers, at c = 1000", () => {
     const f = new Fixture(80, 0, 80, 0, 1000);
     let t = f.warm(0);
