@@ -269,7 +269,10 @@ export interface Answer {
  * answered `status` after `errorMs`, without queueing (a "black hole": it looks idle).
  */
 export interface Episode {
-  kind: 'slow' | 'error';
+  /** 'stall': the instance stops answering in [fromMs, toMs) (a hung engine, a "slow hole"):
+   *  service makes no progress inside the window, so every answer due in it comes after toMs;
+   *  requests still arrive and queue, and it looks busy but never finishes anything. */
+  kind: 'slow' | 'error' | 'stall';
   inst: number;
   fromMs: number;
   toMs: number;
@@ -411,11 +414,29 @@ export async function runPolicy(fleet: FleetSpec, path: SamplePath, policy: Rout
       }),
     };
   };
+  const stalls = episodes.filter((e) => e.kind === 'stall').sort((a, b) => a.fromMs - b.fromMs);
+  /** when `work` ms of service started at `s` on `inst` ends: no progress inside its stall windows */
+  const progressEnd = (inst: number, s: number, work: number): number => {
+    let t = s;
+    let left = work;
+    for (const e of stalls) {
+      if (e.inst !== inst || e.toMs <= t) continue;
+      if (t + left <= e.fromMs) break;
+      if (t < e.fromMs) left -= e.fromMs - t;
+      t = e.toMs;
+    }
+    return t + left;
+  };
   const startJob = (inst: number, job: { id: number; serviceMs: number; payload?: number }): void => {
     const slow = episodeAt(inst, now, 'slow');
     if (slow) job.serviceMs *= slow.factor!;
+    let hdrAt = now + ttft * job.serviceMs;
+    if (stalls.length) {
+      hdrAt = progressEnd(inst, now, ttft * job.serviceMs);
+      job.serviceMs = progressEnd(inst, now, job.serviceMs) - now; // the slot is held through the stall
+    }
     // headers first: at ttftFraction 1 both events share the time and the heap keeps insertion order
-    heap.push(now + ttft * job.serviceMs, 2, inst, job, null);
+    heap.push(hdrAt, 2, inst, job, null);
     heap.push(now + job.serviceMs, 0, inst, job, null);
   };
   const finish = (id: number, arrivedAt: number, st: number): void => {
