@@ -27,7 +27,7 @@ import {
   capacityPerS, DEFAULT_FLEET, type Episode, type FleetSpec, LeastRequest, makeSamplePath, RandomPolicy, RoundRobin, type RoutingPolicy, type RunOptions,
   runPolicy, type RunResult, type SamplePath, summarize, type Summary,
 } from './des';
-import { episodeStats, type EpisodeStats, fairShare, shareSeries, shareSvg, windowCounts } from './episodes';
+import { episodeStats, type EpisodeStats, fairShare, shareSeries, shareSvg } from './episodes';
 import { ClientSideWrr, ENVOY_WRR_DEFAULTS, LINKERD_PEAK_EWMA, PeakEwma } from './inband-reference';
 import { SedOracle } from './reference';
 import { SwitchyardPolicy, wasmBytes } from './switchyard';
@@ -62,18 +62,6 @@ export const SLOW_SCENARIO: ScenarioSpec = {
 export const BLACKHOLE_SCENARIO: ScenarioSpec = {
   name: 'blackhole', fleet: EQUAL_FLEET, rho: 0.6, warmupMs: 20_000, afterMs: 30_000,
   episode: { kind: 'error', inst: 2, fromMs: 30_000, toMs: 60_000, errorMs: 2, status: 503 },
-};
-
-/**
- * The Linkerd-style case (issue 21; Linkerd's "Beyond Round Robin"): 11 equal instances with ample
- * concurrency (c = 1000 configured: nothing queues), ~1000 req/s, one instance 12x slower for 30 s
- * for reasons unrelated to load, answers in one piece (plain HTTP: headers with the last byte);
- * success = answered within 1 s. A stand-in until bench/robustness/ carries the case.
- */
-export const LINKERD_FLEET: FleetSpec = { speeds: new Array(11).fill(1), slots: 1000, meanMs: 100, sigma: 0.5 };
-export const LINKERD_SCENARIO: ScenarioSpec = {
-  name: 'linkerd', fleet: LINKERD_FLEET, rho: 1000 / capacityPerS(LINKERD_FLEET), warmupMs: 20_000, afterMs: 15_000,
-  episode: { kind: 'slow', inst: 4, fromMs: 30_000, toMs: 60_000, factor: 12 },
 };
 
 /** The arrivals measured in a scenario: from warm-up to the end of the after-window. */
@@ -167,8 +155,6 @@ interface Cli {
   SCEN: string;
   ORCA: string;
   TTFT: number;
-  /** linkerd scenario: headers with the last byte unless --ttft says otherwise */
-  LINKERD_TTFT: number;
   /** proxies scenario: run only policies whose name starts with one of these (least-request x4 always) */
   ONLY: string[];
   MODE: { name: string; seeds: number; proxySeeds: number; proxyRhos: number[]; proxyMeasured: number; proxyWarmupMs: number };
@@ -331,63 +317,6 @@ async function main(c: Cli): Promise<void> {
     log('');
   }
 
-  if (c.SCEN === 'linkerd' || c.SCEN === 'all') {
-    const s = LINKERD_SCENARIO;
-    const e = s.episode;
-    const t = performance.now();
-    const agent = (scrapeIntervalMs: number): AgentSpec => ({ ...DEFAULT_AGENT, scrapeIntervalMs, concurrency: s.fleet.slots });
-    interface LRow { policy: string; success: number; p999: number; first2s: number; after10s: number; fair10s: number; recoverMs: number | null }
-    const rows: LRow[][] = [];
-    for (let k = 0; k < c.MODE.seeds; k++) {
-      const seed = c.SEED + 1000 * k;
-      const sp = scenarioPath(s, seed);
-      const mr: [number, number] = [sp.firstMeasured, sp.firstMeasured + sp.measured];
-      const policies: RoutingPolicy[] = [
-        new RoundRobin(), new LeastRequest(seed), new PeakEwma(seed),
-        new SwitchyardPolicy({ wasmPath: c.WASM, agent: agent(1000), seed, name: 'switchyard', measuredRange: mr }),
-        new SwitchyardPolicy({ wasmPath: c.WASM, agent: agent(250), seed, name: 'switchyard@250ms', measuredRange: mr }),
-      ];
-      const out: LRow[] = [];
-      for (const p of policies) {
-        if (c.ONLY.length > 0 && !['round-robin', 'least-request', 'peak-ewma'].includes(p.name) && !c.ONLY.some((o) => p.name.startsWith(o))) continue;
-        const r = await runPolicy(s.fleet, sp, p, { episodes: [e], ttftFraction: c.LINKERD_TTFT });
-        if (p instanceof SwitchyardPolicy) checkFilter(p, `linkerd ${p.name}`);
-        const st = episodeStats(r, s.fleet, e, s.afterMs);
-        let ok = 0;
-        for (let i = 0; i < r.responseMs.length; i++) if (r.status[i] === 200 && r.responseMs[i] <= 1000) ok++;
-        const w2 = windowCounts(r, e.inst, e.fromMs, e.fromMs + 2000);
-        const w10 = windowCounts(r, e.inst, e.toMs, e.toMs + 10_000);
-        out.push({ policy: p.name, success: ok / r.responseMs.length, p999: summarize(r.responseMs).p999Ms, first2s: w2.sent, after10s: w10.sent, fair10s: fairShare(s.fleet, e.inst) * w10.all, recoverMs: st.recoverMs });
-      }
-      rows.push(out);
-    }
-    log(`== D. Linkerd-style case: ${s.fleet.speeds.length} equal instances, c = ${s.fleet.slots} (configured), ${(s.rho * capacityPerS(s.fleet)).toFixed(0)} req/s, lognormal mean ${s.fleet.meanMs} ms sigma ${s.fleet.sigma}, #${e.inst} ${e.factor}x slower from ${e.fromMs / 1000} to ${e.toMs / 1000} s, headers at ttft = ${c.LINKERD_TTFT} x service  [${((performance.now() - t) / 1000).toFixed(1)} s]`);
-    const names = rows[0].map((r) => r.policy);
-    const head = 'policy'.padEnd(20) + 'success <= 1 s'.padStart(16) + 'P99.9'.padStart(10) + 'slow: first 2 s'.padStart(17) + 'first 10 s after (x fair)'.padStart(27) + '   back to 1/2 fair, per path';
-    log(head);
-    log('-'.repeat(head.length));
-    const mean = (v: number[]): number => v.reduce((a, b) => a + b, 0) / v.length;
-    const agg = (name: string): { success: number; first2s: number; after10s: number; fair10s: number; rs: LRow[] } => {
-      const rs = rows.map((o) => o.find((r) => r.policy === name)!);
-      return { success: mean(rs.map((r) => r.success)), first2s: rs.reduce((a, r) => a + r.first2s, 0), after10s: rs.reduce((a, r) => a + r.after10s, 0), fair10s: rs.reduce((a, r) => a + r.fair10s, 0), rs };
-    };
-    for (const name of names) {
-      const a = agg(name);
-      log(name.padEnd(20) + `${(100 * a.success).toFixed(3)} %`.padStart(16) + ms(mean(a.rs.map((r) => r.p999))).padStart(10) + String(a.first2s).padStart(17) +
-        `${a.after10s} (${(a.after10s / a.fair10s).toFixed(2)})`.padStart(27) + `   ${a.rs.map((r) => ms(r.recoverMs)).join(', ')}`);
-    }
-    log(`sums over ${rows.length} sample paths (seeds ${rows.map((_, k) => c.SEED + 1000 * k).join(', ')}); success and P99.9: mean over paths, all measured requests.`);
-    const pe = agg('peak-ewma');
-    for (const name of names.filter((n) => n.startsWith('switchyard'))) {
-      const a = agg(name);
-      targets.push({ scenario: 'linkerd', what: `${name}: success >= peak EWMA's`, met: a.success >= pe.success, detail: `${(100 * a.success).toFixed(3)} % vs ${(100 * pe.success).toFixed(3)} %` });
-      targets.push({ scenario: 'linkerd', what: `${name}: requests to the slow instance in its first 2 s <= peak EWMA's`, met: a.first2s <= pe.first2s, detail: `${a.first2s} vs ${pe.first2s}` });
-      targets.push({ scenario: 'linkerd', what: `${name}: >= 1/2 fair share within 10 s of recovery (every path)`, met: a.rs.every((r) => r.recoverMs !== null && r.recoverMs <= 10_000), detail: a.rs.map((r) => ms(r.recoverMs)).join(', ') });
-    }
-    doc.linkerd = { spec: s, ttftFraction: c.LINKERD_TTFT, rows };
-    log('');
-  }
-
   log('== Targets (issue 9 §4; the filter as built is expected to miss some)');
   for (const tg of targets) log(targetLine(tg));
   doc.targets = targets;
@@ -406,14 +335,13 @@ if (require.main === module) {
   const SCEN = arg('--scenario', 'all')!;
   const ORCA = arg('--orca', 'off')!;
   const TTFT = Number(arg('--ttft', '0.1'));
-  const LINKERD_TTFT = Number(arg('--ttft', '1'));
   const ONLY = (arg('--only', '') ?? '').split(',').filter((x) => x.length > 0);
-  if (!['slow', 'blackhole', 'proxies', 'linkerd', 'all'].includes(SCEN)) throw new Error(`--scenario must be slow|blackhole|proxies|linkerd|all, got ${SCEN}`);
+  if (!['slow', 'blackhole', 'proxies', 'all'].includes(SCEN)) throw new Error(`--scenario must be slow|blackhole|proxies|all, got ${SCEN}`);
   if (!['off', 'on', 'both'].includes(ORCA)) throw new Error(`--orca must be off|on|both, got ${ORCA}`);
   const MODE = QUICK
     ? { name: 'quick', seeds: 2, proxySeeds: 5, proxyRhos: [0.95], proxyMeasured: 8000, proxyWarmupMs: 20_000 }
     : { name: 'full', seeds: 5, proxySeeds: 10, proxyRhos: [0.85, 0.95], proxyMeasured: 50_000, proxyWarmupMs: 30_000 };
-  main({ QUICK, SEED, WASM, OUT, SCEN, ORCA, TTFT, LINKERD_TTFT, ONLY, MODE }).catch((e) => {
+  main({ QUICK, SEED, WASM, OUT, SCEN, ORCA, TTFT, ONLY, MODE }).catch((e) => {
     console.error(e);
     process.exit(1);
   });
