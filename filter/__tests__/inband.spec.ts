@@ -7,10 +7,10 @@ import { probePick } from "../assembly/lib/choice/scorer-inband";
 import { OrcaReport, parseOrcaHeader } from "../assembly/lib/orca";
 import { parseConfig } from "../assembly/lib/config";
 
-function inst(addr: string, esMs: f32, queue: f32): InstanceState {
+function inst(addr: string, esMs: f32, queue: f32, slots: f32 = 4): InstanceState {
   const s = new InstanceState();
   s.service = "llm"; s.addr = addr; s.healthy = true;
-  s.rho = 0.3; s.esMs = esMs; s.es2Ms2 = esMs * esMs * 2; s.queueDepth = queue; s.slots = 4;
+  s.rho = 0.3; s.esMs = esMs; s.es2Ms2 = esMs * esMs * 2; s.queueDepth = queue; s.slots = slots;
   s.p99Ms = 100; s.baselineP99Ms = 100; s.dataAgeMs = 0;
   return s;
 }
@@ -21,14 +21,14 @@ class Fixture {
   table: InbandTable = new InbandTable();
   inflight: Array<i32> = [0, 0];
   rng: Rng = new Rng(7);
-  constructor(esA: f32, qA: f32, esB: f32, qB: f32) {
-    const ca = candidateFrom(inst("a:1", esA, qA), MODEL_CONDITIONAL, 1e12, 0, false);
-    const cb = candidateFrom(inst("b:1", esB, qB), MODEL_CONDITIONAL, 1e12, 0, false);
+  constructor(esA: f32, qA: f32, esB: f32, qB: f32, slots: f32 = 4) {
+    const ca = candidateFrom(inst("a:1", esA, qA, slots), MODEL_CONDITIONAL, 1e12, 0, false);
+    const cb = candidateFrom(inst("b:1", esB, qB, slots), MODEL_CONDITIONAL, 1e12, 0, false);
     ca.slot = 0; cb.slot = 1;
     this.plan = new Plan([ca, cb]);
     this.table.sync(2, [0, 0]);
-    this.table.onScrape(0, 0, <f64>esA, 4);
-    this.table.onScrape(1, 0, <f64>esB, 4);
+    this.table.onScrape(0, 0, <f64>esA, <f64>slots);
+    this.table.onScrape(1, 0, <f64>esB, <f64>slots);
   }
   /** How many of n band-0 picks (always the cheapest) go to a. */
   toA(n: i32, now: f64): i32 {
@@ -40,7 +40,7 @@ class Fixture {
   answer(s: i32, t: f64, hdr: f64, eos: f64, status: i32 = 200): void {
     this.table.sent(s, t);
     this.table.headers(s, t, t + hdr, status);
-    if (status < 500) this.table.done(s, t, t + hdr, t + eos, true, status);
+    this.table.done(s, t, t + hdr, status < 500 ? t + eos : t + hdr, true, status);
   }
   /**
    * A new snapshot: a's E[S] and P99 as scraped (b unchanged), a's health weight lifted when the
@@ -112,15 +112,69 @@ describe("in-band fusion moves the choice", () => {
     expect(f.toA(50, t + 480)).toBe(50);
   });
 
-  it("a request answering for longer than the estimate counts before it ends", () => {
+  it("a request outstanding for longer than the norm counts before it ends (no headers needed)", () => {
     const f = new Fixture(80, 0, 80, 1);
     const t = f.warm(0);
+    f.table.fuseAll(t);
     f.table.sent(0, t);
-    f.table.headers(0, t, t + 8, 200);
     f.table.fuseAll(t + 50);
-    expect(f.toA(20, t + 50)).toBe(20); // answering for 42 ms, usual 72: no evidence
-    f.table.fuseAll(t + 1200);          // 1192 ms: > 5 x 2 x its norm (answering ages are length-biased)
+    expect(f.toA(20, t + 50)).toBe(20); // outstanding for 50 ms, usual 80, sent at the usual rate: no evidence
+    f.table.fuseAll(t + 1200);          // nothing sent since: the one outstanding is our whole pile
+    expect(f.table.pile(0)).toBeGreaterThan(1.99); // (1 + 1) / (λ·L + 1), λ faded to ~0
     expect(f.toA(20, t + 1200)).toBe(0);
+  });
+
+  it("the pile of our outstanding requests is priced at any concurrency (not divided by c)", () => {
+    const p = new InbandParams();
+    // pure rule: the pile is the slowdown when it says more than the answers
+    expect(fuseFactor(p, 0, 0, 0, 0, 80, 80, 0, 3, 80, 0, 0, 0, 0)).toBe(3);
+    expect(fuseFactor(p, 0, 0, 0, 0, 80, 80, 0, 1, 80, 0, 0, 0, 0)).toBe(1);
+    for (let k = 0; k < 2; k++) {
+      const slots: f64 = k == 0 ? 4 : 1000;
+      const t = new InbandTable();
+      t.sync(1, [0]);
+      t.onScrape(0, 0, 100, slots);
+      t.fuseAll(0);
+      for (let i = 0; i < 4; i++) t.sent(0, 10);
+      for (let now: f64 = 20; now <= 1000; now += 20) t.fuseAll(now); // 4 sent at once 990 ms ago, none answered: the rate over the norm has faded
+      expect(t.pile(0)).toBeGreaterThan(4.9);
+      expect(t.factorOf(0)).toBeGreaterThan(4.9);
+      t.done(0, 10, 1001, 1001, true, 200);
+      expect(t.pile(0)).toBeLessThan(4.1);
+    }
+  });
+
+  it("a silent instance (requests outstanding, none answered) never looks cheaper than a peer that answers, at c = 1000", () => {
+    const f = new Fixture(80, 0, 80, 0, 1000);
+    let t = f.warm(0);
+    f.table.fuseAll(t);
+    for (let k = 0; k < 10; k++) { f.answer(0, t, 8, 80); f.answer(1, t, 8, 80); t += 20; f.table.fuseAll(t); }
+    // a stops answering: a request to it every 20 ms stays outstanding; b answers as before, its
+    // time to headers 8 or 10 ms (noise, not a queue, at c = 1000)
+    for (let k = 0; k < 15; k++) {
+      f.table.sent(0, t); f.inflight[0]++;
+      // b as the plugin reports it: our in-flight count at the send (0), so its wait is read
+      const h: f64 = k % 2 == 0 ? 8 : 10;
+      f.table.sent(1, t); f.table.headers(1, t, t + h, 200, 0); f.table.done(1, t, t + h, t + 80, true, 200);
+      t += 20;
+      f.table.fuseAll(t);
+      expect(f.table.factorOf(0)).toBeGreaterThanOrEqual(f.table.factorOf(1));
+    }
+    // a scrape taken now (which clears every queue read before it), then one more answer of b
+    f.table.onScrape(0, t, 80, 1000);
+    f.table.onScrape(1, t, 80, 1000);
+    f.table.sent(1, t + 1); f.table.headers(1, t + 1, t + 11, 200, 0); f.table.done(1, t + 1, t + 11, t + 81, true, 200);
+    f.table.fuseAll(t + 2);
+    expect(f.toA(20, t + 2)).toBe(0);
+  });
+
+  it("with c large, a time to headers above its floor is not read as every slot busy", () => {
+    const f = new Fixture(80, 0, 80, 0, 1000);
+    let t = f.warm(0);
+    for (let k = 0; k < 10; k++) { f.table.headers(1, t, t + 8, 200, 0); t += 50; } // the floor: 8 ms
+    f.table.onScrape(1, t, 80, 1000);
+    f.table.headers(1, t + 1, t + 11, 200, 0); // 2 ms above the floor: E[S]/c is 0.08 ms
+    expect(isNaN(f.table.adj[1 * ADJ_STRIDE + 1])).toBe(true);
   });
 
   it("errors make a fast-failing instance expensive (it looks idle to the scrape)", () => {

@@ -10,10 +10,13 @@ import * as path from 'node:path';
 import { DEFAULT_AGENT } from '../../bench/routing/agent-model';
 import { runPolicy } from '../../bench/routing/des';
 import { SwitchyardPolicy } from '../../bench/routing/switchyard';
-import { episodeStats } from '../../bench/routing/episodes';
+import { episodeStats, fairShare, windowCounts } from '../../bench/routing/episodes';
 import { BLACKHOLE_SCENARIO, SLOW_SCENARIO, scenarioPath } from '../../bench/routing/inband';
+import { makePath } from '../../bench/robustness/common';
+import { LINKERD_EPISODE, LINKERD_FLEET } from '../../bench/robustness/linkerd';
 
-const WASM = path.resolve(__dirname, '../../build/switchyard.wasm');
+// SWITCHYARD_WASM: another build (to show a test fails on the build before a fix)
+const WASM = path.resolve(process.env.SWITCHYARD_WASM ?? path.resolve(__dirname, '../../build/switchyard.wasm'));
 const AGENT = { ...DEFAULT_AGENT, scrapeIntervalMs: 1000 };
 
 test('no absorbing state: 10x slower for 30 s, then back to half its fair share after recovery', { timeout: 120_000 }, async () => {
@@ -55,4 +58,25 @@ test('a black hole (503 in 2 ms) is priced out by its errors: far below its fair
   // LEAST_REQUEST sends it ~1.8x its fair share (bench/routing/inband.ts); the filter before in-band ~1.9x
   assert.ok(st.errorsDuring < 0.1 * st.fairDuring, `${st.errorsDuring} errors, fair share ${st.fairDuring.toFixed(0)}`);
   assert.ok(st.sentAfter > 0.5 * st.fairAfter, 'after the episode it gets traffic again');
+});
+
+// Issue 21, the Linkerd-style case (bench/robustness/linkerd.ts: 11 instances, c = 1000
+// configured, one 12x slower for 30 s for reasons unrelated to load, answers in one piece), one
+// path, 1 s scrape, shipped defaults. The filter before issue 21 (80bf6a5) sent the slow instance
+// 259 requests in its first 2 s on this path (round robin 180, peak EWMA 22:
+// docs/benchmarks/robustness.md): the requests piling up there cost nothing at c = 1000, and its
+// peers carried a phantom queue read from their waits that it, silent, did not.
+test('Linkerd-style case: a slowed instance that has not answered yet is priced out by the pile of its outstanding requests', { timeout: 300_000 }, async () => {
+  const fleet = LINKERD_FLEET;
+  const e = LINKERD_EPISODE;
+  const seed = 20261201;
+  const sp = makePath({ law: { kind: 'lognormal', sigma: fleet.sigma }, meanMs: fleet.meanMs, lambdaPerS: 1000, rho: NaN, seed, warmupMs: 20_000, endMs: 80_000 });
+  const sy = new SwitchyardPolicy({ wasmPath: WASM, agent: { ...AGENT, concurrency: fleet.slots }, seed, measuredRange: [sp.firstMeasured, sp.firstMeasured + sp.measured] });
+  const r = await runPolicy(fleet, sp, sy, { episodes: [e], ttftFraction: 1 });
+  assert.equal(sy.stats.vmFailures, 0);
+  const first = windowCounts(r, e.inst, e.fromMs, e.fromMs + 2000);
+  const fair = fairShare(fleet, e.inst) * first.all;
+  assert.ok(first.sent < 0.2 * fair, `sent ${first.sent} in the first 2 s, fair ${fair.toFixed(0)}`);
+  const st = episodeStats(r, fleet, e, 15_000);
+  assert.ok(st.recoverMs !== null && st.recoverMs <= 10_000, `back to half its fair share after ${st.recoverMs} ms`);
 });

@@ -1,206 +1,24 @@
-// In-band signals per instance (pure): what this proxy's own responses say about each instance,
-// fused with the agent's scrape into one cost factor per in-flight slot (docs/inband.md).
+// In-band signals per instance: the per-slot state (InbandTable) that what this proxy's own
+// responses say about each instance is kept in, fused with the agent's scrape into one cost factor
+// per in-flight slot (docs/inband.md). The pure rules (estimators, fusion) are in inband-rules.ts,
+// the probe pacing in inband-probe.ts.
 //
 // Indexed like the in-flight table (lib/inflight.ts): one entry per slot, bounded by the live
 // fleet; a slot reused for another address (its generation changed) starts from nothing. The
 // request path reads only `adj` (factor, queue override, queue cap per slot); everything else is
-// written on the response path and on the tick.
-//
-// Estimators (t = time of the sample, at = time of the previous one, τ = tauMs):
-//   peak   y > peak ? y : peak·w + y·(1 − w), w = e^(−(t − at)/τ)      (Finagle / tower PeakEwma)
-//          fed y = min(x, previous x): one heavy-tailed answer is not a peak, two in a row are
-//          (with lognormal σ 1.1 service one answer in eight exceeds twice the mean; two in a row
-//          one in seventy), so the factor stays near 1 on healthy instances
-//   ref    the mean of the first 32 samples, then ref + a·(x − ref), a = min(1 − e^(−(t − at)/refTauMs),
-//          1/32) (the instance's own norm); not fed while the instance is slow (judge())
-//   error  e·e^(−(t − at)/errorTauMs), then += errorStep·(isError − e)  (per response)
-// for the time to response headers (TTFT when streaming) and to end of stream (2xx/3xx/4xx
-// answers; 5xx and resets only count as errors).
+// written on the request path's send (a few stores), the response path and the tick.
 import { OrcaReport } from "./orca";
-
-/** Stride of `adj`: [factor, queue override (NaN: none), queue cap (Infinity: none)] per slot. */
-export const ADJ_STRIDE: i32 = 3;
-/**
- * The queue seen in the time to headers (InbandTable.headers): a wait above this many E[S]/c (the
- * mean time between departures of a busy instance) says every slot was busy and requests were
- * queued ahead; at or below it, the instance had a free slot when the request started (at most
- * c − 1 others in it). The unqueued time to headers is not a constant: it grows with the request
- * (prefill; in the benchmark 0.1 × its service time, 0.4 × E[S]/c on average, heavy-tailed), so
- * the wait above its floor is often a fraction of E[S]/c with no queue at all. At ¼ almost half
- * the unqueued answers of the benchmark read as "all c slots busy", a phantom queue of c − 1 less
- * ours on every instance.
- */
-export const WAIT_BUSY: f64 = 1;
-/** Requests ahead counted from one wait at most this many times c (a heavy-tailed residual is not a queue). */
-export const WAIT_MAX_SLOTS: f64 = 8;
-/** Weight of a new wait sample in the queue estimate (the previous one, when newer than the scrape, keeps the rest). */
-export const WAIT_STEP: f64 = 0.5;
-/**
- * The level correction needs answers this many times faster than the scraped E[S]: the service
- * sample (headers to end, a pair minimum of a heavy-tailed time) is often half the mean on a
- * healthy instance, and a margin of 2 lowered healthy instances' prices at random (fleet A,
- * rho 0.95: P99 0.78x -> 1.29x LEAST_REQUEST, bench/routing/run.ts --quick).
- */
-export const LEVEL_MARGIN: f64 = 4;
-
-/** Probe spacing doubles at most this often (idleMs · 4: a recovered instance is probed within 4 s by default). */
-export const MAX_PROBE_BACKOFF: i32 = 2;
-
-/**
- * An answer is normal when its service sample is at most this many times the instance's norm
- * (lognormal sigma 1.1: 7 answers in 8 on a healthy instance, 1 in 6 on one 10x slower).
- */
-export const NORMAL_RATIO: f64 = 2;
-/**
- * A slowdown is also judged from a slow score (judge(): +1 per answer above SLOW_RUN_RATIO × the
- * norm, −1 per normal one, between 0 and SLOW_RUN) reaching SLOW_RUN: a sustained 2.5x, seen
- * before any pair above slowdownThreshold (in the benchmark the first 2 s of a 10x episode were
- * 2-4x answers, shortened by out-of-order completion). On one 10x slower three answers in four
- * are above 2.5x the norm; it only starts the verdict -- the price needs the pair (fuseFactor).
- */
-export const SLOW_RUN: i32 = 3;
-export const SLOW_RUN_RATIO: f64 = 2.5;
-/** Normal answers in a row, after a slowdown this proxy saw, that make the instance "recovered". */
-export const RECOVERY_ANSWERS: i32 = 3;
-/**
- * Answers in a row above SLOW_RUN_RATIO x the norm (the verdict's pair among them) before a verdict
- * is held at the whole ratio (fuseFactor `held`): a pair above slowdownThreshold is a healthy
- * instance's tail every few seconds in a fleet, and held until recovery it kept that instance out
- * for seconds (fleet B at rho 0.95: 0.62 vs 0.53 x LEAST_REQUEST over 10 paths); a third answer
- * above 2.5x right after the pair comes ~1 in 12 pairs of a healthy instance, and almost always
- * from a 10x slower one.
- */
-export const HOLD_ANSWERS: i32 = 3;
-/**
- * How long after the last slow answer a recovery still corrects the scrape: the agent's P99
- * window (10 s) plus the fade of its E[S] (tau = the window), about twice over.
- */
-export const RECOVERY_MEMORY_MS: f64 = 30000;
-/**
- * A recovered instance's E[S] is priced at no more than this margin over calib × its norm (what
- * the scrape said while it answered normally): the scrape that still remembers the episode is
- * stale; the margin keeps the instance a little dearer than a healthy one while it catches up.
- */
-export const RECOVERED_MARGIN: f64 = 1.1;
-/** Scrapes the calibration (InbandTable.calib) averages over. */
-export const CALIB_SCRAPES: f64 = 16;
-
-export class InbandParams {
-  tauMs: f64 = 1000;
-  refTauMs: f64 = 30000;
-  /** Slowdown (peak / own norm) below this is noise; above it, the cost is multiplied by ratio / threshold. */
-  slowdownThreshold: f64 = 5;
-  errorTauMs: f64 = 2000;
-  errorStep: f64 = 0.25;
-  errorWeight: f64 = 10;
-  /** Lowest level factor: how far fresh fast answers may price an instance below its scraped E[S]. */
-  minLevel: f64 = 0.05;
-  /**
-   * How long a level correction holds without fresh answers: a few of the agent's E[S] windows (10 s by
-   * default), the time its scrape needs to forget an episode (its fade has τ = the window). Sparse answers (probes, ~1/s) must
-   * not let the correction fade between two of them.
-   */
-  levelTauMs: f64 = 30000;
-}
-
-@inline function decay(now: f64, at: f64, tau: f64): f64 {
-  const d = now - at;
-  return d <= 0 ? 1 : Math.exp(-d / tau);
-}
-
-/** Peak-sensitive EWMA step (see the header). `peak` 0 = no data yet. */
-export function peakStep(peak: f64, x: f64, dtMs: f64, tauMs: f64): f64 {
-  if (peak <= 0 || x >= peak) return x;
-  const w = dtMs <= 0 ? 1 : Math.exp(-dtMs / tauMs);
-  return peak * w + x * (1 - w);
-}
-
-/**
- * The norm's step: a time-based EWMA whose weight per sample is at most 1/REF_MIN_SAMPLES, so that
- * sparse samples (an instance priced out, answering a probe every few seconds) do not make a
- * slow episode its norm within a few answers. `ref` 0 = no data yet.
- */
-export function ewmaStep(ref: f64, x: f64, dtMs: f64, tauMs: f64, outlierAbove: f64 = Infinity, n: f64 = REF_MIN_SAMPLES): f64 {
-  if (ref <= 0) return x;
-  // the first REF_MIN_SAMPLES answers: their running mean (n = samples so far), no outlier rule --
-  // started from the first answer alone, a short one left the norm far too low for minutes
-  if (n < REF_MIN_SAMPLES) return ref + (x - ref) / (n + 1);
-  let a = dtMs <= 0 ? 0 : 1 - Math.exp(-dtMs / tauMs);
-  if (a > 1.0 / REF_MIN_SAMPLES) a = 1.0 / REF_MIN_SAMPLES;
-  // A sample above outlierAbove × the norm is evidence of a slowdown, not of a new norm: it counts
-  // as outlierAbove × the norm, 8× slower (a lasting change is still learnt, over minutes: +0.5 %
-  // of the norm per answer at the default threshold 5, ×10 in ~500 answers). Unclamped, the
-  // answers of a 30 s episode raised the norm by half, and a recovered instance looked slow.
-  if (x > outlierAbove * ref) { a *= 0.125; x = outlierAbove * ref; }
-  return ref * (1 - a) + x * a;
-}
-
-/** The norm moves by at most 1/32 of the gap per sample (a running mean of the first 32). */
-export const REF_MIN_SAMPLES: f64 = 32;
-/** Answers before the norm judges one slow or normal (a mean of fewer is too noisy at sigma 1.1). */
-export const JUDGE_MIN_SAMPLES: f64 = 8;
-
-/**
- * The fusion rule (docs/inband.md), a pure function of one instance's state at `now`:
- *   slow  = max(eosPeak/eosRef faded to 1 with τ since its last sample, the mean time requests
- *           have been answering (headers seen, not ended) / (2·eosRef) when above eosPeak -- current);
- *           eos* is the service sample (headers to end of stream, see done()); the cost is
- *           multiplied by slow/threshold above the threshold; `held` (InbandTable.judgedSlow) with
- *           the peak above the threshold: by the whole eosPeak/eosRef, not faded
- *   level = recovered (InbandTable.recovered): min(1, RECOVERED_MARGIN·calib·eosRef / E[S]scraped);
- *           else, after RECOVERY_ANSWERS normal answers: min(1, LEVEL_MARGIN·eosPeak / E[S]scraped)
- *           faded to 1 with levelTauMs; >= minLevel: fresh answers correct a scrape that still
- *           remembers a slow episode
- *   error = 1 + errorWeight · e / (1 − e), e = max(own error rate, ORCA eps/rps), faded with errorTauMs
- *   factor = slow · level · error  (multiplies the scraped cost)
- */
-export function fuseFactor(p: InbandParams, now: f64,
-  hdrPeak: f64, hdrRef: f64, hdrAt: f64, eosPeak: f64, eosRef: f64, eosAt: f64,
-  openAgeMs: f64, esScrapeMs: f64, err: f64, errAt: f64, orcaErr: f64, orcaAt: f64, recovered: bool = false,
-  normalRun: f64 = RECOVERY_ANSWERS, calib: f64 = 0, held: bool = false): f64 {
-  // Time to headers carries the queue ahead of the request, which the backlog term already prices:
-  // in the slowdown it made loaded instances look slow (4 proxies at rho 0.95: 1.46x / 1.71x
-  // LEAST_REQUEST instead of 1.0x / 1.26x, docs/inband.md). It is kept (hdr*), not priced.
-  // Two kinds of evidence, each gated by slowdownThreshold and priced as ratio / threshold above
-  // it: the pair-minimum peak over the norm, and the age of requests still answering. Priced as
-  // the whole ratio, the false alarms of healthy instances (a pair above the gate: ~1 in 600 at
-  // lognormal sigma 1.1, every few seconds in an 8-instance fleet) cost them 5-7x for a second and
-  // sent their requests to the sick instance (measured: more requests to it during the episode).
-  let slow: f64 = 1;
-  if (eosRef > 0 && eosPeak > 0) {
-    const r = eosPeak / eosRef;
-    if (held && r > p.slowdownThreshold) {
-      // judged slow (InbandTable.judgedSlow) and a pair of answers above slowdownThreshold x the
-      // norm: priced as the whole peak ratio, not faded, until the instance recovers
-      slow = r;
-    } else if (!recovered) {
-      const up = r > 1 ? 1 + (r - 1) * decay(now, eosAt, p.tauMs) : 1;
-      if (up > p.slowdownThreshold) slow = up / p.slowdownThreshold;
-    }
-    // requests caught answering are length-biased: their mean age is E[S²]/(2·E[S]), ~1.7·E[S]
-    // for the lognormal σ 1.1 of the benchmark -- so the age counts against twice the norm
-    if (openAgeMs > eosPeak) {
-      const age = openAgeMs / (2 * eosRef);
-      if (age > p.slowdownThreshold && age / p.slowdownThreshold > slow) slow = age / p.slowdownThreshold;
-    }
-  }
-  let level: f64 = 1;
-  const esNormal = eosRef * (calib > 0 ? calib : 1);
-  if (recovered && esScrapeMs > 0 && esNormal > 0 && RECOVERED_MARGIN * esNormal < esScrapeMs) {
-    // a slowdown this proxy saw has ended (recovered()): its fresh answers, not the scrape that
-    // still remembers the episode, set the level
-    level = RECOVERED_MARGIN * esNormal / esScrapeMs;
-    if (level < p.minLevel) level = p.minLevel;
-  } else if (!held && normalRun >= <f64>RECOVERY_ANSWERS && esScrapeMs > 0 && eosPeak > 0 && LEVEL_MARGIN * eosPeak < esScrapeMs) {
-    level = 1 + (LEVEL_MARGIN * eosPeak / esScrapeMs - 1) * decay(now, eosAt, p.levelTauMs);
-    if (level < p.minLevel) level = p.minLevel;
-  }
-  let e = err > 0 ? err * decay(now, errAt, p.errorTauMs) : 0;
-  if (orcaErr > 0) e = Math.max(e, orcaErr * decay(now, orcaAt, p.errorTauMs));
-  if (e > 0.99) e = 0.99;
-  const error = 1 + p.errorWeight * e / (1 - e);
-  return slow * level * error;
-}
+import {
+  ADJ_STRIDE, WAIT_BUSY, WAIT_MAX_SLOTS, WAIT_STEP, NORMAL_RATIO, SLOW_RUN, SLOW_RUN_RATIO, RECOVERY_ANSWERS, HOLD_ANSWERS,
+  RECOVERY_MEMORY_MS, CALIB_SCRAPES, InbandParams, decay, peakStep, ewmaStep, REF_MIN_SAMPLES, JUDGE_MIN_SAMPLES, fuseFactor,
+} from "./inband-rules";
+import { MAX_PROBE_BACKOFF } from "./inband-probe";
+import { mergeShared } from "./inband-share";
+export {
+  ADJ_STRIDE, WAIT_BUSY, WAIT_MAX_SLOTS, WAIT_STEP, LEVEL_MARGIN, NORMAL_RATIO, SLOW_RUN, SLOW_RUN_RATIO, RECOVERY_ANSWERS, HOLD_ANSWERS,
+  RECOVERY_MEMORY_MS, CALIB_SCRAPES, InbandParams, peakStep, ewmaStep, REF_MIN_SAMPLES, JUDGE_MIN_SAMPLES, fuseFactor,
+} from "./inband-rules";
+export { MAX_PROBE_BACKOFF, Prober, PROBE_RETRY_DIV, probeEvery } from "./inband-probe";
 
 export class InbandTable {
   /** Default parameters; each slot uses its service's (paramsOf, set on rebuild). */
@@ -244,10 +62,15 @@ export class InbandTable {
   eosN: Array<f64> = [];
   /** The clock of the last tick (fuseAll): what liftsSlow() judges by at a plan rebuild. */
   nowMs: f64 = 0;
-  /** Requests sent and still waiting for response headers: count and sum of their start times. */
-  /** Requests answering (headers seen, not ended): count and sum of their header times. */
-  openN: Array<i32> = [];
-  openSum: Array<f64> = [];
+  /**
+   * Our outstanding requests (this VM's: sent, not ended); the sends since the last tick and their rate (per ms, an EWMA over the norm below); the norm of the whole
+   * time (start to end of stream) they are compared with (the pile, fuseFactor).
+   */
+  outN: Array<i32> = [];
+  sends: Array<i32> = [];
+  rate: Array<f64> = [];
+  allRef: Array<f64> = [];
+  rateAt: f64 = -1;
   lastSentMs: Array<f64> = [];
   /** Probes: no probe to slot s before probeUntil[s]; consecutive probes without regular traffic. */
   probeUntil: Array<f64> = [];
@@ -292,7 +115,7 @@ export class InbandTable {
       this.err.push(0); this.errAt.push(0);
       this.slowAt.push(0); this.highRun.push(0); this.slowRun.push(0); this.confirmed.push(false); this.normalRun.push(0); this.normalAt.push(0); this.eosN.push(0);
       this.lastSentMs.push(-Infinity);
-      this.openN.push(0); this.openSum.push(0);
+      this.outN.push(0); this.sends.push(0); this.rate.push(0); this.allRef.push(0);
       this.probeUntil.push(-Infinity); this.probeStreak.push(0);
       this.esScrape.push(0); this.calib.push(0); this.slots.push(1); this.scrapeAt.push(-1);
       this.orcaAt.push(-Infinity); this.orcaErr.push(0); this.orcaUtil.push(NaN); this.orcaKv.push(NaN);
@@ -315,7 +138,7 @@ export class InbandTable {
     this.err[s] = 0; this.errAt[s] = 0;
     this.slowAt[s] = 0; this.highRun[s] = 0; this.slowRun[s] = 0; this.confirmed[s] = false; this.normalRun[s] = 0; this.normalAt[s] = 0; this.eosN[s] = 0;
     this.lastSentMs[s] = -Infinity;
-    this.openN[s] = 0; this.openSum[s] = 0;
+    this.outN[s] = 0; this.sends[s] = 0; this.rate[s] = 0; this.allRef[s] = 0;
     this.probeUntil[s] = -Infinity; this.probeStreak[s] = 0;
     this.esScrape[s] = 0; this.calib[s] = 0; this.slots[s] = 1; this.scrapeAt[s] = -1;
     this.orcaAt[s] = -Infinity; this.orcaErr[s] = 0; this.orcaUtil[s] = NaN; this.orcaKv[s] = NaN;
@@ -361,6 +184,8 @@ export class InbandTable {
       unchecked(this.probeStreak[s] = k + 1);
     }
     unchecked(this.lastSentMs[s] = t);
+    unchecked(this.outN[s]++);
+    unchecked(this.sends[s]++);
   }
 
 
@@ -371,8 +196,6 @@ export class InbandTable {
    */
   headers(s: i32, start: f64, t: f64, status: i32, sentWith: i32 = -1): void {
     if (status >= 500) { this.error(s, t, true); this.fuse(s, t); return; }
-    this.openN[s]++;
-    this.openSum[s] += t;
     this.error(s, t, false);
     const x = t - start;
     if (!(x >= 0)) return;
@@ -394,17 +217,13 @@ export class InbandTable {
    * came in one piece (headers at the end).
    */
   done(s: i32, start: f64, hdrT: f64, t: f64, headersSeen: bool, status: i32): void {
+    if (this.outN[s] > 0) this.outN[s]--;
     if (!headersSeen) {
       this.error(s, t, true);
       this.fuse(s, t);
       return;
     }
     if (status >= 500) return; // counted at the headers
-    if (this.openN[s] > 0) {
-      this.openN[s]--;
-      this.openSum[s] -= hdrT;
-      if (this.openN[s] == 0) this.openSum[s] = 0;
-    }
     const x = t - hdrT > 1 ? t - hdrT : t - start;
     if (!(x >= 0)) return;
     const dt = t - this.eosAt[s];
@@ -424,7 +243,10 @@ export class InbandTable {
     // below NORMAL_RATIO × the norm ratcheted it down instead). A lasting change is still learnt
     // from the answers that follow a normal one.
     const slowNow = this.slowAt[s] > 0 && t - this.slowAt[s] <= RECOVERY_MEMORY_MS && this.normalRun[s] == 0;
-    if (!slowNow) this.eosRef[s] = ewmaStep(ref, x, dt, p.refTauMs, p.slowdownThreshold, n);
+    if (!slowNow) {
+      this.eosRef[s] = ewmaStep(ref, x, dt, p.refTauMs, p.slowdownThreshold, n);
+      this.allRef[s] = ewmaStep(this.allRef[s], t - start, dt, p.refTauMs, p.slowdownThreshold, n);
+    }
     this.eosAt[s] = t;
     this.fuse(s, t);
   }
@@ -507,12 +329,14 @@ export class InbandTable {
 
   /**
    * Whether fresh answers overrule the agent's health de-weighting of the address in `slot`
-   * (generation `gen`) at a plan rebuild: recovered() by the last tick's clock, and no request
-   * answering for longer than a slowdown (the factor shows no slowness now).
+   * (generation `gen`) at a plan rebuild: recovered() by the last tick's clock, no slowdown in
+   * the factor now and a pile of at most NORMAL_RATIO (what a normal answer may be). Gated at
+   * slowdownThreshold instead (tried with the noise band above): no better on 2 quick paths.
    */
   liftsSlow(slot: i32, gen: u32): bool {
     if (!this.valid(slot, gen)) return false;
-    return this.recovered(slot, this.nowMs) && unchecked(this.adj[slot * ADJ_STRIDE]) <= 1;
+    const pile = this.pile(slot);
+    return this.recovered(slot, this.nowMs) && pile <= NORMAL_RATIO && unchecked(this.adj[slot * ADJ_STRIDE]) <= (pile > 1 ? pile : 1);
   }
 
   /**
@@ -538,6 +362,11 @@ export class InbandTable {
     // service, not other proxies' load, and its free slots no news
     if (this.slowAt[s] > 0 && start - this.slowAt[s] <= RECOVERY_MEMORY_MS && this.normalRun[s] == 0) return;
     const unit = es / c;
+    // a queue is told apart from the request's own time to headers only when a busy instance's
+    // departure interval exceeds the unqueued time to headers (the floor): with c large or answers
+    // in one piece every wait read as "all c slots busy" (a phantom queue of c − 1 on every
+    // instance that answers, none on one that is silent: issue 21)
+    if (unit <= f) return;
     const w = x - f;
     const base = this.adj[s * ADJ_STRIDE + 1];
     const fresh = base == base && this.qAt[s] > this.scrapeAt[s];
@@ -588,152 +417,60 @@ export class InbandTable {
 
   /** Recomputes slot s's factor at `now` (response path, and every tick for the decay and ages). */
   fuse(s: i32, now: f64): void {
-    const m = this.openN[s];
     const recovered = this.recovered(s, now);
-    // once recovered, requests still answering that started (on average) before the latest
-    // normally answered one are the episode's slow tail: their age is no longer evidence
-    const meanHdr = m > 0 ? this.openSum[s] / <f64>m : 0;
-    const openAge = m > 0 && !(recovered && meanHdr < this.normalAt[s]) ? now - meanHdr : 0;
     this.adj[s * ADJ_STRIDE] = fuseFactor(this.paramsOf[s], now,
       this.hdrPeak[s], this.hdrRef[s], this.hdrAt[s], this.eosPeak[s], this.eosRef[s], this.eosAt[s],
-      openAge, this.esScrape[s], this.err[s], this.errAt[s], this.orcaErr[s], this.orcaAt[s], recovered, this.normalRun[s], this.calib[s],
+      this.pile(s), this.esScrape[s], this.err[s], this.errAt[s], this.orcaErr[s], this.orcaAt[s], recovered, this.normalRun[s], this.calib[s],
       !recovered && this.confirmed[s] && this.slowAt[s] > 0 && now - this.slowAt[s] <= RECOVERY_MEMORY_MS);
   }
 
-  /** Tick: every slot's factor at `now` (only the `live` ones when given: Inflight.liveList). */
+  /**
+   * The pile of our outstanding requests to slot s against what its norm explains (Little's law):
+   * at its usual whole time L (allRef; before any answer the scraped E[S]) and our send rate λ,
+   * about λ·L of ours are outstanding; (n + 1) / (λ·L + 1) is the latency the pile says over the
+   * usual one, in peak EWMA's form (latency × (outstanding + 1)) but not divided by c. An instance
+   * that stops answering raises it with every request sent there and, once we stop sending, as λ
+   * fades: it prices a slowdown before any answer comes. 1 with nothing outstanding. No noise
+   * band: one deviation √(λ·L) left out (tried) cut a black hole's errors (88 -> 65, 2 quick
+   * paths) but lost the 4-proxy case its signal of the other proxies' load (uniform split at
+   * rho 0.95: 1.040 -> 1.133x LEAST_REQUEST x4, 5 paths): our requests outlasting the norm there
+   * are the queue the others made.
+   */
+  pile(s: i32): f64 {
+    const n = this.outN[s];
+    if (n <= 0) return 1;
+    const L = this.allRef[s] > 0 ? this.allRef[s] : this.esScrape[s];
+    if (!(L > 0)) return 1;
+    return (<f64>n + 1) / (this.rate[s] * L + 1);
+  }
+
+  /**
+   * Tick: every slot's send rate, then its factor at `now` (only the `live` ones when given:
+   * Inflight.liveList, so the tick costs the live fleet, not every slot ever allocated).
+   */
   fuseAll(now: f64, live: Array<i32> | null = null): void {
     this.nowMs = now;
-    if (live != null) {
-      for (let k = 0; k < live.length; k++) { const s = unchecked(live[k]); if (s < this.gen.length) this.fuse(s, now); }
-      return;
-    }
-    for (let s = 0; s < this.gen.length; s++) this.fuse(s, now);
-  }
-
-  // ---------------------------------------------------------------- sharing across worker VMs
-  // Document: u16 count, count × (u8 addrLen, addr, 16 × f64: hdrPeak, hdrRef, hdrAt, eosPeak,
-  // eosRef, eosAt, err, errAt, lastSentMs, probeUntil, hdrPrev, eosPrev, slowAt, normalRun, normalAt, eosN). Every VM reads it, adopts per signal what
-  // is newer than its own (by the sample time; the last send and the probe pacing: the later),
-  // and writes back its merged table of the addresses it plans: bounded by the live fleet.
-
-  /**
-   * Merges the shared document into this table (slots by address via `slotOf`, -1: not planned
-   * here) and returns the document to write back. `addrs[s]` is slot s's address ("" = free).
-   * Malformed input is ignored from the first bad entry on.
-   */
-  merge(doc: ArrayBuffer, addrs: Array<string>, slotOf: (a: string) => i32, live: Array<i32> | null = null): ArrayBuffer {
-    const p = changetype<usize>(doc);
-    const n = doc.byteLength;
-    if (n >= 2) {
-      const count = <i32>load<u16>(p);
-      let off = 2;
-      for (let e = 0; e < count; e++) {
-        if (off + 1 > n) break;
-        const len = <i32>load<u8>(p + <usize>off);
-        if (off + 1 + len + ENTRY > n) break;
-        const addr = String.UTF8.decodeUnsafe(p + <usize>off + 1, <usize>len);
-        const q = p + <usize>(off + 1 + len);
-        off += 1 + len + ENTRY;
-        const s = slotOf(addr);
-        if (s < 0 || s >= this.gen.length) continue;
-        const hAt = load<f64>(q + 16), eAt = load<f64>(q + 40), rAt = load<f64>(q + 56);
-        if (hAt > this.hdrAt[s]) { this.hdrPeak[s] = load<f64>(q); this.hdrRef[s] = load<f64>(q + 8); this.hdrAt[s] = hAt; this.hdrPrev[s] = load<f64>(q + 80); }
-        if (eAt > this.eosAt[s]) { this.normalRun[s] = load<f64>(q + 104); this.normalAt[s] = load<f64>(q + 112); this.eosN[s] = load<f64>(q + 120); }
-        if (eAt > this.eosAt[s]) { this.eosPeak[s] = load<f64>(q + 24); this.eosRef[s] = load<f64>(q + 32); this.eosAt[s] = eAt; this.eosPrev[s] = load<f64>(q + 88); }
-        if (rAt > this.errAt[s]) { this.err[s] = load<f64>(q + 48); this.errAt[s] = rAt; }
-        const sa = load<f64>(q + 96);
-        if (sa > this.slowAt[s]) this.slowAt[s] = sa;
-        const ls = load<f64>(q + 64), pu = load<f64>(q + 72);
-        if (ls > this.lastSentMs[s]) this.lastSentMs[s] = ls;
-        // probe pacing: the later wait wins, unless a normal answer came to a request sent at or
-        // after the sends it paces (the VM that saw the answer ended the backoff: judge())
-        if (pu > this.probeUntil[s] && ls > this.normalAt[s]) this.probeUntil[s] = pu;
-        if (this.normalAt[s] >= this.lastSentMs[s] && this.normalAt[s] > 0) { this.probeUntil[s] = -Infinity; this.probeStreak[s] = 0; }
+    const dt = this.rateAt >= 0 ? now - this.rateAt : 0;
+    this.rateAt = now;
+    const nk = live != null ? live.length : this.gen.length;
+    for (let k = 0; k < nk; k++) {
+      const s = live != null ? unchecked(live[k]) : k;
+      if (s >= this.gen.length) continue;
+      if (dt > 0) {
+        // over the usual whole time L: the requests outstanding now were sent within about L, so
+        // the rate they are compared with is the rate over L (over a longer τ the rate lagged a
+        // ramp-up: a recovered instance taking traffic again looked piled up and stayed out)
+        const L = this.allRef[s] > 0 ? this.allRef[s] : this.esScrape[s];
+        const w = Math.exp(-dt / (L > 0 ? L : this.paramsOf[s].tauMs));
+        this.rate[s] = this.rate[s] * w + (<f64>this.sends[s] / dt) * (1 - w);
+        this.sends[s] = 0;
       }
+      this.fuse(s, now);
     }
-    let count = 0;
-    let size = 2;
-    const limit = addrs.length < this.gen.length ? addrs.length : this.gen.length;
-    // the slots to write: the live ones when given (issue 24 #2), else all below limit
-    const nw = live != null ? live.length : limit;
-    for (let k = 0; k < nw; k++) {
-      const s = live != null ? unchecked(live[k]) : k;
-      if (s >= limit || addrs[s].length == 0 || (this.hdrAt[s] == 0 && this.eosAt[s] == 0 && this.errAt[s] == 0)) continue;
-      size += 1 + String.UTF8.byteLength(addrs[s]) + ENTRY;
-      count++;
-      if (count == 0xffff) break;
-    }
-    const out = new ArrayBuffer(size);
-    const o = changetype<usize>(out);
-    store<u16>(o, <u16>count);
-    let off: usize = 2;
-    let written = 0;
-    for (let k = 0; k < nw && written < count; k++) {
-      const s = live != null ? unchecked(live[k]) : k;
-      if (s >= limit || addrs[s].length == 0 || (this.hdrAt[s] == 0 && this.eosAt[s] == 0 && this.errAt[s] == 0)) continue;
-      const a = addrs[s];
-      const len = <usize>String.UTF8.encodeUnsafe(changetype<usize>(a), a.length, o + off + 1);
-      store<u8>(o + off, <u8>len);
-      const q = o + off + 1 + len;
-      store<f64>(q, this.hdrPeak[s]); store<f64>(q + 8, this.hdrRef[s]); store<f64>(q + 16, this.hdrAt[s]);
-      store<f64>(q + 24, this.eosPeak[s]); store<f64>(q + 32, this.eosRef[s]); store<f64>(q + 40, this.eosAt[s]);
-      store<f64>(q + 48, this.err[s]); store<f64>(q + 56, this.errAt[s]);
-      store<f64>(q + 64, this.lastSentMs[s]); store<f64>(q + 72, this.probeUntil[s]);
-      store<f64>(q + 80, this.hdrPrev[s]); store<f64>(q + 88, this.eosPrev[s]);
-      store<f64>(q + 96, this.slowAt[s]); store<f64>(q + 104, this.normalRun[s]); store<f64>(q + 112, this.normalAt[s]); store<f64>(q + 120, this.eosN[s]);
-      off += 1 + len + ENTRY;
-      written++;
-    }
-    return out;
-  }
-}
-
-/** Bytes per entry after the address in the shared document. */
-const ENTRY: i32 = 128;
-
-/**
- * Probe share (no absorbing state): every `every`-th request of a service may go to an eligible
- * instance that has had no request from this VM for `idleMs`, whatever its price, so that fresh
- * answers can correct an estimate nothing else would correct. Round-robin over the candidates.
- */
-export class Prober {
-  countdown: i32 = 0;
-  cursor: i32 = 0;
-  constructor(public every: i32, public idleMs: f64) { this.countdown = every; }
-
-  /** The countdown to the next probe from a uniform draw u in [0, 1): 1 .. 2·every − 1 calls, mean `every`. */
-  rephase(u: f64): void {
-    if (this.every <= 0) return;
-    const k = 1 + <i32>Math.floor(u * <f64>(2 * this.every - 1));
-    this.countdown = k < 2 * this.every - 1 ? k : 2 * this.every - 1;
   }
 
-  /**
-   * The countdown when a probe was due but its instance still waits: 1 .. every/PROBE_RETRY_DIV
-   * calls from the draw u (drawn, so worker VMs do not probe it at the same moment).
-   */
-  retry(u: f64): void {
-    if (this.every <= 0) return;
-    const span = this.every / PROBE_RETRY_DIV > 1 ? this.every / PROBE_RETRY_DIV : 1;
-    const k = 1 + <i32>Math.floor(u * <f64>span);
-    this.countdown = k < span ? k : span;
+  /** Merges the shared document (worker VMs) and returns the one to write back: inband-share.ts. */
+  merge(doc: ArrayBuffer, addrs: Array<string>, slotOf: (a: string) => i32, live: Array<i32> | null = null): ArrayBuffer {
+    return mergeShared(this, doc, addrs, slotOf, live);
   }
-
-  /** True once every `every` calls (never when every <= 0). */
-  @inline due(): bool {
-    if (this.every <= 0) return false;
-    if (--this.countdown > 0) return false;
-    this.countdown = this.every;
-    return true;
-  }
-}
-
-/** A probe that found its instance still waiting is retried within every / PROBE_RETRY_DIV calls. */
-export const PROBE_RETRY_DIV: i32 = 8;
-
-/** Requests between probes for a probe share (0: never; share 0.01 → every 100th request). */
-export function probeEvery(share: f64): i32 {
-  if (!(share > 0)) return 0;
-  const e = Math.round(1 / share);
-  return e < 1 ? 1 : <i32>e;
 }
