@@ -76,13 +76,20 @@ before(async () => {
   }
 });
 
+/** a step of the teardown that hangs fails the file with its name instead of timing out silently */
+async function bounded(what: string, p: Promise<unknown> | undefined): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([p, new Promise((_, rej) => { timer = setTimeout(() => rej(new Error(`teardown: ${what} did not finish within 10 s`)), 10_000); })]).finally(() => clearTimeout(timer));
+}
+
 after(async () => {
-  for (const h of hosts) await h.close();
-  for (const a of [...subs, ...collectors]) await a.stop();
-  for (const i of insts ?? []) await i.stop();
-  await relay?.close();
-  await nats?.dispose();
-  await etcd?.dispose();
+  for (const [k, h] of hosts.entries()) await bounded(`host ${k}`, h.close());
+  for (const [k, a] of subs.entries()) await bounded(`subscriber ${k}`, a.stop());
+  for (const [k, a] of collectors.entries()) await bounded(`collector ${k}`, a.stop());
+  for (const i of insts ?? []) await bounded('instance', i.stop());
+  await bounded('relay', relay?.close());
+  await bounded('nats', nats?.dispose());
+  await bounded('etcd', etcd?.dispose());
 });
 
 test('the leader\'s pool state reaches every filter; only the two collectors scrape', async () => {
@@ -152,9 +159,10 @@ test('leader crash: the standby takes over within TTL + etcd\'s sweep, once, wit
   const next = collectors[1];
   const t1 = performance.now();
   await standby.stop();
-  const graceful = await until(() => subs.every((s) => mesh(s).pools[0].leaderId === next.mesh!.id), 5000, 'handover after a graceful stop');
+  await until(() => subs.every((s) => mesh(s).pools[0].leaderId === next.mesh!.id), 5000, 'handover after a graceful stop');
+  const graceful = performance.now() - t1;
   t.diagnostic(`graceful handover ${graceful.toFixed(0)} ms`);
-  assert.ok(graceful <= 1000, `graceful handover took ${graceful.toFixed(0)} ms (started ${(performance.now() - t1).toFixed(0)} ms ago)`);
+  assert.ok(graceful <= 1000, `graceful handover took ${graceful.toFixed(0)} ms`);
   collectors = [next, await startAgent(agentConfig('collector', nats.url) as never, { logger: log, defaultMetrics: false })];
 });
 

@@ -268,10 +268,14 @@ export class MeshRuntime {
     return now - (p.receivedAt ?? this.startedAt) > this.cfg.fallbackAfterMs;
   }
 
-  /** the local scrapes can replace the last message: every instance past no_data, or two scrape rounds done */
+  /**
+   * The local scrapes replace the last message once they have something to say about every
+   * instance (past no_data: two good scrapes, or a failure), or once that message is older than the
+   * scrapes' own staleAfterMs (it would be retired as stale anyway).
+   */
   private localWarm(p: Pool, now: number): boolean {
-    if (!this.local || this.localSince === undefined) return false;
-    if (now - this.localSince >= 2 * this.inference.scrapeIntervalMs + this.inference.scrapeTimeoutMs) return true;
+    if (!this.local) return false;
+    if (p.receivedAt === undefined || now - p.receivedAt > this.inference.staleAfterMs) return true;
     const recs = this.local.records().filter((r) => r.service === p.service && r.peer === p.peer);
     return recs.length > 0 && recs.every((r) => r.reason !== 'no_data');
   }
