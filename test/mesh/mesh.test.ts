@@ -12,6 +12,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import pino from 'pino';
+import { connect } from 'nats';
 import { startAgent, type AgentHandle } from '../../agent/src';
 import type { ProxyWasmHost } from '../../host/src';
 import { header, pluginConfig, sleep, startHost, until } from '../integration/helpers';
@@ -19,7 +20,7 @@ import { startCountedInstance, startMeshEtcd, startNats, startRelay, type Counte
 import type { EtcdServer } from '../rules/etcd-server';
 
 const AUTH = 'inference.example';
-type PoolStatus = { pool: string; source: string; leaderId?: number; leaderChanges: number; messageAgeMs?: number };
+type PoolStatus = { pool: string; source: string; leaderId?: number; leaderChanges: number; messageAgeMs?: number; rejected: number };
 type MeshStatus = { mode: string; id: number; nats: { connected: boolean }; localScraping: boolean; fallback: boolean; election?: { leading: string[] }; pools: PoolStatus[] };
 
 let etcd: EtcdServer;
@@ -120,13 +121,23 @@ test('the leader\'s pool state reaches every filter; only the two collectors scr
     return true;
   }, 10_000, 'every filter routing on the pool state');
   await allRoute('steady state');
+  // a malformed message and another pool's records on the subject: rejected, counted, the last good state kept
+  const nc = await connect({ servers: [nats.url] });
+  nc.publish('switchyard.pool._.llm', Buffer.from('not a pool message'));
+  await nc.flush();
+  await nc.close();
+  await until(() => subs.every((s) => mesh(s).pools[0].rejected === 1), 3000, 'the malformed message counted by every subscriber');
+  for (const s of subs) {
+    assert.equal(await metric(s, 'switchyard_mesh_messages_total\\{direction="received",result="rejected"\\}'), 1);
+    assert.equal((s.snapshot().snapshot.instances ?? []).filter((r) => r.healthy).length, 3, 'the last good pool state stays in force');
+  }
   // scrape load: the two collectors' 1/s each, whatever the number of subscribers
   const before = insts.map((i) => i.scrapes());
   const t0 = performance.now();
   await sleep(3000);
-  const s = (performance.now() - t0) / 1000;
+  const secs = (performance.now() - t0) / 1000;
   for (const [k, i] of insts.entries()) {
-    const rate = (i.scrapes() - before[k]) / s;
+    const rate = (i.scrapes() - before[k]) / secs;
     assert.ok(rate <= 2 * 1.25 && rate >= 2 * 0.6, `instance ${k}: ${rate.toFixed(2)} scrapes/s, expected ~2 (2 collectors x 1/s; 5 agents in mode local would be 5)`);
   }
 });
