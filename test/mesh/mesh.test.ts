@@ -99,8 +99,9 @@ test('the leader\'s pool state reaches every filter; only the two collectors scr
     const recs = s.snapshot().snapshot.instances ?? [];
     return st.pools[0].source === 'mesh' && recs.length === 3 && recs.every((r) => r.healthy);
   }), 15_000, 'every subscriber serving the healthy pool from the mesh');
-  const leader = leaderOf();
-  assert.ok(leader, 'one collector leads');
+  const found = leaderOf();
+  assert.ok(found, 'one collector leads');
+  const leader: AgentHandle = found;
   assert.equal(collectors.filter((c) => (mesh(c).election?.leading ?? []).length > 0).length, 1, 'exactly one leader');
   for (const [k, s] of subs.entries()) {
     const st = await statusJson(s);
