@@ -34,7 +34,7 @@ async function main(): Promise<void> {
         const agents: AgentHandle[] = [];
         const collectors: AgentHandle[] = [];
         if (mode === 'mesh') for (let i = 0; i < 2; i++) collectors.push(await startAgent(cfg({ mode: 'collector', nats: { servers: [nats.url] }, etcd: { endpoints: [etcd.clientUrl] } }), { logger: log, defaultMetrics: false }));
-        for (let i = 0; i < n; i++) agents.push(await startAgent(cfg(mode === 'mesh' ? { mode: 'subscriber', nats: { servers: [nats.url] } } : undefined), { logger: log, defaultMetrics: false, registry: undefined } as never));
+        for (let i = 0; i < n; i++) agents.push(await startAgent(cfg(mode === 'mesh' ? { mode: 'subscriber', nats: { servers: [nats.url] } } : undefined), { logger: log, defaultMetrics: false }));
         await sleep(2500); // warm: first scrapes, first messages
         const s0 = insts.map((i) => i.scrapes());
         const pub0 = await Promise.all(collectors.map((c) => counter(c, 'switchyard_mesh_messages_total', 'direction="published",result="ok"')));

@@ -410,7 +410,9 @@ export class MeshRuntime {
     if (nc) {
       // drain only a live connection, and not for long: a reconnecting one would wait for ever
       if (graceful && this.connected) await Promise.race([nc.drain().catch(() => undefined), new Promise((r) => setTimeout(r, 500).unref?.())]);
-      await nc.close().catch(() => undefined);
+      // close() of a connection that is reconnecting to a dead server can take until the next
+      // attempt fails; the agent's stop does not wait for it
+      await Promise.race([nc.close().catch(() => undefined), new Promise((r) => setTimeout(r, 500).unref?.())]);
     }
     await this.stopLocal();
   }
