@@ -17,6 +17,7 @@ const runs: [string, string[]][] = [
   ['bench/llm-routing/run.ts', quick ? ['--quick'] : []],
   ['bench/hostile-authorities.ts', quick ? ['--requests', '100000', '--large', '500'] : []],
   ['bench/agent-scrape-load.ts', quick ? ['--seconds', '3'] : []],
+  ['bench/mesh-scrape-load.ts', quick ? ['--agents', '1,4', '--seconds', '3'] : []],
   ['bench/fuzz.ts', quick ? ['--quick'] : []],
 ];
 let failed = 0;

@@ -15,6 +15,7 @@ import { healthzRoute, metricsRoute, snapshotRoute, statusRoute } from './api/ro
 import { createPeerMonitors, linkStatus } from './wiring/peers';
 import { startInstanceSource } from './wiring/instances';
 import { startRules, type RulesHandle } from './rules';
+import { MeshRuntime } from './mesh/runtime';
 
 export { MAX_WAIT_MS } from './api/routes';
 export type { ApiRoute } from './api/server';
@@ -57,6 +58,8 @@ export interface AgentHandle {
   setInstancesProvider(fn: (() => InstanceRecord[] | undefined) | undefined): void;
   /** state-driven routing rules (docs/rules.md), when config.rules is set */
   rules?: RulesHandle;
+  /** pool collectors / subscription (docs/mesh.md), when config.mesh sets mode collector or subscriber */
+  mesh?: MeshRuntime;
   stop(): Promise<void>;
 }
 
@@ -73,9 +76,10 @@ export async function startAgent(input: AgentConfigInput | AgentConfig = {}, opt
     port: config.listen.port,
     maxConnections: config.listen.maxConnections,
     headersTimeoutMs: config.listen.headersTimeoutMs,
-    routes: [healthzRoute(), statusRoute(w.status, () => w.rules?.status()), metricsRoute(w.metrics.registry), snapshotRoute(w.publisher), ...(opts.routes ?? [])],
+    routes: [healthzRoute(), statusRoute(w.status, () => w.rules?.status(), () => w.mesh?.status()), metricsRoute(w.metrics.registry), snapshotRoute(w.publisher), ...(opts.routes ?? [])],
   }).catch(async (err) => {
     await w.rules?.stop();
+    await w.mesh?.stop();
     await w.instances?.stop();
     throw err;
   });
@@ -91,6 +95,7 @@ export async function startAgent(input: AgentConfigInput | AgentConfig = {}, opt
   const stop = (): Promise<void> =>
     (stopping ??= (async () => {
       await w.rules?.stop();
+      await w.mesh?.stop();
       await w.instances?.stop();
       logger.info('switchyard agent stopping');
       for (const m of w.peers.values()) m.stop();
@@ -115,6 +120,7 @@ export async function startAgent(input: AgentConfigInput | AgentConfig = {}, opt
       w.instancesProvider = fn;
     },
     rules: w.rules,
+    mesh: w.mesh,
     stop,
   };
 }
@@ -127,6 +133,7 @@ interface Wired {
   instancesProvider?: () => InstanceRecord[] | undefined;
   llmProvider?: () => InstanceLlmRecord[] | undefined;
   rules?: RulesHandle;
+  mesh?: MeshRuntime;
   status: (peer?: string) => 'healthy' | 'degraded' | undefined;
 }
 
@@ -162,16 +169,36 @@ async function wireAgent(config: AgentConfig, logger: Logger, events: EventEmitt
   });
   w.publisher = publisher;
   const pub = publisher;
-  w.instances = await startInstanceSource(config.inference, {
-    registry: metrics.registry,
-    logger,
-    onHealthChange: () => {
-      pub.publish('instances');
-      w.rules?.instancesChanged();
-    },
-  });
-  if (w.instances) w.instancesProvider = w.instances.records;
-  if (w.instances?.llmRecords) w.llmProvider = w.instances.llmRecords;
+  const startSource = () =>
+    startInstanceSource(config.inference, {
+      registry: metrics.registry,
+      logger,
+      onHealthChange: () => {
+        pub.publish('instances');
+        w.rules?.instancesChanged();
+        w.mesh?.localHealthChanged();
+      },
+    });
+  if (config.mesh && config.mesh.mode !== 'local') {
+    // the mesh owns the scraping (always on a collector, only as a fallback on a subscriber)
+    const mesh = new MeshRuntime(config.mesh, config.inference, {
+      registry: metrics.registry,
+      logger,
+      startSource,
+      onChange: () => {
+        pub.publish('instances');
+        w.rules?.instancesChanged();
+      },
+    });
+    w.mesh = mesh;
+    await mesh.start();
+    w.instancesProvider = () => mesh.records();
+    w.llmProvider = () => mesh.llmRecords();
+  } else {
+    w.instances = await startSource();
+    if (w.instances) w.instancesProvider = w.instances.records;
+    if (w.instances?.llmRecords) w.llmProvider = w.instances.llmRecords;
+  }
   // Rules: a decision switch changes the snapshot, so it publishes at once.
   if (config.rules) {
     w.rules = await startRules({

@@ -8,6 +8,7 @@ import * as YAML from 'yaml';
 import baseSchema from '../config.schema.json';
 import * as inferenceModule from './inference/schema';
 import { rulesSchema, checkRulesConfig, type RulesConfig } from './rules/schema';
+import { meshSchema, checkMeshConfig, type MeshConfig } from './mesh/schema';
 
 export const DEFAULT_CONFIG_PATH = '/etc/switchyard/agent.yaml';
 
@@ -39,6 +40,8 @@ export interface AgentConfig {
   inference?: Record<string, unknown>;
   /** state-driven routing rules (agent/src/rules/schema.ts) */
   rules?: RulesConfig;
+  /** pool collectors over etcd + NATS (agent/src/mesh/schema.ts); absent = mode local */
+  mesh?: MeshConfig;
 }
 
 /** Deep-partial input accepted by resolveConfig / startAgent. */
@@ -49,6 +52,7 @@ export type AgentConfigInput = {
   link?: { peers?: Array<Partial<PeerConfig> & { name: string; probe: ProbeSpec }> };
   inference?: Record<string, unknown>;
   rules?: Record<string, unknown>;
+  mesh?: Record<string, unknown>;
 };
 
 /** Used when no --config is given and DEFAULT_CONFIG_PATH does not exist: the local rig. */
@@ -83,6 +87,7 @@ export function effectiveSchema(): Record<string, unknown> {
   const schema = JSON.parse(JSON.stringify(baseSchema)) as Record<string, any>;
   schema.properties.inference = inferenceSubSchema();
   schema.properties.rules = rulesSchema;
+  schema.properties.mesh = meshSchema;
   return schema;
 }
 
@@ -180,6 +185,7 @@ function semanticChecks(c: AgentConfig): string[] {
   const problems: string[] = [];
   if (c.inference !== undefined) problems.push(...inferenceChecks(c.inference));
   if (c.rules !== undefined) problems.push(...checkRulesConfig(c.rules, 'rules', c.link.peers.map((p) => p.name)));
+  if (c.mesh !== undefined) problems.push(...checkMeshConfig(c.mesh, c.inference as { scrapeIntervalMs?: number; services?: unknown[] } | undefined));
   // instances of a peer whose link is not probed would be routed on a link state nobody measures
   const linkPeers = new Set(c.link.peers.map((p) => p.name));
   ((c.inference as { services?: Array<{ peer?: string }> } | undefined)?.services ?? []).forEach((s, i) => {

@@ -31,7 +31,8 @@ export interface EtcdServer {
   dispose(): Promise<void>;
 }
 
-export async function startEtcd(): Promise<EtcdServer> {
+/** `extraArgs`: more etcd flags (e.g. a shorter --election-timeout, which lowers etcd's minimum lease TTL) */
+export async function startEtcd(extraArgs: string[] = []): Promise<EtcdServer> {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'swy-etcd-'));
   const clientPort = await freePort();
   const peerPort = await freePort();
@@ -42,7 +43,7 @@ export async function startEtcd(): Promise<EtcdServer> {
   const launch = async (): Promise<void> => {
     proc = spawn(
       ETCD_BIN,
-      ['--name', 'swy-test', '--data-dir', dataDir, '--listen-client-urls', clientUrl, '--advertise-client-urls', clientUrl, '--listen-peer-urls', peerUrl, '--initial-advertise-peer-urls', peerUrl, '--initial-cluster', `swy-test=${peerUrl}`, '--log-level', 'error', '--logger', 'zap'],
+      ['--name', 'swy-test', '--data-dir', dataDir, '--listen-client-urls', clientUrl, '--advertise-client-urls', clientUrl, '--listen-peer-urls', peerUrl, '--initial-advertise-peer-urls', peerUrl, '--initial-cluster', `swy-test=${peerUrl}`, '--log-level', 'error', '--logger', 'zap', ...extraArgs],
       { stdio: ['ignore', 'ignore', 'pipe'] },
     );
     proc.stderr!.on('data', (c) => (log = (log + c).slice(-4000)));

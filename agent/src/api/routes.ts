@@ -17,9 +17,10 @@ export function healthzRoute(): ApiRoute {
  * `/status`: `healthy` / `degraded` as text (what probes and scripts read); `?format=json` adds
  * the rules' state when rules are configured — variables (value, source, since, why), every
  * set's decision (active rule, since, the variables that made it true, override) and pending
- * outcome, flags, overrides and the store.
+ * outcome, flags, overrides and the store; and the mesh's (mode, NATS connection, fallback, the
+ * source of every pool's records) when `mesh` is configured.
  */
-export function statusRoute(status: LinkStatus, rules?: () => unknown): ApiRoute {
+export function statusRoute(status: LinkStatus, rules?: () => unknown, mesh?: () => unknown): ApiRoute {
   return {
     path: '/status',
     handle(_req, res, url) {
@@ -31,6 +32,8 @@ export function statusRoute(status: LinkStatus, rules?: () => unknown): ApiRoute
       const body: Record<string, unknown> = { status: s };
       const r = rules?.();
       if (r !== undefined) body.rules = r;
+      const m = mesh?.();
+      if (m !== undefined) body.mesh = m;
       send(res, 200, JSON.stringify(body, null, 2) + '\n', { 'content-type': 'application/json' });
     },
   };
