@@ -107,7 +107,7 @@ function getOrCreate<T extends promClient.Metric<string>>(reg: promClient.Regist
 /** Record equality ignoring dataAgeMs (which changes continuously). */
 function sameRecord(a: InstanceRecord | undefined, b: InstanceRecord): boolean {
   if (!a) return false;
-  const keys: Array<keyof InstanceRecord> = ['healthy', 'reason', 'rho', 'esMs', 'es2Ms2', 'lambdaPerS', 'queueDepth', 'p50Ms', 'p99Ms', 'baselineP99Ms', 'gpuUtil', 'slots', 'slotsSource', 'esSource'];
+  const keys: Array<keyof InstanceRecord> = ['healthy', 'reason', 'rho', 'esMs', 'es2Ms2', 'lambdaPerS', 'queueDepth', 'p50Ms', 'p99Ms', 'baselineP99Ms', 'gpuUtil', 'slots', 'slotsSource', 'esSource', 'slotsFloor', 'queueGrowing'];
   return keys.every((k) => Object.is(a[k], b[k]) || (typeof a[k] === 'number' && Math.fround(a[k] as number) === Math.fround(b[k] as number)));
 }
 
@@ -589,6 +589,9 @@ export function buildInstanceRecord(x: RecordInputs): { record: InstanceRecord; 
       slots: Math.max(1, st?.concurrency ?? x.concurrency ?? 1),
       slotsSource: st?.slotsSource ?? (x.concurrency !== undefined ? 'configured' : 'inferred'),
       esSource,
+      // capacity unknown: the filter does not shed on a floor (docs/contracts.md, flags bit 5)
+      ...((st ? st.slotsFloor : x.concurrency === undefined) ? { slotsFloor: true } : {}),
+      ...(st?.queueGrowing ? { queueGrowing: true } : {}),
     },
   };
 }
