@@ -5,6 +5,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { InstanceEstimator, QUEUE_GROWTH_SCRAPES } from '../../agent/src/inference/estimator';
 import { decodeSnapshot, encodeSnapshot, type InstanceRecord } from '../../agent/src/snapshot/codec';
+import { extractLlmSignals, llmSampleFilter } from '../../agent/src/inference/llm';
+import { parseExposition } from '../../agent/src/inference/exposition';
 
 function feed(e: InstanceEstimator, seq: Array<[number, number]>, t0 = 0): ReturnType<InstanceEstimator['observe']> {
   let st = e.state();
@@ -48,4 +50,17 @@ test('INSTANCES flags bits 5/6 round-trip; documents without them decode as befo
   assert.equal(b.queueGrowing, undefined);
   assert.equal(c.queueGrowing, true);
   assert.equal(c.slotsFloor, undefined);
+});
+
+test('config info gauges: KV tokens from cache_config_info (else vllm_config_info), the sequence cap from vllm_config_info; malformed labels unknown', () => {
+  const page = (lines: string[]): ReturnType<typeof parseExposition> => parseExposition(lines.join('\n') + '\n', { keep: llmSampleFilter });
+  const a = extractLlmSignals(page(['vllm:cache_config_info{block_size="16",engine="0",num_gpu_blocks="24188"} 1.0']));
+  assert.equal(a.kvTokens, 24188 * 16);
+  assert.equal(a.maxNumSeqs, undefined);
+  const b = extractLlmSignals(page(['vllm:vllm_config_info{cache_config_block_size="16",cache_config_num_gpu_blocks="2048",scheduler_config_max_num_seqs="256"} 1.0']));
+  assert.equal(b.kvTokens, 2048 * 16);
+  assert.equal(b.maxNumSeqs, 256);
+  const c = extractLlmSignals(page(['vllm:cache_config_info{block_size="16",num_gpu_blocks="None"} 1.0', 'vllm:vllm_config_info{scheduler_config_max_num_seqs="-3"} 1.0']));
+  assert.equal(c.kvTokens, undefined);
+  assert.equal(c.maxNumSeqs, undefined);
 });

@@ -313,9 +313,13 @@ export class InferenceCollector extends EventEmitter {
         inst.lastFailure = undefined;
         inst.goodScrapes++;
         inst.lastOkAt = t;
-        inst.state = inst.est.observe(t, signals);
         if (inst.llm) {
           inst.llm.signals = extractLlmSignals(out.exposition, svc.cfg.labels);
+          // the server's own sequence cap, where it exports one, is its slot count (a capacity, not a floor)
+          if (signals.slots === undefined && inst.llm.signals.maxNumSeqs !== undefined) signals.slots = inst.llm.signals.maxNumSeqs;
+        }
+        inst.state = inst.est.observe(t, signals);
+        if (inst.llm) {
           inst.llm.terms = inst.llm.est.observe(t, inst.llm.signals);
           inst.llm.kv.observe(signals.running, inst.llm.signals.kvCacheUsage);
         }
