@@ -3,7 +3,7 @@
 // the shape of SGLang's generated-shared-prefix burst, scaled to this bench's fleet. Through the
 // compiled filter on its shipped defaults (fed by the agent's own code), every request should be
 // served: the servers queue what they cannot batch yet. Used by test/integration/llm-admission.test.ts;
-// `tsx bench/llm-routing/cold-burst.ts [--wasm path] [--n 1024] [--seeds 1,2]` prints the figures.
+// `tsx bench/llm-routing/cold-burst-run.ts [--wasm path] [--n 512] [--seeds 1,2]` prints the figures.
 import { prepare, runFleet, type BenchRequest, type RunResult } from './fleet';
 import { fleet, LLAMA } from './scenarios';
 import { SwitchyardFilterPolicy } from './filter';
@@ -66,18 +66,4 @@ export function runColdBurst(o: ColdBurstOpts & { wasmPath?: string }): ColdBurs
   const reqs = coldBurst(o);
   const r = runFleet(fleet(), reqs, new SwitchyardFilterPolicy({ wasmPath: o.wasmPath }), o.seed);
   return summarize(reqs, r);
-}
-
-if (import.meta.url === `file://${process.argv[1]}`) {
-  const arg = (k: string): string | undefined => { const i = process.argv.indexOf(k); return i >= 0 ? process.argv[i + 1] : undefined; };
-  const seeds = (arg('--seeds') ?? '1,2').split(',').map(Number);
-  const n = Number(arg('--n') ?? 512);
-  const wasmPath = arg('--wasm');
-  console.log(`cold burst: ${n} standard requests within 200 ms on the idle 8-instance fleet (llama-3-8b: 6 instances), shipped defaults${wasmPath ? `, ${wasmPath}` : ''}`);
-  console.log('| seed | served | refused (429) | req/s | TTFT P99 (s) | prefix hit rate |');
-  console.log('|---|---|---|---|---|---|');
-  for (const seed of seeds) {
-    const x = runColdBurst({ seed, n, wasmPath });
-    console.log(`| ${seed} | ${x.served} | ${x.refused} | ${x.reqPerS.toFixed(1)} | ${x.ttftP99S.toFixed(2)} | ${(100 * x.hitRate).toFixed(0)} % |`);
-  }
 }

@@ -10,7 +10,7 @@ import { parseExposition } from '../../agent/src/inference/exposition';
 
 function feed(e: InstanceEstimator, seq: Array<[number, number]>, t0 = 0): ReturnType<InstanceEstimator['observe']> {
   let st = e.state();
-  seq.forEach(([waiting, running], k) => { st = e.observe(t0 + (k + 1) * 1000, { waiting, running, completions: 0, serviceSumMs: 0 }); });
+  seq.forEach(([waiting, running], k) => { st = e.observe(t0 + (k + 1) * 1000, { matched: [], waiting, running, completions: 0, serviceSumMs: 0 }); });
   return st;
 }
 
@@ -31,7 +31,7 @@ test(`queueGrowing: the waiting count rose at each of ${QUEUE_GROWTH_SCRAPES} sc
   assert.equal(feed(grow, [[9, 8]], 4000).queueGrowing, false);           // flat: over
   const burst = new InstanceEstimator();
   const states = [[0, 0], [500, 8], [470, 8], [430, 8], [380, 8], [300, 8]].map(([w, r], k) =>
-    burst.observe((k + 1) * 1000, { waiting: w, running: r, completions: 0, serviceSumMs: 0 }).queueGrowing);
+    burst.observe((k + 1) * 1000, { matched: [], waiting: w, running: r, completions: 0, serviceSumMs: 0 }).queueGrowing);
   assert.deepEqual(states, [false, false, false, false, false, false]);
 });
 

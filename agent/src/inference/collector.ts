@@ -313,13 +313,12 @@ export class InferenceCollector extends EventEmitter {
         inst.lastFailure = undefined;
         inst.goodScrapes++;
         inst.lastOkAt = t;
-        if (inst.llm) {
-          inst.llm.signals = extractLlmSignals(out.exposition, svc.cfg.labels);
-          // the server's own sequence cap, where it exports one, is its slot count (a capacity, not a floor)
-          if (signals.slots === undefined && inst.llm.signals.maxNumSeqs !== undefined) signals.slots = inst.llm.signals.maxNumSeqs;
-        }
+        const llmSignals = inst.llm ? extractLlmSignals(out.exposition, svc.cfg.labels) : undefined;
+        // the server's own sequence cap, where it exports one, is its slot count (a capacity, not a floor)
+        if (signals.slots === undefined && llmSignals?.maxNumSeqs !== undefined) signals.slots = llmSignals.maxNumSeqs;
         inst.state = inst.est.observe(t, signals);
-        if (inst.llm) {
+        if (inst.llm && llmSignals) {
+          inst.llm.signals = llmSignals;
           inst.llm.terms = inst.llm.est.observe(t, inst.llm.signals);
           inst.llm.kv.observe(signals.running, inst.llm.signals.kvCacheUsage);
         }
