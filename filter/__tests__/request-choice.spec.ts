@@ -10,7 +10,13 @@ import { prefixKeep, cachedTokens } from "../assembly/lib/choice/scorer-prefix";
 import { RequestCost, CostParams, scoreRequest } from "../assembly/lib/choice/score-request";
 import { pickForRequest, RequestPick } from "../assembly/lib/choose-request";
 import { CRIT_CRITICAL, CRIT_STANDARD, CRIT_SHEDDABLE, criticalityOf, resolveCriticality, shouldShed, loadAt, poolLoadAt } from "../assembly/lib/criticality";
-import { OverloadShares, growthEvidence, EVIDENCE_HOLD_MS } from "../assembly/lib/overload";
+import { OverloadShares, growthEvidence, EVIDENCE_HOLD_MS, EPISODE_MS } from "../assembly/lib/overload";
+
+function live1(): Map<string, i32> {
+  const m = new Map<string, i32>();
+  m.set("m", 0);
+  return m;
+}
 
 /** cost parameters with shedding out of the way (every threshold 100) */
 function noShed(): CostParams {
@@ -745,6 +751,14 @@ describe("shedding: pool thresholds while the pool is overloaded", () => {
     expect(o.overloaded("m", false, EVIDENCE_HOLD_MS, 0.3)).toBe(true);
     expect(o.overloaded("m", false, EVIDENCE_HOLD_MS + 1, 0.3)).toBe(false);
     expect(o.overloaded("m", false, EVIDENCE_HOLD_MS + 2, 0.3)).toBe(false);
+    // within the episode (EPISODE_MS after it was last on) the share alone puts it back; after it, not
+    for (let k = 0; k < 60; k++) o.note("m", true, live1());
+    expect(o.overloaded("m", false, EVIDENCE_HOLD_MS + 3, 0.3)).toBe(true);
+    expect(o.overloaded("m", false, EVIDENCE_HOLD_MS + 3 + EPISODE_MS, 0.3)).toBe(true);  // still held by the share
+    for (let k = 0; k < 200; k++) o.note("m", false, live1());
+    expect(o.overloaded("m", false, EVIDENCE_HOLD_MS + 4 + EPISODE_MS, 0.3)).toBe(false);
+    for (let k = 0; k < 60; k++) o.note("m", true, live1());
+    expect(o.overloaded("m", false, EVIDENCE_HOLD_MS + 5 + 2 * EPISODE_MS, 0.3)).toBe(false); // a new episode needs new evidence
   });
 });
 

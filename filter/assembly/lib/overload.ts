@@ -8,13 +8,21 @@
 // Once entered, it HOLDS while the evidence is recent (EVIDENCE_HOLD_MS) or the share of the
 // pool's non-critical requests shed lately is at `shedding.overloadShare` (0.3) or more — under
 // the pool thresholds the servers stop queueing (that is their purpose), and the share shed is
-// then what says the excess lasts (80-90 % while it does). It LEAVES by itself: once the excess
+// then what says the excess lasts (80-90 % while it does). Within an episode the state may drop
+// for a moment (a snapshot showing the servers drained admits a run of requests and the share
+// dips): for EPISODE_MS after it was last on, the share alone puts it back, as the evidence that
+// opened the episode still stands (without this, standard requests flooded in for the seconds a
+// new growth takes to show: critical TTFT P99 at 2x rose 388 -> 1790 ms in the quick bench).
+// It LEAVES by itself: once the excess
 // ends the pool drains, the pool thresholds shed less than 30 % (10-20 % at normal load) and no
 // server reports growth. A burst that lands at once raises the servers' queues once and drains:
 // it never enters the state, so its requests queue at the servers instead of being refused.
 
 /** How long a pool stays overloaded after the last evidence of growth, whatever the share shed: two scrapes at the agent's default 1 s. */
 export const EVIDENCE_HOLD_MS: f64 = 2000;
+
+/** How long after the state was last on the share alone re-enters it (the same episode): 10 s, the agent's default window. */
+export const EPISODE_MS: f64 = 10000;
 
 /** Whether `growing` of `eligible` instances reporting a growing queue is evidence for their pool: a quarter of them, one at least. */
 @inline export function growthEvidence(growing: i32, eligible: i32): bool {
@@ -25,6 +33,8 @@ class PoolState {
   share: f64 = 0;
   on: bool = false;
   evidenceAtMs: f64 = -Infinity;
+  /** last time the state was on (the episode, EPISODE_MS) */
+  onAtMs: f64 = -Infinity;
 }
 
 /** Weight of each request in the average: about the last 50 non-critical requests of the pool. */
@@ -54,13 +64,17 @@ export class OverloadShares {
    * The pool's state for a request at `nowMs`: `evidence` whether the servers show sustained
    * excess now (growthEvidence over the request's eligible candidates), `overloadShare` the
    * configured share. Enters only on evidence; holds while the evidence is recent or the share
-   * shed is at `overloadShare`; leaves otherwise.
+   * shed is at `overloadShare`; leaves otherwise, and within EPISODE_MS of having been on the
+   * share alone re-enters it.
    */
   overloaded(pool: string, evidence: bool, nowMs: f64, overloadShare: f64): bool {
     if (!evidence && !this.pools.has(pool)) return false;
     const st = this.at(pool);
-    if (evidence) { st.on = true; st.evidenceAtMs = nowMs; return true; }
-    if (st.on && !(nowMs - st.evidenceAtMs <= EVIDENCE_HOLD_MS) && st.share < overloadShare) st.on = false;
+    if (evidence) { st.on = true; st.evidenceAtMs = nowMs; st.onAtMs = nowMs; return true; }
+    const held = nowMs - st.evidenceAtMs <= EVIDENCE_HOLD_MS || st.share >= overloadShare;
+    // off: back on by the share only within the episode the servers' evidence opened
+    st.on = held && (st.on || nowMs - st.onAtMs <= EPISODE_MS);
+    if (st.on) st.onAtMs = nowMs;
     return st.on;
   }
 
