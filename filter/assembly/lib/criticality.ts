@@ -57,7 +57,7 @@ export class ShedAt {
 
 /**
  * Whether a request of criticality `crit` is shed where it would go: `overloaded` whether its pool
- * is overloaded by the servers' own evidence (lib/overload.ts), `shedLoad` and `stdLoad` that
+ * is in an overload episode the servers' own evidence opened (lib/overload.ts inEpisode), `shedLoad` and `stdLoad` that
  * instance's pressure as a multiple of its sheddable and standard thresholds (loadAt; 0 where its
  * capacity is unknown), `poolShedLoad` the least such sheddable load among the eligible instances
  * (+Inf when none is), `poolSheddable` / `poolStandard` the pool's pressure as a multiple of the

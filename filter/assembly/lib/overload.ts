@@ -10,9 +10,10 @@
 // the pool thresholds the servers stop queueing (that is their purpose), and the share shed is
 // then what says the excess lasts (80-90 % while it does). Within an episode the state may drop
 // for a moment (a snapshot showing the servers drained admits a run of requests and the share
-// dips): for EPISODE_MS after it was last on, the share alone puts it back, as the evidence that
-// opened the episode still stands (without this, standard requests flooded in for the seconds a
-// new growth takes to show: critical TTFT P99 at 2x rose 388 -> 1790 ms in the quick bench).
+// dips): for EPISODE_MS after it was last on, standard requests stay shed at their instance
+// thresholds (inEpisode) and the share alone puts the state back, as the evidence that opened
+// the episode still stands. Without this, standard requests flooded in for the seconds a new
+// growth takes to show: critical TTFT P99 at 2x rose 388 -> 1790 ms in the quick bench.
 // It LEAVES by itself: once the excess
 // ends the pool drains, the pool thresholds shed less than 30 % (10-20 % at normal load) and no
 // server reports growth. A burst that lands at once raises the servers' queues once and drains:
@@ -93,6 +94,13 @@ export class OverloadShares {
         if (key.length > 0 && !live.has(key)) this.pools.delete(key);
       }
     }
+  }
+
+  /** Whether `pool` is within an overload episode: on now, or on within the last EPISODE_MS (call after overloaded()). */
+  inEpisode(pool: string, nowMs: f64): bool {
+    if (!this.pools.has(pool)) return false;
+    const st = this.pools.get(pool);
+    return st.on || nowMs - st.onAtMs <= EPISODE_MS;
   }
 
   get size(): i32 { return this.pools.size; }
