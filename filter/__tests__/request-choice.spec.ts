@@ -752,7 +752,8 @@ describe("shedding: pool thresholds while the pool is overloaded", () => {
     expect(o.overloaded("m", false, EVIDENCE_HOLD_MS + 1, 0.3)).toBe(false);
     // off, but within the episode: standard requests keep their instance thresholds
     expect(o.inEpisode("m", EVIDENCE_HOLD_MS + 1)).toBe(true);
-    expect(o.inEpisode("m", EPISODE_MS + 1)).toBe(false);
+    expect(o.inEpisode("m", EVIDENCE_HOLD_MS + EPISODE_MS)).toBe(true);    // last on at EVIDENCE_HOLD_MS
+    expect(o.inEpisode("m", EVIDENCE_HOLD_MS + EPISODE_MS + 1)).toBe(false);
     expect(o.inEpisode("never-overloaded", 0)).toBe(false);
     expect(o.overloaded("m", false, EVIDENCE_HOLD_MS + 2, 0.3)).toBe(false);
     // within the episode (EPISODE_MS after it was last on) the share alone puts it back; after it, not
