@@ -25,8 +25,10 @@ test('slotsFloor: set until the server has queued (no batch, or only batches see
 });
 
 test(`queueGrowing: the waiting count rose at each of ${QUEUE_GROWTH_SCRAPES} scrapes in a row; a burst that lands at once and drains never sets it`, () => {
+  assert.equal(QUEUE_GROWTH_SCRAPES, 2);
   const grow = new InstanceEstimator();
-  assert.equal(feed(grow, [[0, 8], [2, 8], [5, 8]]).queueGrowing, false); // two rises
+  assert.equal(feed(grow, [[0, 8], [2, 8]]).queueGrowing, false);         // one rise
+  assert.equal(feed(grow, [[5, 8]], 2000).queueGrowing, true);            // two
   assert.equal(feed(grow, [[9, 8]], 3000).queueGrowing, true);            // three
   assert.equal(feed(grow, [[9, 8]], 4000).queueGrowing, false);           // flat: over
   const burst = new InstanceEstimator();
