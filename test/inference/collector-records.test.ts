@@ -279,7 +279,7 @@ test("queue unknown: Little's law with the imputed E[S], raised to the service's
     imputed: () => ({ es: 500, es2: 500000 }) };
   const st = (over: Partial<EstimatorState>): EstimatorState => ({ lambdaPerS: 4, departuresPerS: 4, esMs: 250, es2Ms2: 125000, es2Method: 'assumed-scv', es2ErrBoundMs2: NaN,
     p50Ms: NaN, p99Ms: NaN, rho: 0.25, rhoLoad: 0.25, rhoOcc: NaN, gpuUtil: NaN, concurrency: 4, concurrencySource: 'configured', slotsSource: 'configured',
-    queueDepth: 1, queueSource: 'little', waiting: NaN, running: NaN, kvCacheUsage: NaN, windowCompletions: 40, windowCoveredMs: 10000, counterResets: 0, baselineP99Ms: NaN, lastObservedAt: 0, ...over });
+    queueDepth: 1, queueSource: 'little', waiting: NaN, running: NaN, kvCacheUsage: NaN, slotsFloor: false, queueGrowing: false, windowCompletions: 40, windowCoveredMs: 10000, counterResets: 0, baselineP99Ms: NaN, lastObservedAt: 0, ...over });
   // alone in its service: its own Little estimate
   assert.equal(buildInstanceRecord({ ...base, state: st({}), knownQueueMax: () => NaN }).record.queueDepth, 1);
   // a peer reads 6 from its gauges: unknown is priced at least as busy

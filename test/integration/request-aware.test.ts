@@ -234,7 +234,9 @@ test('shedding order: sheddable gets 429 + retry-after first, standard next; cri
   // band 0: the request goes to the cheapest instance, whose pressure decides (p2c would draw two at random)
   const b = await bed({ models: [{ name: 'batch-model', criticality: 'sheddable' }] }, { service: { retryAfterS: 3, picker: 'band', band: 0 } });
   try {
-    const pool = (q: number) => [inst('10.0.0.1:80', { queueDepth: q }), inst('10.0.0.2:80', { queueDepth: q + 2 }), inst('10.0.0.3:80', { queueDepth: q + 4 })];
+    // `growing`: the servers report their waiting counts rising (the agent's queueGrowing flag)
+    const pool = (q: number, growing = false) => [inst('10.0.0.1:80', { queueDepth: q, queueGrowing: growing }), inst('10.0.0.2:80', { queueDepth: q + 2, queueGrowing: growing }),
+      inst('10.0.0.3:80', { queueDepth: q + 4, queueGrowing: growing })];
     // light load: nobody is shed
     await b.serve(pool(0));
     for (const c of ['sheddable', 'standard', 'critical']) assert.equal((await b.chat(chatBody('s', 'q'), { 'x-switchyard-criticality': c })).localReply, undefined, c);
@@ -247,8 +249,12 @@ test('shedding order: sheddable gets 429 + retry-after first, standard next; cri
     assert.match(String(s.localReply?.body), /sheddable request shed/);
     assert.equal((await b.chat(chatBody('s', 'q', { model: 'batch-model' }))).localReply?.status, 429, 'model default sheddable');
     assert.equal((await b.chat(chatBody('s', 'q'))).localReply, undefined, 'standard (service default) served');
-    // pressure 2.5: standard shed too; critical goes to the cheapest instance
+    // pressure 2.5, past the standard threshold, but no server reports a growing queue: the pool is
+    // not overloaded by the servers' evidence, and standard is served (the servers queue it)
     await b.serve(pool(2.5));
+    assert.equal((await b.chat(chatBody('s', 'q'))).localReply, undefined, 'standard at 2.5 without server evidence');
+    // the servers' queues keep growing: standard shed too; critical goes to the cheapest instance
+    await b.serve(pool(2.5, true));
     assert.equal((await b.chat(chatBody('s', 'q'))).localReply?.status, 429);
     for (let i = 0; i < 5; i++) {
       const c = await b.chat(chatBody('s', 'q'), { 'x-switchyard-criticality': 'critical' });
@@ -265,21 +271,24 @@ test('shedding order: sheddable gets 429 + retry-after first, standard next; cri
   }
 });
 
-test('overload (shipped defaults): once the instance thresholds shed, the pool thresholds hold the pool near its normal load; released when it drains', async () => {
+test('overload (shipped defaults): entered on the servers\' evidence only, the pool thresholds then hold the pool near its normal load; released when it drains', async () => {
   const b = await bed({}, { service: { picker: 'band', band: 0 } });
   try {
     const ADDRS = ['10.0.0.1:80', '10.0.0.2:80', '10.0.0.3:80', '10.0.0.4:80'];
     const llm = (addr: string): InstanceLlmRecord => ({ service: 'llm', addr, prefillMsPerToken: 0.1, decodeMsPerToken: 10, kvCacheUsage: 0.3, kvSeqs: 10, maxLoras: 0,
       models: [{ name: 'llama-3-8b', flags: MODEL_BASE | MODEL_LOADED }] });
-    // every instance with `q` requests of the 10 its KV cache holds
-    const pool = (q: number) => b.serve(ADDRS.map((a) => inst(a, { queueDepth: q, slots: 64 })), ADDRS.map(llm));
+    // every instance with `q` requests of the 10 its KV cache holds; `growing` of them report a growing queue
+    const pool = (q: number, growing = 0) => b.serve(ADDRS.map((a, i) => inst(a, { queueDepth: q, slots: 64, queueGrowing: i < growing })), ADDRS.map(llm));
     const send = (crit: string) => b.chat(chatBody('s', 'q'), { 'x-switchyard-criticality': crit });
     // normal load: 0.25 of the KV capacity everywhere, above both pool thresholds (0.15 / 0.2) and
     // under the instance ones (0.6 / 0.7): nothing shed, however many requests
     await pool(2.5);
     for (let i = 0; i < 60; i++) for (const c of ['standard', 'sheddable']) assert.equal((await send(c)).localReply, undefined, `${c} ${i} at normal load`);
-    // overload: 0.8 everywhere, standard shed by the instance threshold
+    // 0.8 everywhere but no server reporting growth: standard served (the filter's pressure alone never overloads the pool)
     await pool(8);
+    for (let i = 0; i < 30; i++) assert.equal((await send('standard')).localReply, undefined, `standard ${i} at 0.8, no evidence`);
+    // overload: one server of four reports its queue growing; standard shed by the instance threshold
+    await pool(8, 1);
     for (let i = 0; i < 30; i++) assert.equal((await send('standard')).localReply?.status, 429, `standard ${i} at 0.8`);
     // the pool back at 0.25 while overloaded: held at the pool thresholds, critical still served
     await pool(2.5);
@@ -290,17 +299,18 @@ test('overload (shipped defaults): once the instance thresholds shed, the pool t
     await pool(1.8);
     assert.equal((await send('standard')).localReply, undefined, 'standard at 0.18');
     assert.equal((await send('sheddable')).localReply?.status, 429, 'sheddable at 0.18');
-    // the pool drains (0.1): nothing shed, the share falls, and 0.25 is admitted again
+    // the pool drains (0.1), the last evidence 3 s old: nothing shed, the share falls, and 0.25 is admitted again
+    await b.host.advance(3000);
     await pool(1);
     for (let i = 0; i < 100; i++) assert.equal((await send('standard')).localReply, undefined, `standard ${i} at 0.1`);
     await pool(2.5);
     for (const c of ['standard', 'sheddable']) assert.equal((await send(c)).localReply, undefined, `${c} at 0.25 after the overload`);
-    // the 429s sent while the pool was overloaded: at 0.8, those after the share reached 0.3
-    // (1 − 0.98^18 ≥ 0.3 > 1 − 0.98^17: from the 19th on), and the three at 0.25 and 0.18
+    // every 429 was sent while the pool was overloaded (entered on the servers' evidence at once):
+    // the 30 at 0.8 and the three at 0.25 and 0.18
     await b.host.advance(REFRESH);
     assert.equal(Number(b.host.metric('switchyard.request.shed_standard.llm')), 31);
     assert.equal(Number(b.host.metric('switchyard.request.shed_sheddable.llm')), 2);
-    assert.equal(Number(b.host.metric('switchyard.request.shed_overloaded.llm')), 30 - 18 + 3);
+    assert.equal(Number(b.host.metric('switchyard.request.shed_overloaded.llm')), 30 + 3);
   } finally {
     await b.host.close();
   }
@@ -312,13 +322,13 @@ test('overload: an adapter is in its base model\'s pool — once the base model\
     const ADDRS = ['10.0.0.1:80', '10.0.0.2:80', '10.0.0.3:80', '10.0.0.4:80'];
     const llm = (addr: string): InstanceLlmRecord => ({ service: 'llm', addr, prefillMsPerToken: 0.1, decodeMsPerToken: 10, kvCacheUsage: 0.3, kvSeqs: 10, maxLoras: 2,
       models: [{ name: 'llama-3-8b', flags: MODEL_BASE | MODEL_LOADED }, { name: 'sql-lora', flags: MODEL_LOADED }] });
-    const pool = (q: number) => b.serve(ADDRS.map((a) => inst(a, { queueDepth: q, slots: 64 })), ADDRS.map(llm));
+    const pool = (q: number, growing = 0) => b.serve(ADDRS.map((a, i) => inst(a, { queueDepth: q, slots: 64, queueGrowing: i < growing })), ADDRS.map(llm));
     const send = (model: string, crit: string) => b.chat(chatBody('s', 'q', { model }), { 'x-switchyard-criticality': crit });
     // normal level (0.25 of the KV capacity): the adapter's standard requests are sent
     await pool(2.5);
     assert.equal((await send('sql-lora', 'standard')).localReply, undefined, 'adapter at normal load');
-    // the base model's requests overload the pool (0.8: shed by the instance threshold)
-    await pool(8);
+    // the base model's requests overload the pool (0.8, a server's queue growing: shed by the instance threshold)
+    await pool(8, 1);
     for (let i = 0; i < 30; i++) assert.equal((await send('llama-3-8b', 'standard')).localReply?.status, 429, `base ${i} at 0.8`);
     // back at 0.25 while overloaded: the adapter's standard and sheddable requests are shed like the base model's, critical sent
     await pool(2.5);

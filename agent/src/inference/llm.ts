@@ -31,6 +31,9 @@ export interface LlmSeries {
   kvCacheUsage: string[];
   prefixCounters: Array<[queries: string, hits: string]>;
   prefixHitRate: string[];
+  /** info gauges whose labels carry the KV cache size and the sequence cap (vLLM) */
+  cacheConfigInfo?: string;
+  vllmConfigInfo?: string;
 }
 
 /**
@@ -60,6 +63,10 @@ export const VLLM_LLM_SERIES: LlmSeries = {
     ['vllm:gpu_prefix_cache_queries_total', 'vllm:gpu_prefix_cache_hits_total'],
   ],
   prefixHitRate: ['vllm:gpu_prefix_cache_hit_rate'],
+  /** info gauge (value 1): the CacheConfig as labels, `num_gpu_blocks` and `block_size` among them */
+  cacheConfigInfo: 'vllm:cache_config_info',
+  /** newer releases' info gauge of the whole VllmConfig, flattened: `cache_config_num_gpu_blocks`, `cache_config_block_size`, `scheduler_config_max_num_seqs` */
+  vllmConfigInfo: 'vllm:vllm_config_info',
 };
 
 /**
@@ -88,7 +95,8 @@ export function llmSeriesOf(kind: string): LlmSeries {
 }
 
 const keepSet = (x: LlmSeries): string[] => [
-  x.promptTokens, x.generationTokens, ...(x.loraInfo ? [x.loraInfo] : []), ...x.kvCacheUsage, ...x.prefixCounters.flat(), ...x.prefixHitRate,
+  x.promptTokens, x.generationTokens, ...(x.loraInfo ? [x.loraInfo] : []),
+  ...(x.cacheConfigInfo ? [x.cacheConfigInfo] : []), ...(x.vllmConfigInfo ? [x.vllmConfigInfo] : []), ...x.kvCacheUsage, ...x.prefixCounters.flat(), ...x.prefixHitRate,
   ...[...x.prefillTime, ...x.ttft, ...x.queueTime, ...x.itl].flatMap((n) => [`${n}_sum`, `${n}_count`]),
 ];
 const KEEP = new Set<string>([...keepSet(VLLM_LLM_SERIES), ...keepSet(SGLANG_LLM_SERIES)]);
@@ -119,6 +127,10 @@ export interface LlmSignals {
   /** inter-token latency, else time per output token */
   itl?: SumCount;
   kvCacheUsage?: number;
+  /** KV-cache capacity in tokens (num_gpu_blocks × block_size of the config info gauges); undefined: not exported */
+  kvTokens?: number;
+  /** the scheduler's sequence cap (vLLM --max-num-seqs) where an info gauge exports it: the `slots` the estimator uses (source exporter) */
+  maxNumSeqs?: number;
   lora?: LoraInfo;
   /** prefix-cache counters (tokens queried / found cached), cumulative; both or neither */
   prefixQueries?: number;
@@ -183,6 +195,9 @@ export function extractLlmSignals(exp: Exposition, match?: Record<string, string
     }
   }
   if (series.loraInfo) out.lora = loraInfo(exp, series.loraInfo);
+  const cap = configCapacity(exp, match, series);
+  if (cap.kvTokens !== undefined) out.kvTokens = cap.kvTokens;
+  if (cap.maxNumSeqs !== undefined) out.maxNumSeqs = cap.maxNumSeqs;
   for (const [qn, hn] of series.prefixCounters) {
     const q = sumOf(exp, qn, match);
     const h = sumOf(exp, hn, match);
@@ -199,6 +214,44 @@ export function extractLlmSignals(exp: Exposition, match?: Record<string, string
       break;
     }
   }
+  return out;
+}
+
+/** A positive integer label (≤ 2^31), else undefined. */
+function intLabel(v: string | undefined): number | undefined {
+  if (v === undefined || !/^[0-9]{1,10}$/.test(v)) return undefined;
+  const n = Number(v);
+  return n >= 1 && n <= 2 ** 31 ? n : undefined;
+}
+
+/**
+ * What the servers' config info gauges say about capacity: the KV cache in tokens
+ * (`vllm:cache_config_info{num_gpu_blocks, block_size}`, else the flattened
+ * `vllm:vllm_config_info{cache_config_num_gpu_blocks, cache_config_block_size}`) and the sequence
+ * cap (`vllm:vllm_config_info{scheduler_config_max_num_seqs}`; the CacheConfig gauge does not carry
+ * it, and vLLM exports no scheduler gauge of its own). Several engines: the sum of their KV
+ * tokens, the sum of their caps. Missing or malformed labels: undefined (unknown), never 0.
+ */
+export function configCapacity(exp: Exposition, match?: Record<string, string>, series: LlmSeries = VLLM_LLM_SERIES): { kvTokens?: number; maxNumSeqs?: number } {
+  const out: { kvTokens?: number; maxNumSeqs?: number } = {};
+  const sum = (name: string, blocks: string, size: string): number | undefined => {
+    const ss = exp.samples.get(name)?.filter((s) => labelsMatch(s.labels, match));
+    let t = 0, any = false;
+    for (const s of ss ?? []) {
+      const b = intLabel(s.labels[blocks]), z = intLabel(s.labels[size]);
+      if (b === undefined || z === undefined) continue;
+      t += b * z;
+      any = true;
+    }
+    return any ? t : undefined;
+  };
+  if (!series.cacheConfigInfo && !series.vllmConfigInfo) return out;
+  out.kvTokens = (series.cacheConfigInfo ? sum(series.cacheConfigInfo, 'num_gpu_blocks', 'block_size') : undefined) ??
+    (series.vllmConfigInfo ? sum(series.vllmConfigInfo, 'cache_config_num_gpu_blocks', 'cache_config_block_size') : undefined);
+  const caps = (series.vllmConfigInfo ? exp.samples.get(series.vllmConfigInfo) ?? [] : []).filter((s) => labelsMatch(s.labels, match))
+    .map((s) => intLabel(s.labels.scheduler_config_max_num_seqs)).filter((v): v is number => v !== undefined);
+  if (caps.length > 0) out.maxNumSeqs = caps.reduce((a, b) => a + b, 0);
+  if (out.kvTokens === undefined) delete out.kvTokens;
   return out;
 }
 

@@ -12,8 +12,18 @@ export class LlmPlan {
   n: i32 = 0;
   /** Whether any candidate has LLM data (no data: no model restriction). */
   hasData: bool = false;
+  /**
+   * Per-token terms per candidate, in ms, each filled where the instance's own is unknown (NaN or
+   * out of range) with the dearest measured value of the service's candidates (fillTerms): every
+   * candidate is priced in the same unit, and an unknown term never makes an instance cheaper than
+   * one that measured it. NaN in every candidate: no candidate measured that term, and it is left
+   * out for all of them (score-request.ts).
+   */
   prefillMs: StaticArray<f64> = new StaticArray<f64>(0);
   decodeMs: StaticArray<f64> = new StaticArray<f64>(0);
+  /** Candidates whose prefill / decode term was filled from the fleet (debug, tests). */
+  prefillFilled: i32 = 0;
+  decodeFilled: i32 = 0;
   kv: StaticArray<f64> = new StaticArray<f64>(0);
   /** sequences the KV cache holds (NaN: unknown): the shedding pressure's denominator where known */
   kvSeqs: StaticArray<f64> = new StaticArray<f64>(0);
@@ -121,6 +131,8 @@ export function buildLlmPlan(plan: Plan, service: string, llm: Array<InstanceLlm
       lp.flags[col * n + i] |= (r.modelFlags[k] & (MODEL_BASE | MODEL_LOADED | MODEL_WAITING)) | MODEL_LISTED;
     }
   }
+  lp.prefillFilled = fillTerms(lp.prefillMs);
+  lp.decodeFilled = fillTerms(lp.decodeMs);
   lp.poolOf = new Array<string>(cols);
   for (let c = 0; c < cols; c++) lp.poolOf[c] = poolName(lp, c);
   lp.snapFlags = new StaticArray<u8>(lp.flags.length);
@@ -149,4 +161,26 @@ export function modelHash(name: string): u32 {
   return h;
 }
 
-function positiveOrNaN(x: f64): f64 { return x > 0 && x < Infinity ? x : NaN; }
+/** A per-token term as the contract bounds it (docs/contracts.md: 1e-6 .. 60000 ms), else NaN (unknown). */
+function positiveOrNaN(x: f64): f64 { return x >= TERM_MIN_MS && x <= TERM_MAX_MS ? x : NaN; }
+export const TERM_MIN_MS: f64 = 1e-6;
+export const TERM_MAX_MS: f64 = 60000;
+
+/**
+ * Fills the unknown (NaN) entries of a per-token term with the largest known one; returns how
+ * many were filled (0 when every entry is known or none is). The largest, not the median: an
+ * instance that has not measured a term is never priced below one that has (an unknown value
+ * can never make an instance cheaper), and it still draws traffic once the measured ones queue.
+ */
+export function fillTerms(t: StaticArray<f64>): i32 {
+  let worst: f64 = NaN;
+  let missing = 0;
+  for (let i = 0; i < t.length; i++) {
+    const v = unchecked(t[i]);
+    if (v != v) missing++;
+    else if (!(v <= worst)) worst = v;
+  }
+  if (worst != worst || missing == 0) return 0;
+  for (let i = 0; i < t.length; i++) if (unchecked(t[i]) != unchecked(t[i])) unchecked(t[i] = worst);
+  return missing;
+}
