@@ -10,6 +10,7 @@ import { prefixKeep, cachedTokens } from "../assembly/lib/choice/scorer-prefix";
 import { RequestCost, CostParams, scoreRequest } from "../assembly/lib/choice/score-request";
 import { pickForRequest, RequestPick } from "../assembly/lib/choose-request";
 import { CRIT_CRITICAL, CRIT_STANDARD, CRIT_SHEDDABLE, criticalityOf, resolveCriticality, shouldShed, loadAt, poolLoadAt } from "../assembly/lib/criticality";
+import { OverloadShares, growthEvidence, EVIDENCE_HOLD_MS } from "../assembly/lib/overload";
 
 /** cost parameters with shedding out of the way (every threshold 100) */
 function noShed(): CostParams {
@@ -19,8 +20,8 @@ function noShed(): CostParams {
 }
 
 /** shouldShed on raw pressures: the chosen instance's, the pool's least, and the two thresholds */
-function shed(crit: i32, pressure: f64, pool: f64, sheddableAt: f64, standardAt: f64): bool {
-  return shouldShed(crit, loadAt(pressure, sheddableAt), loadAt(pressure, standardAt), loadAt(pool, sheddableAt));
+function shed(crit: i32, pressure: f64, pool: f64, sheddableAt: f64, standardAt: f64, overloaded: bool = true): bool {
+  return shouldShed(crit, overloaded, loadAt(pressure, sheddableAt), loadAt(pressure, standardAt), loadAt(pool, sheddableAt));
 }
 import { routeModel, basisPointsOf } from "../assembly/lib/request/model-route";
 import { ModelRule, ModelSplit, RequestConfig } from "../assembly/lib/request/config";
@@ -390,8 +391,9 @@ describe("score-request: size, prefix and KV cache in one pass", () => {
     const rc = cost(2);
     rc.modelCol = 0;
     const out = new RequestPick();
-    // band picker, band 0: the cheapest
-    pickForRequest(g.plan, g.lp, g.inflight, g.pending, 0, 1, 0, new Rng(1), rc, new CostParams(), CRIT_STANDARD, out);
+    // band picker, band 0: the cheapest (a sheddable request: standard ones are shed only while
+    // the servers show the pool overloaded, lib/overload.ts)
+    pickForRequest(g.plan, g.lp, g.inflight, g.pending, 0, 1, 0, new Rng(1), rc, new CostParams(), CRIT_SHEDDABLE, out);
     expect(rc.pressure).toBe(0.0); // the pool's least loaded instance is idle...
     expect(out.shed).toBe(true);   // ...but the request would go to the full one
     // a critical request is not shed and goes where a standard one would still be admitted: the
@@ -418,8 +420,8 @@ describe("score-request: size, prefix and KV cache in one pass", () => {
     expect(out.pick.index).toBe(2); // instance 0 is the cheapest but over; 2 is cheaper than 1
     expect(out.pick.considered).toBe(2);
     // a standard request at instance 0's pressure would be shed; at instance 2's it is not
-    expect(shouldShed(CRIT_STANDARD, rc.shedLoadOf[0], rc.stdLoadOf[0], rc.poolShedLoad)).toBe(true);
-    expect(shouldShed(CRIT_STANDARD, rc.shedLoadOf[2], rc.stdLoadOf[2], rc.poolShedLoad)).toBe(false);
+    expect(shouldShed(CRIT_STANDARD, true, rc.shedLoadOf[0], rc.stdLoadOf[0], rc.poolShedLoad)).toBe(true);
+    expect(shouldShed(CRIT_STANDARD, true, rc.shedLoadOf[2], rc.stdLoadOf[2], rc.poolShedLoad)).toBe(false);
     // the prefix holder qualifies past the standard threshold while it has room (pressure < 1)
     // (each pick charges its prefill to the instance chosen: start from none ahead each time)
     rc.cachedBlocks[0] = 16;
@@ -547,6 +549,9 @@ describe("criticality and shedding", () => {
     expect(shed(CRIT_STANDARD, 1.5, 0.4, 1, 2)).toBe(false);
     expect(shed(CRIT_STANDARD, 2, 0, 1, 2)).toBe(true);
     expect(shed(CRIT_CRITICAL, 1e9, 1e9, 1, 2)).toBe(false);
+    // a pool the servers do not show overloaded never sheds standard, at any pressure (issue 20)
+    expect(shed(CRIT_STANDARD, 1e9, 1e9, 1, 2, false)).toBe(false);
+    expect(shed(CRIT_SHEDDABLE, 1, 0, 1, 2, false)).toBe(true);
   });
   it("pool at half of sheddableAt (no instance with half its slots free): the sheddable threshold halves; standard unchanged", () => {
     // pool below sheddableAt / 2: the configured thresholds
@@ -582,11 +587,20 @@ describe("criticality and shedding", () => {
     expect(out.pick.index).toBe(1);
   });
   it("pickForRequest: the shed flag under pressure, the cheapest instance for critical requests", () => {
-    const g = new Fixture(snapOf([inst("10.0.0.1:80", 4), inst("10.0.0.2:80", 2.5), inst("10.0.0.3:80", 6)], []));
-    const rc = cost(3);
+    // every instance past the standard threshold (2 per slot), no server reporting a growing queue:
+    // standard is sent (the servers queue it); once they report growth it is shed
+    const calm = new Fixture(snapOf([inst("10.0.0.1:80", 4), inst("10.0.0.2:80", 2.5), inst("10.0.0.3:80", 6)], []));
+    const rc0 = cost(3);
     const out = new RequestPick();
+    pickForRequest(calm.plan, calm.lp, calm.inflight, calm.pending, 0, 0, 0.1, new Rng(3), rc0, new CostParams(), CRIT_STANDARD, out);
+    expect(out.shed).toBe(false);
+    const is = [inst("10.0.0.1:80", 4), inst("10.0.0.2:80", 2.5), inst("10.0.0.3:80", 6)];
+    for (let i = 0; i < 3; i++) is[i].queueGrowing = true;
+    const g = new Fixture(snapOf(is, []));
+    const rc = cost(3);
     pickForRequest(g.plan, g.lp, g.inflight, g.pending, 0, 0, 0.1, new Rng(3), rc, new CostParams(), CRIT_STANDARD, out);
     expect(out.shed).toBe(true);
+    expect(out.overloaded).toBe(true);
     for (let k = 0; k < 10; k++) {
       pickForRequest(g.plan, g.lp, g.inflight, g.pending, 0, 0, 0.1, new Rng(k + 7), rc, new CostParams(), CRIT_CRITICAL, out);
       expect(out.shed).toBe(false);
@@ -595,35 +609,39 @@ describe("criticality and shedding", () => {
   });
 });
 
-/** four instances of kvSeqs 10, each with `backlog` requests */
-function kvPool(backlog: f32): Fixture {
+/** four instances of kvSeqs 10, each with `backlog` requests; `growing` of them report a growing queue */
+function kvPool(backlog: f32, growing: i32 = 0): Fixture {
   const ls = new Array<InstanceLlm>(), is = new Array<InstanceState>();
   for (let i = 0; i < 4; i++) {
     const a = "10.0.0." + (i + 1).toString() + ":80";
     const r = llm(a, ["m"], [MODEL_BASE], 0.1, 20, 0.3);
     r.kvSeqs = 10;
     ls.push(r);
-    is.push(inst(a, backlog, 64));
+    const s = inst(a, backlog, 64);
+    s.queueGrowing = i < growing;
+    is.push(s);
   }
   return new Fixture(snapOf(is, ls));
 }
 
 /** kvPool with LoRA: every instance serves "m" as its base model and "a" as a loaded adapter */
-function kvPoolLora(backlog: f32): Fixture {
+function kvPoolLora(backlog: f32, growing: i32 = 0): Fixture {
   const ls = new Array<InstanceLlm>(), is = new Array<InstanceState>();
   for (let i = 0; i < 4; i++) {
     const a = "10.0.0." + (i + 1).toString() + ":80";
     const r = llm(a, ["m", "a"], [MODEL_BASE, MODEL_LOADED], 0.1, 20, 0.3, 2);
     r.kvSeqs = 10;
     ls.push(r);
-    is.push(inst(a, backlog, 64));
+    const s = inst(a, backlog, 64);
+    s.queueGrowing = i < growing;
+    is.push(s);
   }
   return new Fixture(snapOf(is, ls));
 }
 
-function pick(g: Fixture, rc: RequestCost, crit: i32, k: i32): RequestPick {
+function pick(g: Fixture, rc: RequestCost, crit: i32, k: i32, nowMs: f64 = 0): RequestPick {
   const out = new RequestPick();
-  pickForRequest(g.plan, g.lp, g.inflight, g.pending, 0, 0, 0.1, new Rng(k + 1), rc, new CostParams(), crit, out);
+  pickForRequest(g.plan, g.lp, g.inflight, g.pending, nowMs, 0, 0.1, new Rng(k + 1), rc, new CostParams(), crit, out);
   return out;
 }
 
@@ -637,14 +655,14 @@ describe("shedding: pool thresholds while the pool is overloaded", () => {
 
   it("shouldShed: at a pool threshold the class is shed wherever it would go; critical never", () => {
     // instance loads low (0.1 of their thresholds), pool at its sheddable threshold only
-    expect(shouldShed(CRIT_SHEDDABLE, 0.1, 0.1, 0.1, 1, 0.8)).toBe(true);
-    expect(shouldShed(CRIT_STANDARD, 0.1, 0.1, 0.1, 1, 0.8)).toBe(false);
+    expect(shouldShed(CRIT_SHEDDABLE, true, 0.1, 0.1, 0.1, 1, 0.8)).toBe(true);
+    expect(shouldShed(CRIT_STANDARD, true, 0.1, 0.1, 0.1, 1, 0.8)).toBe(false);
     // pool at the standard one too
-    expect(shouldShed(CRIT_STANDARD, 0.1, 0.1, 0.1, 1.2, 1)).toBe(true);
-    expect(shouldShed(CRIT_CRITICAL, 9, 9, 9, 9, 9)).toBe(false);
+    expect(shouldShed(CRIT_STANDARD, true, 0.1, 0.1, 0.1, 1.2, 1)).toBe(true);
+    expect(shouldShed(CRIT_CRITICAL, true, 9, 9, 9, 9, 9)).toBe(false);
     // pool loads 0 (not overloaded): the instance rules alone
-    expect(shouldShed(CRIT_SHEDDABLE, 0.9, 0.8, 0.1, 0, 0)).toBe(false);
-    expect(shouldShed(CRIT_STANDARD, 0.9, 0.99, 0.1, 0, 0)).toBe(false);
+    expect(shouldShed(CRIT_SHEDDABLE, true, 0.9, 0.8, 0.1, 0, 0)).toBe(false);
+    expect(shouldShed(CRIT_STANDARD, true, 0.9, 0.99, 0.1, 0, 0)).toBe(false);
   });
 
   it("the pool's pressure: summed backlog over summed KV capacity", () => {
@@ -662,7 +680,7 @@ describe("shedding: pool thresholds while the pool is overloaded", () => {
     expect(isNaN(rh.poolPressure)).toBe(true);
   });
 
-  it("shipped defaults: off at normal load; once the instance thresholds shed, the pool is held at poolStandardAt; released when the overload ends", () => {
+  it("shipped defaults: off at normal load; entered on the servers' evidence (a growing queue), the pool then held at poolStandardAt; released when the overload ends", () => {
     const shipped = new CostParams().shed;
     expect(shipped.poolSheddable).toBe(0.15);
     expect(shipped.poolStandard).toBe(0.2);
@@ -677,27 +695,56 @@ describe("shedding: pool thresholds while the pool is overloaded", () => {
       expect(pick(normal, rc, CRIT_SHEDDABLE, k).shed).toBe(false);
       normal.pending = new PendingPrefill();
     }
-    // overload: every instance at 0.8 of its KV capacity, standard shed by the instance threshold
-    const over = kvPool(8);
+    // overload: one of four servers reports its queue growing (a quarter: evidence); every instance at
+    // 0.8 of its KV capacity, standard shed by the instance threshold
+    const over = kvPool(8, 1);
     let k = 0;
     while (rc.overload.share("m") < 0.3) {
-      expect(pick(over, rc, CRIT_STANDARD, k++).shed).toBe(true);
+      expect(pick(over, rc, CRIT_STANDARD, k++, 1000).shed).toBe(true);
       expect(k).toBeLessThan(100);
     }
-    // the same pool at 0.25 as before: now standard and sheddable are shed, critical is sent
-    expect(pick(normal, rc, CRIT_STANDARD, 1).shed).toBe(true);
-    expect(pick(normal, rc, CRIT_SHEDDABLE, 2).shed).toBe(true);
-    expect(pick(normal, rc, CRIT_CRITICAL, 3).shed).toBe(false);
+    // the servers stop queueing under the pool thresholds: the same pool at 0.25 as before, 10 s
+    // later, no evidence: held by the share shed; standard and sheddable are shed, critical is sent
+    expect(pick(normal, rc, CRIT_STANDARD, 1, 10000).shed).toBe(true);
+    expect(pick(normal, rc, CRIT_SHEDDABLE, 2, 10000).shed).toBe(true);
+    expect(pick(normal, rc, CRIT_CRITICAL, 3, 10000).shed).toBe(false);
     // held between the two: sheddable shed, standard sent
     const between = kvPool(1.8); // 0.18
-    expect(pick(between, rc, CRIT_STANDARD, 4).shed).toBe(false);
-    expect(pick(between, rc, CRIT_SHEDDABLE, 5).shed).toBe(true);
+    expect(pick(between, rc, CRIT_STANDARD, 4, 10000).shed).toBe(false);
+    expect(pick(between, rc, CRIT_SHEDDABLE, 5, 10000).shed).toBe(true);
     // the overload ends: the pool drains under its thresholds, the share decays, and the pool at 0.25 is admitted again
     const calm = kvPool(1);
-    for (k = 0; k < 100; k++) { pick(calm, rc, CRIT_STANDARD, k); calm.pending = new PendingPrefill(); }
+    for (k = 0; k < 100; k++) { pick(calm, rc, CRIT_STANDARD, k, 11000); calm.pending = new PendingPrefill(); }
     expect(rc.overload.share("m")).toBeLessThan(0.3);
-    expect(pick(normal, rc, CRIT_STANDARD, 6).shed).toBe(false);
-    expect(pick(normal, rc, CRIT_SHEDDABLE, 7).shed).toBe(false);
+    expect(pick(normal, rc, CRIT_STANDARD, 6, 12000).shed).toBe(false);
+    expect(pick(normal, rc, CRIT_SHEDDABLE, 7, 12000).shed).toBe(false);
+  });
+
+  it("the filter's own refusals never enter the overload state (issue 20, cause 1)", () => {
+    // every instance at 0.8 of its KV capacity (sheddable past its 0.6), no server reporting growth:
+    // the sheddable requests are shed (the share shed climbs past overloadShare) but the pool is
+    // never overloaded, so standard requests are sent however long it lasts
+    const rc = cost(4);
+    rc.modelCol = 0;
+    const over = kvPool(8);
+    for (let k = 0; k < 300; k++) {
+      expect(pick(over, rc, CRIT_SHEDDABLE, k, <f64>k).shed).toBe(true);
+      const st = pick(over, rc, CRIT_STANDARD, k, <f64>k);
+      expect(st.shed).toBe(false);
+      expect(st.overloaded).toBe(false);
+      over.pending = new PendingPrefill();
+    }
+    expect(rc.overload.share("m")).toBeGreaterThan(0.3);
+    // a quarter of the servers reporting growth is evidence; fewer is not
+    expect(growthEvidence(1, 4)).toBe(true);
+    expect(growthEvidence(1, 5)).toBe(false);
+    expect(growthEvidence(0, 0)).toBe(false);
+    // the state leaves by itself: 2 s (EVIDENCE_HOLD_MS) after the last evidence, with the share under 0.3
+    const o = new OverloadShares();
+    expect(o.overloaded("m", true, 0, 0.3)).toBe(true);
+    expect(o.overloaded("m", false, EVIDENCE_HOLD_MS, 0.3)).toBe(true);
+    expect(o.overloaded("m", false, EVIDENCE_HOLD_MS + 1, 0.3)).toBe(false);
+    expect(o.overloaded("m", false, EVIDENCE_HOLD_MS + 2, 0.3)).toBe(false);
   });
 });
 
@@ -712,7 +759,7 @@ describe("shedding: an adapter's requests are in its base model's pool", () => {
 
   it("once the base model's requests overload the pool, the adapter's are held at the pool thresholds too (and the adapter's own sheds count for the pool)", () => {
     const rc = cost(4);
-    const over = kvPoolLora(8), normal = kvPoolLora(2.5);
+    const over = kvPoolLora(8, 1), normal = kvPoolLora(2.5);
     const m = over.lp.modelColumn("m"), a = over.lp.modelColumn("a");
     // the adapter at the pool's normal level (0.25): sent while the pool is not overloaded
     rc.modelCol = a;
@@ -720,15 +767,15 @@ describe("shedding: an adapter's requests are in its base model's pool", () => {
     // the base model's standard requests at 0.8 are shed by the instance threshold until the pool is overloaded
     rc.modelCol = m;
     let k = 0;
-    while (rc.overload.share("m") < 0.3) { expect(pick(over, rc, CRIT_STANDARD, k++).shed).toBe(true); expect(k).toBeLessThan(100); }
+    while (rc.overload.share("m") < 0.3) { expect(pick(over, rc, CRIT_STANDARD, k++, 1000).shed).toBe(true); expect(k).toBeLessThan(100); }
     // the adapter at 0.25 now: shed (standard and sheddable), as the base model's requests are
     rc.modelCol = a;
-    expect(pick(normal, rc, CRIT_STANDARD, 1).shed).toBe(true);
-    expect(pick(normal, rc, CRIT_SHEDDABLE, 2).shed).toBe(true);
-    expect(pick(normal, rc, CRIT_CRITICAL, 3).shed).toBe(false);
+    expect(pick(normal, rc, CRIT_STANDARD, 1, 10000).shed).toBe(true);
+    expect(pick(normal, rc, CRIT_SHEDDABLE, 2, 10000).shed).toBe(true);
+    expect(pick(normal, rc, CRIT_CRITICAL, 3, 10000).shed).toBe(false);
     expect(rc.overload.share("a")).toBe(0);   // no separate state for the adapter
     rc.modelCol = m;
-    expect(pick(normal, rc, CRIT_STANDARD, 4).shed).toBe(true);
+    expect(pick(normal, rc, CRIT_STANDARD, 4, 10000).shed).toBe(true);
   });
 });
 

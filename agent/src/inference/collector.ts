@@ -107,7 +107,7 @@ function getOrCreate<T extends promClient.Metric<string>>(reg: promClient.Regist
 /** Record equality ignoring dataAgeMs (which changes continuously). */
 function sameRecord(a: InstanceRecord | undefined, b: InstanceRecord): boolean {
   if (!a) return false;
-  const keys: Array<keyof InstanceRecord> = ['healthy', 'reason', 'rho', 'esMs', 'es2Ms2', 'lambdaPerS', 'queueDepth', 'p50Ms', 'p99Ms', 'baselineP99Ms', 'gpuUtil', 'slots', 'slotsSource', 'esSource'];
+  const keys: Array<keyof InstanceRecord> = ['healthy', 'reason', 'rho', 'esMs', 'es2Ms2', 'lambdaPerS', 'queueDepth', 'p50Ms', 'p99Ms', 'baselineP99Ms', 'gpuUtil', 'slots', 'slotsSource', 'esSource', 'slotsFloor', 'queueGrowing'];
   return keys.every((k) => Object.is(a[k], b[k]) || (typeof a[k] === 'number' && Math.fround(a[k] as number) === Math.fround(b[k] as number)));
 }
 
@@ -313,9 +313,13 @@ export class InferenceCollector extends EventEmitter {
         inst.lastFailure = undefined;
         inst.goodScrapes++;
         inst.lastOkAt = t;
-        inst.state = inst.est.observe(t, signals);
         if (inst.llm) {
           inst.llm.signals = extractLlmSignals(out.exposition, svc.cfg.labels);
+          // the server's own sequence cap, where it exports one, is its slot count (a capacity, not a floor)
+          if (signals.slots === undefined && inst.llm.signals.maxNumSeqs !== undefined) signals.slots = inst.llm.signals.maxNumSeqs;
+        }
+        inst.state = inst.est.observe(t, signals);
+        if (inst.llm) {
           inst.llm.terms = inst.llm.est.observe(t, inst.llm.signals);
           inst.llm.kv.observe(signals.running, inst.llm.signals.kvCacheUsage);
         }
@@ -591,6 +595,9 @@ export function buildInstanceRecord(x: RecordInputs): { record: InstanceRecord; 
       slots: Math.max(1, st?.concurrency ?? x.concurrency ?? 1),
       slotsSource: st?.slotsSource ?? (x.concurrency !== undefined ? 'configured' : 'inferred'),
       esSource,
+      // capacity unknown: the filter does not shed on a floor (docs/contracts.md, flags bit 5)
+      ...((st ? st.slotsFloor : x.concurrency === undefined) ? { slotsFloor: true } : {}),
+      ...(st?.queueGrowing ? { queueGrowing: true } : {}),
     },
   };
 }

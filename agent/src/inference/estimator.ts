@@ -73,6 +73,9 @@
 //      (falls back to load when absent).
 import type { Hist, Signals } from './mappings';
 
+/** Scrapes in a row at which `waiting` must rise for queueGrowing: 3 (at the 1 s default, 3 s of growth; a burst that lands within two scrape intervals rises at most twice). */
+export const QUEUE_GROWTH_SCRAPES = 3;
+
 // ---------------------------------------------------------------- pure helpers
 
 /**
@@ -335,6 +338,10 @@ export interface EstimatorState {
   concurrencySource: 'configured' | 'exporter' | 'inferred-saturated' | 'inferred-max-running' | 'default';
   /** what the snapshot says about `slots` (decision D2) */
   slotsSource: SlotsSource;
+  /** `concurrency` is a floor, not a capacity: no batch seen yet, or none while the server queued (snapshot flag slotsFloor) */
+  slotsFloor: boolean;
+  /** the server's waiting count rose at each of the last QUEUE_GROWTH_SCRAPES scrapes (snapshot flag queueGrowing) */
+  queueGrowing: boolean;
   /** why the last scrape was rejected (broken exporter data); undefined when it was used */
   invalid?: string;
   /** requests in the instance: waiting + running (waiting alone if running is not exported) */
@@ -427,6 +434,8 @@ export class InstanceEstimator {
   private resets = 0;
   private maxRunningSaturated = 0;
   private maxRunning = 0;
+  /** consecutive scrapes whose `waiting` was above the scrape before's (queueGrowing) */
+  private waitingRises = 0;
   /** end times of the intervals in which a counter went backwards */
   private resetTimes: number[] = [];
   private invalid?: string;
@@ -493,6 +502,12 @@ export class InstanceEstimator {
       else if (svc.d) d.latency = svc.d;
       this.deltas.push(d);
     }
+    // Sustained excess, as the server itself shows it: its waiting count rose at every one of the
+    // last QUEUE_GROWTH_SCRAPES scrapes. A burst that arrives at once raises it once and then
+    // drains; an arrival rate above the service rate keeps raising it (lib/overload.ts).
+    const w0 = this.prev?.s.waiting;
+    if (s.waiting !== undefined && w0 !== undefined && s.waiting > w0) this.waitingRises++;
+    else this.waitingRises = 0;
     if (s.running !== undefined) {
       this.maxRunning = Math.max(this.maxRunning, s.running);
       if ((s.waiting ?? 0) > 0) this.maxRunningSaturated = Math.max(this.maxRunningSaturated, s.running);
@@ -671,6 +686,8 @@ export class InstanceEstimator {
       concurrency: c,
       concurrencySource: cSrc,
       slotsSource: cSrc === 'configured' ? 'configured' : cSrc === 'exporter' ? 'exporter' : 'inferred',
+      slotsFloor: cSrc === 'inferred-max-running' || cSrc === 'default',
+      queueGrowing: this.waitingRises >= QUEUE_GROWTH_SCRAPES && (last?.waiting ?? 0) > 0,
       invalid: this.invalid,
       queueDepth: last ? (inSystem(last) ?? NaN) : NaN,
       waiting: last?.waiting ?? NaN,

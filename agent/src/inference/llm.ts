@@ -36,12 +36,17 @@ export const VLLM_LLM_SERIES = {
   prefixCacheHits: ['vllm:prefix_cache_hits_total', 'vllm:gpu_prefix_cache_hits_total'],
   /** V0 only: a block hit-rate gauge over the engine's lifetime (approximate fallback) */
   prefixCacheHitRate: 'vllm:gpu_prefix_cache_hit_rate',
+  /** info gauge (value 1): the CacheConfig as labels, `num_gpu_blocks` and `block_size` among them */
+  cacheConfigInfo: 'vllm:cache_config_info',
+  /** newer releases' info gauge of the whole VllmConfig, flattened: `cache_config_num_gpu_blocks`, `cache_config_block_size`, `scheduler_config_max_num_seqs` */
+  vllmConfigInfo: 'vllm:vllm_config_info',
 } as const;
 
 const HIST_NAMES = [VLLM_LLM_SERIES.prefillTime, VLLM_LLM_SERIES.ttft, VLLM_LLM_SERIES.queueTime, VLLM_LLM_SERIES.interTokenLatency, VLLM_LLM_SERIES.timePerOutputToken];
 const KEEP = new Set<string>([
   VLLM_LLM_SERIES.promptTokens, VLLM_LLM_SERIES.generationTokens, VLLM_LLM_SERIES.loraInfo, ...VLLM_LLM_SERIES.kvCacheUsage,
   ...VLLM_LLM_SERIES.prefixCacheQueries, ...VLLM_LLM_SERIES.prefixCacheHits, VLLM_LLM_SERIES.prefixCacheHitRate,
+  VLLM_LLM_SERIES.cacheConfigInfo, VLLM_LLM_SERIES.vllmConfigInfo,
   ...HIST_NAMES.flatMap((n) => [`${n}_sum`, `${n}_count`]),
 ]);
 
@@ -71,6 +76,10 @@ export interface LlmSignals {
   /** inter-token latency, else time per output token */
   itl?: SumCount;
   kvCacheUsage?: number;
+  /** KV-cache capacity in tokens (num_gpu_blocks × block_size of the config info gauges); undefined: not exported */
+  kvTokens?: number;
+  /** the scheduler's sequence cap (vLLM --max-num-seqs) where an info gauge exports it: the `slots` the estimator uses (source exporter) */
+  maxNumSeqs?: number;
   lora?: LoraInfo;
   /** prefix-cache counters (tokens queried / found cached), cumulative; both or neither */
   prefixQueries?: number;
@@ -128,6 +137,9 @@ export function extractLlmSignals(exp: Exposition, match?: Record<string, string
   out.lora = loraInfo(exp);
   const running = sumOf(exp, VLLM_LLM_SERIES.running, match);
   if (running !== undefined && Number.isFinite(running) && running >= 0) out.running = running;
+  const cap = configCapacity(exp, match);
+  if (cap.kvTokens !== undefined) out.kvTokens = cap.kvTokens;
+  if (cap.maxNumSeqs !== undefined) out.maxNumSeqs = cap.maxNumSeqs;
   for (let i = 0; i < VLLM_LLM_SERIES.prefixCacheQueries.length; i++) {
     const q = sumOf(exp, VLLM_LLM_SERIES.prefixCacheQueries[i], match);
     const h = sumOf(exp, VLLM_LLM_SERIES.prefixCacheHits[i], match);
@@ -139,6 +151,43 @@ export function extractLlmSignals(exp: Exposition, match?: Record<string, string
   }
   const rates = exp.samples.get(VLLM_LLM_SERIES.prefixCacheHitRate)?.filter((s) => labelsMatch(s.labels, match) && Number.isFinite(s.value) && s.value >= 0 && s.value <= 1);
   if (rates && rates.length > 0) out.prefixHitRate = rates.reduce((a, s) => a + s.value, 0) / rates.length;
+  return out;
+}
+
+/** A positive integer label (≤ 2^31), else undefined. */
+function intLabel(v: string | undefined): number | undefined {
+  if (v === undefined || !/^[0-9]{1,10}$/.test(v)) return undefined;
+  const n = Number(v);
+  return n >= 1 && n <= 2 ** 31 ? n : undefined;
+}
+
+/**
+ * What the servers' config info gauges say about capacity: the KV cache in tokens
+ * (`vllm:cache_config_info{num_gpu_blocks, block_size}`, else the flattened
+ * `vllm:vllm_config_info{cache_config_num_gpu_blocks, cache_config_block_size}`) and the sequence
+ * cap (`vllm:vllm_config_info{scheduler_config_max_num_seqs}`; the CacheConfig gauge does not carry
+ * it, and vLLM exports no scheduler gauge of its own). Several engines: the sum of their KV
+ * tokens, the sum of their caps. Missing or malformed labels: undefined (unknown), never 0.
+ */
+export function configCapacity(exp: Exposition, match?: Record<string, string>): { kvTokens?: number; maxNumSeqs?: number } {
+  const out: { kvTokens?: number; maxNumSeqs?: number } = {};
+  const sum = (name: string, blocks: string, size: string): number | undefined => {
+    const ss = exp.samples.get(name)?.filter((s) => labelsMatch(s.labels, match));
+    let t = 0, any = false;
+    for (const s of ss ?? []) {
+      const b = intLabel(s.labels[blocks]), z = intLabel(s.labels[size]);
+      if (b === undefined || z === undefined) continue;
+      t += b * z;
+      any = true;
+    }
+    return any ? t : undefined;
+  };
+  out.kvTokens = sum(VLLM_LLM_SERIES.cacheConfigInfo, 'num_gpu_blocks', 'block_size') ??
+    sum(VLLM_LLM_SERIES.vllmConfigInfo, 'cache_config_num_gpu_blocks', 'cache_config_block_size');
+  const caps = (exp.samples.get(VLLM_LLM_SERIES.vllmConfigInfo) ?? []).filter((s) => labelsMatch(s.labels, match))
+    .map((s) => intLabel(s.labels.scheduler_config_max_num_seqs)).filter((v): v is number => v !== undefined);
+  if (caps.length > 0) out.maxNumSeqs = caps.reduce((a, b) => a + b, 0);
+  if (out.kvTokens === undefined) delete out.kvTokens;
   return out;
 }
 

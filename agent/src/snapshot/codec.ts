@@ -97,6 +97,10 @@ export interface InstanceRecord {
   slotsSource?: SlotsSource;
   /** Where esMs/es2Ms2 came from (flags bits 3-4; cold start, docs/contracts.md). Optional on input: default 'measured'. */
   esSource?: EsSource;
+  /** flags bit 5: `slots` is a floor, not a capacity — inferred from the largest batch seen while the server never queued (or no batch yet). Optional: default false (old agents: a capacity). */
+  slotsFloor?: boolean;
+  /** flags bit 6: the server's own waiting count rose over each of the last QUEUE_GROWTH_SCRAPES scrapes (evidence of sustained excess, lib/overload.ts). Optional: default false. */
+  queueGrowing?: boolean;
 }
 
 export interface Snapshot {
@@ -372,8 +376,10 @@ export const PEERS_SECTION: SectionCodec<PeerRecord[]> = {
   },
 };
 
-/** Flags byte of an INSTANCES record: bit0 healthy, bits 1-2 slotsSource, bits 3-4 esSource (informational: the filter ignores them), bits 5-7 written 0 and ignored. */
+/** Flags byte of an INSTANCES record: bit0 healthy, bits 1-2 slotsSource, bits 3-4 esSource (informational: the filter ignores them), bit 5 slotsFloor, bit 6 queueGrowing (both 0 in older agents' documents, read as before), bit 7 written 0 and ignored. */
 export const FLAG_HEALTHY = 1;
+export const FLAG_SLOTS_FLOOR = 1 << 5;
+export const FLAG_QUEUE_GROWING = 1 << 6;
 export const SLOTS_SOURCE_SHIFT = 1;
 export const SLOTS_SOURCE_MASK = 3;
 export const ES_SOURCE_SHIFT = 3;
@@ -397,7 +403,8 @@ export const INSTANCES_SECTION: SectionCodec<InstanceRecord[]> = {
       w.str(r.peer ?? '', `instances[${i}].peer`);
       const esSrc = ES_SOURCES.indexOf(r.esSource ?? 'measured');
       if (esSrc < 0) throw new RangeError(`instances[${i}].esSource: must be one of ${ES_SOURCES.join('|')}`);
-      w.u8((r.healthy ? FLAG_HEALTHY : 0) | (src << SLOTS_SOURCE_SHIFT) | (esSrc << ES_SOURCE_SHIFT));
+      w.u8((r.healthy ? FLAG_HEALTHY : 0) | (src << SLOTS_SOURCE_SHIFT) | (esSrc << ES_SOURCE_SHIFT) |
+        (r.slotsFloor ? FLAG_SLOTS_FLOOR : 0) | (r.queueGrowing ? FLAG_QUEUE_GROWING : 0));
       w.u8(reason);
       for (const v of [r.rho, r.esMs, r.es2Ms2, r.lambdaPerS, r.queueDepth, r.p50Ms, r.p99Ms, r.baselineP99Ms, r.gpuUtil]) w.f32(v);
       w.u32(sat(r.dataAgeMs, 0xffffffff));
@@ -440,6 +447,9 @@ export const INSTANCES_SECTION: SectionCodec<InstanceRecord[]> = {
         slots: r.f32(),
         slotsSource,
         esSource: ES_SOURCES[(flags >> ES_SOURCE_SHIFT) & ES_SOURCE_MASK] ?? 'measured',
+        // only when set: documents without them decode as before
+        ...((flags & FLAG_SLOTS_FLOOR) !== 0 ? { slotsFloor: true } : {}),
+        ...((flags & FLAG_QUEUE_GROWING) !== 0 ? { queueGrowing: true } : {}),
       });
     }
     return out;
@@ -648,6 +658,8 @@ export function snapshotToJson(s: Snapshot): Record<string, unknown> {
       slots: f32(r.slots ?? 1),
       slotsSource: r.slotsSource ?? 'inferred',
       esSource: r.esSource ?? 'measured',
+      ...(r.slotsFloor ? { slotsFloor: true } : {}),
+      ...(r.queueGrowing ? { queueGrowing: true } : {}),
     }));
   }
   if (s.llm !== undefined) doc.llm = s.llm.map(llmToJson);

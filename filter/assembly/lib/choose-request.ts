@@ -59,9 +59,10 @@ export function pickForRequest(plan: Plan, lp: LlmPlan, inflight: Array<i32>, pe
     if (p.index >= 0) {
       // the pool is the base model's instances: an adapter's requests count with its base model's
       const pool = lp.hasData && rc.modelCol >= 0 && rc.modelCol < lp.poolOf.length ? unchecked(lp.poolOf[rc.modelCol]) : "";
-      const ov = rc.overload.share(pool) >= cp.shed.overloadShare;
+      // entered on the servers' evidence only (a growing queue), never on this filter's refusals
+      const ov = rc.overload.overloaded(pool, rc.evidence, nowMs, cp.shed.overloadShare);
       out.overloaded = ov;
-      out.shed = shouldShed(crit, unchecked(rc.shedLoadOf[p.index]), unchecked(rc.stdLoadOf[p.index]), rc.poolShedLoad,
+      out.shed = shouldShed(crit, ov, unchecked(rc.shedLoadOf[p.index]), unchecked(rc.stdLoadOf[p.index]), rc.poolShedLoad,
         ov ? poolLoadAt(rc.poolPressure, cp.shed.poolSheddable) : 0, ov ? poolLoadAt(rc.poolPressure, cp.shed.poolStandard) : 0);
       rc.overload.note(pool, out.shed, lp.modelIndex);
       if (out.shed) return out;

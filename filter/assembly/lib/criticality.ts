@@ -56,20 +56,23 @@ export class ShedAt {
 }
 
 /**
- * Whether a request of criticality `crit` is shed where it would go: `shedLoad` and `stdLoad` are
- * that instance's pressure as a multiple of its sheddable and standard thresholds (loadAt),
- * `poolShedLoad` the least such sheddable load among the eligible instances (+Inf when none is),
- * `poolSheddable` / `poolStandard` the pool's pressure as a multiple of the pool thresholds
- * (poolLoadAt), 0 while the pool is not overloaded.
- * Sheddable at 1, standard at 1; the sheddable threshold halves while the pool's least loaded
- * instance is at half of its own or more: near capacity, what is admitted queues ahead of the
- * critical requests still to come. At a pool threshold the class is shed wherever it would go:
- * the pool is held near its normal load under overload, not at each instance's threshold
+ * Whether a request of criticality `crit` is shed where it would go: `overloaded` whether its pool
+ * is overloaded by the servers' own evidence (lib/overload.ts), `shedLoad` and `stdLoad` that
+ * instance's pressure as a multiple of its sheddable and standard thresholds (loadAt; 0 where its
+ * capacity is unknown), `poolShedLoad` the least such sheddable load among the eligible instances
+ * (+Inf when none is), `poolSheddable` / `poolStandard` the pool's pressure as a multiple of the
+ * pool thresholds (poolLoadAt), 0 while the pool is not overloaded.
+ * Sheddable at 1; the sheddable threshold halves while the pool's least loaded instance is at half
+ * of its own or more: near capacity, what is admitted queues ahead of the critical requests still
+ * to come. Standard only while the pool is overloaded (at 1, or at a pool threshold): a pool the
+ * servers do not show saturated (ρ < 1: no sustained queue growth) never refuses a standard
+ * request — a burst queues at the servers. At a pool threshold the class is shed wherever it would
+ * go: the pool is held near its normal load under overload, not at each instance's threshold
  * (docs/architecture-choice.md, "Shedding").
  */
-export function shouldShed(crit: i32, shedLoad: f64, stdLoad: f64, poolShedLoad: f64, poolSheddable: f64 = 0, poolStandard: f64 = 0): bool {
+export function shouldShed(crit: i32, overloaded: bool, shedLoad: f64, stdLoad: f64, poolShedLoad: f64, poolSheddable: f64 = 0, poolStandard: f64 = 0): bool {
   // near capacity only the sheddable threshold tightens: standard is never shed below its own
   if (crit == CRIT_SHEDDABLE) return shedLoad >= (poolShedLoad >= 0.5 ? 0.5 : 1) || poolSheddable >= 1;
-  if (crit == CRIT_STANDARD) return stdLoad >= 1 || poolStandard >= 1;
+  if (crit == CRIT_STANDARD) return overloaded && (stdLoad >= 1 || poolStandard >= 1);
   return false;
 }

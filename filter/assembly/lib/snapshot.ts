@@ -74,6 +74,10 @@ export class InstanceState {
   slots: f32 = 1;
   /** where slots came from: SLOTS_INFERRED, SLOTS_CONFIGURED or SLOTS_EXPORTER (flags bits 1-2) */
   slotsSource: u8 = SLOTS_INFERRED;
+  /** flags bit 5: slots is a floor (inferred without the server ever queueing), not a capacity to shed on */
+  slotsFloor: bool = false;
+  /** flags bit 6: the server's waiting count rose at each of the last scrapes (evidence of sustained excess, lib/overload.ts) */
+  queueGrowing: bool = false;
 }
 
 export class Snapshot {
@@ -223,6 +227,8 @@ function decodeInstances(r: Reader, out: Array<InstanceState>): void {
     const flags = r.u8();
     s.healthy = (flags & 1) != 0;
     s.slotsSource = (flags >> 1) & 3;
+    s.slotsFloor = (flags & 32) != 0;
+    s.queueGrowing = (flags & 64) != 0;
     s.reason = r.u8();
     s.rho = r.f32();
     s.esMs = r.f32();

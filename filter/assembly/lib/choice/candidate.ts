@@ -27,6 +27,10 @@ export class Candidate {
   /** In-flight slot (see Inflight) and our in-flight count at that scrape. */
   slot: i32 = 0;
   inflightAtSnapshot: i32 = 0;
+  /** slots is a floor, not a capacity (snapshot flag): the backlog per slot is not shed on */
+  slotsFloor: bool = false;
+  /** the server's own queue keeps growing (snapshot flag): evidence for the pool's overload state */
+  queueGrowing: bool = false;
 }
 
 /**
@@ -53,6 +57,8 @@ export function candidateFrom(s: InstanceState, model: i32, stalenessMs: f64, ge
   c.perItemMs = es / c.slots;
   c.baseWaitMs = baseWaitMs(model, c.rho, es, <f64>s.es2Ms2, linkRttMs);
   c.queue = ok ? <f64>s.queueDepth : 0;
+  c.slotsFloor = s.slotsFloor;
+  c.queueGrowing = ok && s.queueGrowing;
   const age = ok ? <f64>s.dataAgeMs : 0;
   c.scrapeAtMs = generatedAtMs - age;
   c.staleAtMs = c.scrapeAtMs + stalenessMs;

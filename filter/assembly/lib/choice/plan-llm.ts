@@ -12,12 +12,22 @@ export class LlmPlan {
   n: i32 = 0;
   /** Whether any candidate has LLM data (no data: no model restriction). */
   hasData: bool = false;
+  /**
+   * Per-token terms per candidate, in ms, each filled where the instance's own is unknown (NaN or
+   * out of range) with the dearest measured value of the service's candidates (fillTerms): every
+   * candidate is priced in the same unit, and an unknown term never makes an instance cheaper than
+   * one that measured it. NaN in every candidate: no candidate measured that term, and it is left
+   * out for all of them (score-request.ts).
+   */
   prefillMs: StaticArray<f64> = new StaticArray<f64>(0);
   decodeMs: StaticArray<f64> = new StaticArray<f64>(0);
   /** The decode line (section type 5): ms per output token at batch n = decodeIdle + decodePerSeq · n;
    *  NaN both: unknown (an instance without its own line takes the fleet's, scaled: fillDecodeLines). */
   decodeIdle: StaticArray<f64> = new StaticArray<f64>(0);
   decodePerSeq: StaticArray<f64> = new StaticArray<f64>(0);
+  /** Candidates whose prefill / decode term was filled from the fleet (debug, tests). */
+  prefillFilled: i32 = 0;
+  decodeFilled: i32 = 0;
   kv: StaticArray<f64> = new StaticArray<f64>(0);
   /** sequences the KV cache holds (NaN: unknown): the shedding pressure's denominator where known */
   kvSeqs: StaticArray<f64> = new StaticArray<f64>(0);
@@ -115,7 +125,6 @@ export function buildLlmPlan(plan: Plan, service: string, llm: Array<InstanceLlm
     lp.loraRoom[i] = r.maxLoras > 0 ? max(0, <i32>r.maxLoras - loaded) : -1;
     lp.maxLoras[i] = r.maxLoras > 0 ? <i32>r.maxLoras : -1;
   }
-  fillDecodeLines(lp);
   const cols = lp.isBase.length;
   lp.hashes = new StaticArray<u32>(cols);
   for (let c = 0; c < cols; c++) lp.hashes[c] = modelHash(lp.names[c]);
@@ -130,6 +139,10 @@ export function buildLlmPlan(plan: Plan, service: string, llm: Array<InstanceLlm
       lp.flags[col * n + i] |= (r.modelFlags[k] & (MODEL_BASE | MODEL_LOADED | MODEL_WAITING)) | MODEL_LISTED;
     }
   }
+  lp.prefillFilled = fillTerms(lp.prefillMs);
+  lp.decodeFilled = fillTerms(lp.decodeMs);
+  // after the fill: an instance whose mean time per token was filled takes the scaled fleet line too
+  fillDecodeLines(lp);
   lp.poolOf = new Array<string>(cols);
   for (let c = 0; c < cols; c++) lp.poolOf[c] = poolName(lp, c);
   lp.snapFlags = new StaticArray<u8>(lp.flags.length);
@@ -180,4 +193,26 @@ function fillDecodeLines(lp: LlmPlan): void {
   }
 }
 
-function positiveOrNaN(x: f64): f64 { return x > 0 && x < Infinity ? x : NaN; }
+/** A per-token term as the contract bounds it (docs/contracts.md: 1e-6 .. 60000 ms), else NaN (unknown). */
+function positiveOrNaN(x: f64): f64 { return x >= TERM_MIN_MS && x <= TERM_MAX_MS ? x : NaN; }
+export const TERM_MIN_MS: f64 = 1e-6;
+export const TERM_MAX_MS: f64 = 60000;
+
+/**
+ * Fills the unknown (NaN) entries of a per-token term with the largest known one; returns how
+ * many were filled (0 when every entry is known or none is). The largest, not the median: an
+ * instance that has not measured a term is never priced below one that has (an unknown value
+ * can never make an instance cheaper), and it still draws traffic once the measured ones queue.
+ */
+export function fillTerms(t: StaticArray<f64>): i32 {
+  let worst: f64 = NaN;
+  let missing = 0;
+  for (let i = 0; i < t.length; i++) {
+    const v = unchecked(t[i]);
+    if (v != v) missing++;
+    else if (!(v <= worst)) worst = v;
+  }
+  if (worst != worst || missing == 0) return 0;
+  for (let i = 0; i < t.length; i++) if (unchecked(t[i]) != unchecked(t[i])) unchecked(t[i] = worst);
+  return missing;
+}

@@ -37,6 +37,10 @@ export class Plan {
   qAdj: StaticArray<f64>;
   slots: StaticArray<f64>;
   rho: StaticArray<f64>;
+  /** 1 where slots is a floor, not a capacity (candidate.ts) */
+  slotsFloor: StaticArray<u8>;
+  /** 1 where the server's own queue keeps growing (candidate.ts) */
+  queueGrowing: StaticArray<u8>;
   // kept for the debug header
   baseWaitMs: StaticArray<f64>;
   perItemMs: StaticArray<f64>;
@@ -72,6 +76,8 @@ export class Plan {
     this.qAdj = new StaticArray<f64>(n);
     this.slots = new StaticArray<f64>(n);
     this.rho = new StaticArray<f64>(n);
+    this.slotsFloor = new StaticArray<u8>(n);
+    this.queueGrowing = new StaticArray<u8>(n);
     this.baseWaitMs = new StaticArray<f64>(n);
     this.perItemMs = new StaticArray<f64>(n);
     this.cost = new StaticArray<f64>(n);
@@ -95,6 +101,8 @@ export class Plan {
       this.qAdj[i] = c.queue - <f64>c.inflightAtSnapshot;
       this.slots[i] = c.slots;
       this.rho[i] = c.rho;
+      this.slotsFloor[i] = c.slotsFloor ? 1 : 0;
+      this.queueGrowing[i] = c.queueGrowing ? 1 : 0;
       this.baseWaitMs[i] = c.baseWaitMs;
       this.perItemMs[i] = c.perItemMs;
       this.satAt[i] = saturationThreshold(c.rho, maxUtilization, c.slots);

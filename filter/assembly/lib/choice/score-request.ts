@@ -1,7 +1,8 @@
 // The request-aware scoring pass (request-aware services, once the body is read): the stale and
 // static filters as in score.ts, the model filter, and a cost built on the request's own size.
-// Where the instance's per-token terms are known (LLM section; docs/architecture-choice.md, "Cost"),
-// for continuous batching:
+// Where some candidate's per-token terms are known (LLM section; docs/architecture-choice.md, "Cost";
+// a term one instance lacks is filled from the fleet, plan-llm.ts fillTerms; a term none has is 0
+// for all: one unit for every candidate), for continuous batching:
 //   cost_i = rest_i + (P_i + O·d_i·(s + (1 − s)·occ_i) + modelCost_i)/weight_i + max(0, b_i − c_i)·E[S]_i/c_i/weight_i
 //            + ahead_i/weight_i
 //   P_i = uncached prompt tokens × prefill ms/token (scorer-prefix.ts), occ_i = (1 + min(b_i, c_i))/(1 + c_i),
@@ -12,7 +13,8 @@
 //   cost_i = rest_i + (S_i(request) + modelCost_i)/weight_i + b_i·E[S]_i/c_i/weight_i
 // It also gives each candidate's pressure for shedding (lib/choose-request.ts judges it where the
 // request would go): where the agent publishes the instance's KV capacity (kvSeqs), the backlog
-// as a share of it; else the backlog per slot, a KV cache near full counting 1 and a full one 2;
+// as a share of it; else the backlog per slot (0 while slots is only a floor: capacity unknown),
+// a KV cache near full counting 1 and a full one 2;
 // and the pool's: the summed backlog over the summed KV capacity of the eligible candidates.
 import { Plan, Scan } from "./plan";
 import { LlmPlan } from "./plan-llm";
@@ -23,7 +25,7 @@ import { cachedTokens } from "./scorer-prefix";
 import { ptr, f64At, setF64At, i32At } from "./flat";
 import { PendingPrefill } from "../pending-prefill";
 import { ShedAt, loadAt } from "../criticality";
-import { OverloadShares } from "../overload";
+import { OverloadShares, growthEvidence } from "../overload";
 import { AdapterStreams, streamedCostMs } from "./adapter-streams";
 
 /** The request's side of the cost, filled per request (reused: nothing allocated per request). */
@@ -40,7 +42,11 @@ export class RequestCost {
   poolShedLoad: f64 = Infinity;
   /** Result: the eligible candidates' backlog as a share of their summed KV capacity, over those whose capacity is known (NaN: none). */
   poolPressure: f64 = NaN;
-  /** Per model pool: the share of its non-critical requests shed lately (kept across requests). */
+  /** Result: eligible candidates whose server reports a growing queue (snapshot flag queueGrowing; lib/overload.ts). */
+  growing: i32 = 0;
+  /** Result: whether they are evidence of sustained excess for the request's pool (lib/overload.ts growthEvidence). */
+  evidence: bool = false;
+  /** Per model pool: the overload state and the share of its non-critical requests shed lately (kept across requests). */
   overload: OverloadShares = new OverloadShares();
   /** Result: the eligible candidate with the longest remembered prefix (-1: none). */
   affinity: i32 = -1;
@@ -96,6 +102,7 @@ export function scoreRequest(plan: Plan, lp: LlmPlan, inflightP: usize, pending:
   let affinity = -1;
   let affinityBlocks = 0;
   let poolBacklog: f64 = 0, poolSeqs: f64 = 0;
+  let growing = 0;
   if (rc.prefillMs.length < n) {
     rc.prefillMs = new StaticArray<f64>(n); rc.pressureOf = new StaticArray<f64>(n);
     rc.shedLoadOf = new StaticArray<f64>(n); rc.stdLoadOf = new StaticArray<f64>(n);
@@ -112,13 +119,16 @@ export function scoreRequest(plan: Plan, lp: LlmPlan, inflightP: usize, pending:
     const blocks = unchecked(rc.cachedBlocks[i]);
     if (blocks > affinityBlocks) { affinityBlocks = blocks; affinity = i; }
     const cached = cachedTokens(blocks, cp.blockBytes, cp.bytesPerToken, kv, cp.kvFull);
-    const pf = unchecked(lp.prefillMs[i]), dc = unchecked(lp.decodeMs[i]);
+    // filled from the fleet where the instance's own is unknown (plan-llm.ts fillTerms): NaN here
+    // means no candidate measured the term, which is then left out for every one (same unit for all)
+    const pfRaw = unchecked(lp.prefillMs[i]), dcRaw = unchecked(lp.decodeMs[i]);
     let b = f64At(qP, i) + <f64>i32At(inflightP, slot);
     if (b < 0) b = 0;
     const slots = f64At(slotsP, i);
     const inv = unchecked(lp.inv[i]);
     let c: f64;
-    if (pf == pf && dc == dc) {
+    if (pfRaw == pfRaw || dcRaw == dcRaw) {
+      const pf = pfRaw == pfRaw ? pfRaw : 0, dc = dcRaw == dcRaw ? dcRaw : 0;
       // Continuous batching (vLLM): the request joins the running batch at once while it has room.
       // It waits for the requests beyond the batch's slots and for the prefill this proxy sent
       // ahead of it; its decode is priced on the batch it joins (a step's time grows with the
@@ -146,7 +156,7 @@ export function scoreRequest(plan: Plan, lp: LlmPlan, inflightP: usize, pending:
         (over > 0 ? over * f64At(pwP, i) : 0) + (ahead > 0 ? ahead * inv : 0);
     } else {
       unchecked(rc.prefillMs[i] = 0);
-      const s = serviceMs(rc.promptTokens, cached, rc.outTokens, pf, dc, cp.fallbackPrefillMs, unchecked(lp.esMs[i]));
+      const s = serviceMs(rc.promptTokens, cached, rc.outTokens, NaN, NaN, cp.fallbackPrefillMs, unchecked(lp.esMs[i]));
       c = unchecked(lp.restMs[i]) * inv + (s + extra) * inv + b * f64At(pwP, i);
     }
     setF64At(costP, i, c);
@@ -158,18 +168,22 @@ export function scoreRequest(plan: Plan, lp: LlmPlan, inflightP: usize, pending:
     // and the live count sees what a 1 s old usage gauge does not. Else backlog per slot, and a
     // KV cache near full is saturation (vLLM queues and preempts there): from kvFull − 0.2 (where
     // prefix credit starts to fade, scorer-prefix.ts) it counts as backlog per slot 1, full as 2.
+    // Capacity unknown (no KV capacity and slots only a floor: the server never queued) means
+    // learn, not refuse: the backlog per slot is not pressure there, only the server's own KV
+    // gauge is (docs/contracts.md, flags bit 5).
     const kvSeqs = unchecked(lp.kvSeqs[i]);
     let pr: f64, shedLoad: f64, stdLoad: f64;
-    if (kvSeqs >= 1) {
+    if (kvSeqs >= 1 && kvSeqs <= 65535) {
       pr = b / kvSeqs;
       poolBacklog += b; poolSeqs += kvSeqs;
       shedLoad = loadAt(pr, th.kvSheddable); stdLoad = loadAt(pr, th.kvStandard);
     } else {
-      pr = b / slots;
+      pr = unchecked(plan.slotsFloor[i]) != 0 ? 0 : b / slots;
       if (kv >= cp.kvFull - 0.2 && pr < 1) pr = 1;
       if (kv >= cp.kvFull && pr < 2) pr = 2;
       shedLoad = loadAt(pr, th.sheddable); stdLoad = loadAt(pr, th.standard);
     }
+    if (unchecked(plan.queueGrowing[i]) != 0) growing++;
     unchecked(rc.pressureOf[i] = pr);
     unchecked(rc.shedLoadOf[i] = shedLoad);
     unchecked(rc.stdLoadOf[i] = stdLoad);
@@ -179,6 +193,8 @@ export function scoreRequest(plan: Plan, lp: LlmPlan, inflightP: usize, pending:
   rc.pressure = pressure;
   rc.poolShedLoad = poolShed;
   rc.poolPressure = poolSeqs > 0 ? poolBacklog / poolSeqs : NaN;
+  rc.growing = growing;
+  rc.evidence = growthEvidence(growing, eligible);
   rc.modelExcluded = excluded;
   rc.affinity = affinity;
   const sc = plan.scan;
