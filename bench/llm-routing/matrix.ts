@@ -11,6 +11,7 @@ import { GieScheduler, LeastRequest, RoundRobin } from './reference';
 import { SglangCacheAware } from './cache-aware';
 import { calibratedPeakPrefill, LlmdOptimizedBaseline } from './llmd';
 import { SwitchyardFilterPolicy } from './filter';
+import { SwitchyardBodyBlind } from './switchyard';
 import { quantile } from './report';
 import { A100_LLAMA8B, asBurst, evictionHeavy, gspBurst, gspPoisson, type MatrixScenario, multiTurn, noSharedPrefix, publishedFleet } from './published';
 
@@ -57,6 +58,8 @@ export function matrixPolicies(wasmPath: string): RoutingPolicy[] {
   const peak = calibratedPeakPrefill(A100_LLAMA8B as { stepBaseMs: number; prefillMsPerToken: number; maxNumBatchedTokens: number });
   return [
     new RoundRobin(), new LeastRequest(), new SglangCacheAware(), new GieScheduler(), new LlmdOptimizedBaseline({ peakPrefillThroughput: peak }),
+    // the body-blind load-aware choice (the no-shared-prefix target's reference; switchyard.ts)
+    new SwitchyardBodyBlind(1000),
     // shipped defaults: agent scrape 1 s, publish 250 ms, concurrency inferred, request.picker band, one worker
     new SwitchyardFilterPolicy({ wasmPath, agent: { scrapeIntervalMs: 1000 }, name: 'switchyard (shipped defaults)' }),
   ];

@@ -101,7 +101,7 @@ test('llm-d default: sticky at prefix score ≥ 0.8 until the TTFT gate breaks i
 test('quick matrix: every row runs on the cold burst and no shared prefix, every request accounted for, one table', { timeout: 300_000 }, () => {
   const all = runMatrix({ quick: true, seed: 1, wasmPath: 'build/switchyard.wasm', workloads: ['grouped', 'ns'] }, [1]);
   const cells = all[0];
-  assert.equal(cells.length, 12);
+  assert.equal(cells.length, 14);
   for (const c of cells) {
     assert.equal(c.served + c.refused, 128, `${c.policy} ${c.workload}`);
     assert.ok(c.served > 0 && c.reqPerS > 0 && c.ttftP99S > 0, `${c.policy} ${c.workload}`);
@@ -110,6 +110,6 @@ test('quick matrix: every row runs on the cold burst and no shared prefix, every
   const ca = cells.find((c) => c.policy === 'sglang cache-aware' && c.workload === 'grouped');
   assert.ok(rr && ca && ca.hitRate > rr.hitRate, 'cache-aware keeps prefixes where round robin scatters them');
   const table = matrixTable(all);
-  assert.equal(table.split('\n').length, 2 + 6);
+  assert.equal(table.split('\n').length, 2 + 7);
   assert.match(table, /switchyard \(shipped defaults\)/);
 });
