@@ -134,6 +134,8 @@ export class LlmAgentModel {
       service: LLM_SERVICE, addr: this.addrs[i],
       prefillMsPerToken: rt.terms?.prefillMsPerToken ?? NaN,
       decodeMsPerToken: rt.terms?.decodeMsPerToken ?? NaN,
+      decodeIdleMs: rt.terms?.decodeIdleMs ?? NaN,
+      decodeMsPerSeq: rt.terms?.decodeMsPerSeq ?? NaN,
       kvCacheUsage: rt.signals?.kvCacheUsage ?? NaN,
       kvSeqs: rt.kv.value(),
       maxLoras: lora && Number.isFinite(lora.maxLora) ? lora.maxLora : 0,

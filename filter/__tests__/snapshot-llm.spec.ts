@@ -68,4 +68,17 @@ describe("snapshot LLM section", () => {
     expect(isNaN(kvSeqsOrNaN(<f32>Infinity))).toBe(true);
     expect(isNaN(kvSeqsOrNaN(<f32>NaN))).toBe(true);
   });
+
+  it("accept-llm-decode-line.bin: section type 5 merged by address; out of range unknown; no line without the section", () => {
+    const r = decodeSnapshot(fixture("accept-llm-decode-line.bin"));
+    if (r.snapshot == null) throw new Error("rejected: " + r.error);
+    const s = r.snapshot!;
+    expect(s.llm.length).toBe(4);
+    expect(s.llm[0].decodeIdleMs).toBe(<f32>10.75);
+    expect(s.llm[0].decodeMsPerSeq).toBe(<f32>0.1875);
+    expect(isNaN(s.llm[2].decodeIdleMs)).toBe(true); // -1 ms: unknown, so neither term is used
+    expect(isNaN(s.llm[1].decodeIdleMs)).toBe(true);
+    const old = decodeSnapshot(fixture("accept-llm.bin")).snapshot!;
+    expect(isNaN(old.llm[0].decodeIdleMs)).toBe(true);
+  });
 });

@@ -63,3 +63,13 @@ test('LLM section round trip; absent when undefined; encoder bounds name the fie
   assert.ok(Number.isNaN(bad.llm![0].prefillMsPerToken) && Number.isNaN(bad.llm![0].kvCacheUsage) && Number.isNaN(bad.llm![0].kvSeqs));
   assert.equal(bad.llm![0].decodeMsPerToken, 7);
 });
+
+test('accept-llm-decode-line.bin: the decode line (section type 5) merged into the LLM records by address; out of range unknown', () => {
+  const s = decodeSnapshot(readFileSync(join(FIXTURE_DIR, 'accept-llm-decode-line.bin')));
+  assert.ok(s.llm);
+  assert.equal(s.llm[0].decodeIdleMs, 10.75);
+  assert.equal(s.llm[0].decodeMsPerSeq, 0.1875);
+  assert.equal(s.llm[2].decodeIdleMs, undefined);
+  assert.equal(s.llm[1].decodeIdleMs, undefined);
+  assert.deepEqual(s.unknownSections, []);
+});

@@ -599,6 +599,8 @@ export class InferenceCollector extends EventEmitter {
         addr: inst.addr,
         prefillMsPerToken: l.terms?.prefillMsPerToken ?? NaN,
         decodeMsPerToken: l.terms?.decodeMsPerToken ?? NaN,
+        decodeIdleMs: l.terms?.decodeIdleMs ?? NaN,
+        decodeMsPerSeq: l.terms?.decodeMsPerSeq ?? NaN,
         kvCacheUsage: l.signals?.kvCacheUsage ?? NaN,
         kvSeqs: l.kv.value(),
         maxLoras: lora && Number.isFinite(lora.maxLora) ? lora.maxLora : 0,

@@ -31,6 +31,8 @@ export interface LlmSeries {
   kvCacheUsage: string[];
   prefixCounters: Array<[queries: string, hits: string]>;
   prefixHitRate: string[];
+  /** the running batch gauge (the decode line is fitted against it) */
+  running?: string;
   /** info gauges whose labels carry the KV cache size and the sequence cap (vLLM) */
   cacheConfigInfo?: string;
   vllmConfigInfo?: string;
@@ -53,6 +55,7 @@ export const VLLM_LLM_SERIES: LlmSeries = {
   queueTime: ['vllm:request_queue_time_seconds'],
   itl: ['vllm:inter_token_latency_seconds', 'vllm:time_per_output_token_seconds'],
   loraInfo: 'vllm:lora_requests_info',
+  running: 'vllm:num_requests_running',
   kvCacheUsage: ['vllm:kv_cache_usage_perc', 'vllm:gpu_cache_usage_perc'],
   /**
    * Prefix-cache counters, in prompt tokens. `prompt_tokens_total` counts whole prompts, cached
@@ -84,6 +87,7 @@ export const SGLANG_LLM_SERIES: LlmSeries = {
   ttft: ['sglang:time_to_first_token_seconds'],
   queueTime: ['sglang:queue_time_seconds'],
   itl: ['sglang:inter_token_latency_seconds', 'sglang:time_per_output_token_seconds'],
+  running: 'sglang:num_running_reqs',
   kvCacheUsage: ['sglang:token_usage'],
   prefixCounters: [['sglang:prompt_tokens_total', 'sglang:cached_tokens_total']],
   prefixHitRate: ['sglang:cache_hit_rate'],
@@ -96,7 +100,7 @@ export function llmSeriesOf(kind: string): LlmSeries {
 
 const keepSet = (x: LlmSeries): string[] => [
   x.promptTokens, x.generationTokens, ...(x.loraInfo ? [x.loraInfo] : []),
-  ...(x.cacheConfigInfo ? [x.cacheConfigInfo] : []), ...(x.vllmConfigInfo ? [x.vllmConfigInfo] : []), ...x.kvCacheUsage, ...x.prefixCounters.flat(), ...x.prefixHitRate,
+  ...(x.running ? [x.running] : []), ...(x.cacheConfigInfo ? [x.cacheConfigInfo] : []), ...(x.vllmConfigInfo ? [x.vllmConfigInfo] : []), ...x.kvCacheUsage, ...x.prefixCounters.flat(), ...x.prefixHitRate,
   ...[...x.prefillTime, ...x.ttft, ...x.queueTime, ...x.itl].flatMap((n) => [`${n}_sum`, `${n}_count`]),
 ];
 const KEEP = new Set<string>([...keepSet(VLLM_LLM_SERIES), ...keepSet(SGLANG_LLM_SERIES)]);
@@ -137,6 +141,8 @@ export interface LlmSignals {
   prefixHits?: number;
   /** V0's lifetime block hit-rate gauge, in [0, 1] */
   prefixHitRate?: number;
+  /** requests in the running batch (`vllm:num_requests_running`): the batch the decode line is fitted against */
+  running?: number;
 }
 
 function sumOf(exp: Exposition, name: string, match?: Record<string, string>): number | undefined {
@@ -195,6 +201,8 @@ export function extractLlmSignals(exp: Exposition, match?: Record<string, string
     }
   }
   if (series.loraInfo) out.lora = loraInfo(exp, series.loraInfo);
+  const running = series.running ? sumOf(exp, series.running, match) : undefined;
+  if (running !== undefined && Number.isFinite(running) && running >= 0) out.running = running;
   const cap = configCapacity(exp, match, series);
   if (cap.kvTokens !== undefined) out.kvTokens = cap.kvTokens;
   if (cap.maxNumSeqs !== undefined) out.maxNumSeqs = cap.maxNumSeqs;
@@ -275,6 +283,50 @@ export interface LlmTerms {
   prefillTokens: 'prefix-counters' | 'hit-rate-gauge' | 'all-prompt';
   /** share of prompt tokens found cached behind the current prefill term (0 with 'all-prompt') */
   cachedShare: number;
+  /**
+   * The decode line, time per output token as a function of the running batch n:
+   * d(n) = decodeIdleMs + decodeMsPerSeq · n (docs/inference-llm.md, "Decode against the batch"),
+   * fitted on the window's intervals (their mean inter-token latency against their mean running
+   * count). NaN both: unknown (too few intervals, or the batch did not vary enough to tell the
+   * slope from the intercept).
+   */
+  decodeIdleMs: number;
+  decodeMsPerSeq: number;
+}
+
+/** Intervals with decode tokens a decode-line fit needs, and the spread of their running counts
+ *  (weighted variance, sequences²) below which the slope is not told from noise. */
+export const DECODE_FIT_MIN_INTERVALS = 4;
+export const DECODE_FIT_MIN_VARIANCE = 1;
+
+/**
+ * Weighted least squares of per-interval mean ITL (ms) on mean running count, weights = the
+ * interval's ITL count: (intercept, slope), NaN both when the spread is too small. The slope is
+ * kept ≥ 0 (a step never gets cheaper with more sequences) and the intercept ≥ 0 (at n = 0 a step
+ * still costs its fixed part): a negative intercept refits through the origin.
+ */
+export function fitDecodeLine(points: Array<{ running: number; itlMs: number; weight: number }>): { idleMs: number; perSeqMs: number } {
+  let w = 0, sx = 0, sy = 0, k = 0;
+  for (const p of points) {
+    if (!(p.weight > 0) || !Number.isFinite(p.running) || !Number.isFinite(p.itlMs)) continue;
+    w += p.weight; sx += p.weight * p.running; sy += p.weight * p.itlMs; k++;
+  }
+  if (k < DECODE_FIT_MIN_INTERVALS || !(w > 0)) return { idleMs: NaN, perSeqMs: NaN };
+  const mx = sx / w, my = sy / w;
+  let sxx = 0, sxy = 0;
+  for (const p of points) {
+    if (!(p.weight > 0) || !Number.isFinite(p.running) || !Number.isFinite(p.itlMs)) continue;
+    sxx += p.weight * (p.running - mx) ** 2;
+    sxy += p.weight * (p.running - mx) * (p.itlMs - my);
+  }
+  if (sxx / w < DECODE_FIT_MIN_VARIANCE) return { idleMs: NaN, perSeqMs: NaN };
+  let slope = Math.max(0, sxy / sxx);
+  let idle = my - slope * mx;
+  if (idle < 0) {
+    idle = 0;
+    slope = mx > 0 ? my / mx : 0;
+  }
+  return { idleMs: idle, perSeqMs: slope };
 }
 
 interface Interval {
@@ -291,6 +343,8 @@ interface Interval {
   queueCount: number;
   itlMs: number;
   itlCount: number;
+  /** mean of the running gauge at the interval's two scrapes (NaN: not exported) */
+  running: number;
 }
 
 export interface LlmTermOptions {
@@ -316,7 +370,7 @@ const MAX_INTERVALS = 1024;
 export class LlmTermEstimator {
   private prev?: LlmSignals;
   private intervals: Interval[] = [];
-  private last: LlmTerms = { prefillMsPerToken: NaN, decodeMsPerToken: NaN, prefillRequests: 0, decodeTokens: 0, prefillSource: 'none', prefillTokens: 'all-prompt', cachedShare: 0 };
+  private last: LlmTerms = { prefillMsPerToken: NaN, decodeMsPerToken: NaN, prefillRequests: 0, decodeTokens: 0, prefillSource: 'none', prefillTokens: 'all-prompt', cachedShare: 0, decodeIdleMs: NaN, decodeMsPerSeq: NaN };
   private readonly windowMs: number;
   private readonly minRequests: number;
 
@@ -348,10 +402,12 @@ export class LlmTermEstimator {
         queueCount: d(p.queueTime?.count, s.queueTime?.count),
         itlMs: d(p.itl?.sumMs, s.itl?.sumMs),
         itlCount: d(p.itl?.count, s.itl?.count),
+        running: 0,
       };
+      const running = p.running !== undefined && s.running !== undefined ? (p.running + s.running) / 2 : NaN;
       const values = Object.values(iv);
       // a restart (counters down) or broken values: re-base, do not use the interval
-      if (values.every((v) => Number.isFinite(v) && v >= 0)) this.intervals.push(iv);
+      if (values.every((v) => Number.isFinite(v) && v >= 0)) this.intervals.push({ ...iv, running });
     }
     this.trim(t);
     this.compute(s);
@@ -411,6 +467,12 @@ export class LlmTermEstimator {
     if (itlN > 0 && itl > 0) {
       this.last.decodeMsPerToken = itl / itlN;
       this.last.decodeTokens = itlN;
+      // the decode line: refitted on every window that can tell slope from intercept, else kept
+      const line = fitDecodeLine(this.intervals.map((iv) => ({ running: iv.running, itlMs: iv.itlCount > 0 ? iv.itlMs / iv.itlCount : NaN, weight: iv.itlCount })));
+      if (Number.isFinite(line.idleMs)) {
+        this.last.decodeIdleMs = line.idleMs;
+        this.last.decodeMsPerSeq = line.perSeqMs;
+      }
     }
   }
 }

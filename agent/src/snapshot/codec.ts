@@ -16,7 +16,7 @@
 // seq, generatedAtMs and lastSampleAtMs are u64 on the wire and `number` here: a value above
 // 2^53 is a structural error on both sides.
 import * as zlib from 'node:zlib';
-import { LLM_SECTION, llmToJson, sanitizeLlm, SECTION_LLM, type InstanceLlmRecord } from './llm';
+import { decodeLines, LLM_DECODE_SECTION, LLM_SECTION, llmToJson, mergeDecodeLines, sanitizeLlm, SECTION_LLM, SECTION_LLM_DECODE, type InstanceLlmRecord, type LlmDecodeRecord } from './llm';
 import { firstInvalidNumber, isEndpointAddress, judge, normalizeRtt, SLOTS_RULE, type InstanceNumberField } from './rules';
 import { RULES_SECTION, SECTION_RULES_TYPE } from './rules-section';
 import type { RuleDecision } from '../rules/engine';
@@ -542,6 +542,9 @@ export function encodeSnapshot(s: Snapshot, onInvalid?: (i: InvalidNumber) => vo
   const sections: EncodedSection[] = [{ type: SECTION_PEERS, payload: encodePeersSection(s.peers) }];
   if (s.instances !== undefined) sections.push({ type: SECTION_INSTANCES, payload: encodeInstancesSection(s.instances, onInvalid) });
   if (s.llm !== undefined) sections.push({ type: SECTION_LLM, payload: encodeLlmSection(s.llm) });
+  // the decode lines ride in their own section (type 5), so a decoder that predates them skips it
+  const lines = s.llm !== undefined ? decodeLines(s.llm) : [];
+  if (lines.length > 0) sections.push({ type: SECTION_LLM_DECODE, payload: encodeSection(LLM_DECODE_SECTION, lines) });
   if (s.rules !== undefined) sections.push({ type: SECTION_RULES, payload: encodeSection(RULES_SECTION, s.rules) });
   return encodeDocument(s, sections);
 }
@@ -576,6 +579,7 @@ export function decodeSnapshot(input: Uint8Array): DecodedSnapshot {
   const out: DecodedSnapshot = { seq, generatedAtMs, bootId, peers: [], unknownSections: [] };
   let pos = headerLen;
   let sawPeers = false;
+  let lines: LlmDecodeRecord[] | undefined;
   for (let i = 0; i < sectionCount; i++) {
     const sh = new Reader(buf, pos, total, `section ${i} header`);
     const type = sh.u16();
@@ -594,6 +598,9 @@ export function decodeSnapshot(input: Uint8Array): DecodedSnapshot {
     } else if (type === SECTION_LLM) {
       if (out.llm) throw new SnapshotDecodeError(`section ${i}: duplicate section type ${type}`);
       out.llm = decodeSection(LLM_SECTION, payload, `section ${i} (type ${type})`).map(sanitizeLlm);
+    } else if (type === SECTION_LLM_DECODE) {
+      if (lines) throw new SnapshotDecodeError(`section ${i}: duplicate section type ${type}`);
+      lines = decodeSection(LLM_DECODE_SECTION, payload, `section ${i} (type ${type})`);
     } else if (type === SECTION_RULES) {
       if (out.rules) throw new SnapshotDecodeError(`section ${i}: duplicate section type ${type}`);
       out.rules = decodeSection(RULES_SECTION, payload, `section ${i} (type ${type})`);
@@ -604,6 +611,7 @@ export function decodeSnapshot(input: Uint8Array): DecodedSnapshot {
     pos = start + len;
   }
   if (pos !== total) throw new SnapshotDecodeError(`document: ${total - pos} trailing bytes after ${sectionCount} sections`);
+  if (lines && out.llm) out.llm = mergeDecodeLines(out.llm, lines);
   return out;
 }
 

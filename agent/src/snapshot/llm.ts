@@ -40,6 +40,82 @@ export interface InstanceLlmRecord {
   /** adapters resident at once (vLLM --max-loras); 0 unknown / no LoRA */
   maxLoras: number;
   models: LlmModel[];
+  /**
+   * The decode line (section type 5, LLM_DECODE): ms per output token = decodeIdleMs +
+   * decodeMsPerSeq · running sequences (inference/llm.ts fitDecodeLine). Absent or NaN: unknown;
+   * written only when both are known.
+   */
+  decodeIdleMs?: number;
+  decodeMsPerSeq?: number;
+}
+
+export const SECTION_LLM_DECODE = 5;
+
+/** A decode-line term as published: the value when in [0, 60000] ms (judged as f32), NaN otherwise. */
+export function decodeLineOrNaN(v: number | undefined): number {
+  if (v === undefined) return NaN;
+  // Stryker disable next-line BooleanLiteral: equivalent, NaN is neither 'ok' when unknown nor when invalid: NaN either way
+  return judge(v, { min: 0, max: LLM_TERM_MAX_MS, nanIsUnknown: true }) === 'ok' ? v : NaN;
+}
+
+export interface LlmDecodeRecord {
+  service: string;
+  addr: string;
+  decodeIdleMs: number;
+  decodeMsPerSeq: number;
+}
+
+/** Section type 5: u16 count, u16 reserved, then per instance str service, str addr,
+ *  f32 decodeIdleMs, f32 decodeMsPerSeq (docs/contracts.md, "Section type 5, LLM decode line"). */
+export const LLM_DECODE_SECTION: SectionCodec<LlmDecodeRecord[]> = {
+  type: SECTION_LLM_DECODE,
+  name: 'LLM_DECODE',
+  write(w: Writer, records) {
+    if (!Number.isInteger(records.length) || records.length > 0xffff) throw new RangeError('llmDecode.length: must be an integer in 0..65535');
+    w.u16(records.length);
+    w.u16(0);
+    records.forEach((r, i) => {
+      if (!r.service) throw new RangeError(`llmDecode[${i}].service: must not be empty`);
+      w.str(r.service, `llmDecode[${i}].service`);
+      w.str(r.addr, `llmDecode[${i}].addr`);
+      w.f32(r.decodeIdleMs);
+      w.f32(r.decodeMsPerSeq);
+    });
+  },
+  read(r: Reader) {
+    const count = r.u16();
+    r.u16();
+    const out: LlmDecodeRecord[] = [];
+    for (let i = 0; i < count; i++) {
+      const service = r.str('llmDecode', i, 'service');
+      const addr = r.str('llmDecode', i, 'addr');
+      if (!service) r.fail(`llmDecode[${i}]: empty service`);
+      if (!isEndpointAddress(addr)) r.fail(`llmDecode[${i}]: address ${JSON.stringify(addr)} is not ip:port`);
+      out.push({ service, addr, decodeIdleMs: r.f32(), decodeMsPerSeq: r.f32() });
+    }
+    return out;
+  },
+};
+
+/** The decode-line records of the LLM records that know both terms (in range). */
+export function decodeLines(records: InstanceLlmRecord[]): LlmDecodeRecord[] {
+  const out: LlmDecodeRecord[] = [];
+  for (const r of records) {
+    const a = decodeLineOrNaN(r.decodeIdleMs), b = decodeLineOrNaN(r.decodeMsPerSeq);
+    if (Number.isFinite(a) && Number.isFinite(b)) out.push({ service: r.service, addr: r.addr, decodeIdleMs: a, decodeMsPerSeq: b });
+  }
+  return out;
+}
+
+/** Merges decoded decode lines into the LLM records (by service and address; out of range: unknown). */
+export function mergeDecodeLines(records: InstanceLlmRecord[], lines: LlmDecodeRecord[]): InstanceLlmRecord[] {
+  const by = new Map(lines.map((l) => [`${l.service} ${l.addr}`, l]));
+  return records.map((r) => {
+    const l = by.get(`${r.service} ${r.addr}`);
+    if (!l) return r;
+    const a = decodeLineOrNaN(l.decodeIdleMs), b = decodeLineOrNaN(l.decodeMsPerSeq);
+    return Number.isFinite(a) && Number.isFinite(b) ? { ...r, decodeIdleMs: a, decodeMsPerSeq: b } : r;
+  });
 }
 
 /** A per-token term as published: the value when in [1e-6, 60000] ms (judged as f32), NaN otherwise. */
@@ -132,6 +208,7 @@ export function llmToJson(r: InstanceLlmRecord): Record<string, unknown> {
     kvCacheUsage: f32(r.kvCacheUsage),
     kvSeqs: f32(r.kvSeqs),
     maxLoras: r.maxLoras,
+    ...(r.decodeIdleMs !== undefined && Number.isFinite(r.decodeIdleMs) ? { decodeIdleMs: f32(r.decodeIdleMs), decodeMsPerSeq: f32(r.decodeMsPerSeq ?? NaN) } : {}),
     models: r.models.map((m) => ({ name: m.name, base: (m.flags & MODEL_BASE) !== 0, loaded: (m.flags & MODEL_LOADED) !== 0, waiting: (m.flags & MODEL_WAITING) !== 0 })),
   };
 }

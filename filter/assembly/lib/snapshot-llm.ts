@@ -10,6 +10,8 @@ export class InstanceLlm {
   kvCacheUsage: f32 = NaN;        // 0..1, NaN: unknown
   kvSeqs: f32 = NaN;              // sequences the KV cache holds, 1..65535, NaN: unknown
   maxLoras: u16 = 0;              // 0: unknown / no LoRA
+  decodeIdleMs: f32 = NaN;        // decode line (section type 5): ms per output token at batch 0, NaN unknown
+  decodeMsPerSeq: f32 = NaN;      // ... and ms more per running sequence, NaN unknown
   models: Array<string> = [];
   modelFlags: Array<u8> = [];
 }
@@ -46,6 +48,54 @@ export function kvUsageOrNaN(v: f32): f32 {
 /** Sequences the KV cache holds: the value when in [1, 65535], NaN ("unknown") otherwise. */
 export function kvSeqsOrNaN(v: f32): f32 {
   return judge(v, 1, 65535, true) == VALUE_OK ? v : NaN;
+}
+
+// ---------------------------------------------------------------- decoder (section type 5)
+//
+// LLM decode line (docs/contracts.md, "Section type 5, LLM decode line"): u16 count, u16 reserved,
+// then per instance u8 serviceLen, service, u8 addrLen, addr, f32 decodeIdleMs, f32 decodeMsPerSeq.
+// Merged into the LLM records by service and address once the whole document is read; a value
+// out of [0, 60000] ms reads as NaN (unknown, both terms then left unknown for that instance).
+export const SECTION_LLM_DECODE: u16 = 5;
+
+export class DecodeLine {
+  service: string = "";
+  addr: string = "";
+  idleMs: f32 = NaN;
+  perSeqMs: f32 = NaN;
+}
+
+/** A decode-line term: the value when in [0, 60000] ms, NaN ("unknown") otherwise. */
+export function decodeLineOrNaN(v: f32): f32 {
+  return judge(v, 0, LLM_TERM_MAX_MS, true) == VALUE_OK ? v : NaN;
+}
+
+export function decodeLlmDecode(r: Reader, out: Array<DecodeLine>): void {
+  const count = <i32>r.u16();
+  r.u16();
+  for (let i = 0; i < count && r.err.length == 0; i++) {
+    const x = new DecodeLine();
+    const at = "llm decode " + i.toString();
+    x.service = r.str(at + " service");
+    x.addr = r.str(at + " address");
+    x.idleMs = decodeLineOrNaN(r.f32());
+    x.perSeqMs = decodeLineOrNaN(r.f32());
+    if (r.err.length > 0) return;
+    if (x.service.length == 0) { r.fail(at + ": empty service"); return; }
+    if (!isEndpointAddress(x.addr)) { r.fail(at + ": address is not ip:port"); return; }
+    out.push(x);
+  }
+}
+
+/** The decode lines into the LLM records they name (both terms known, else the record keeps NaN). */
+export function mergeDecodeLines(llm: Array<InstanceLlm>, lines: Array<DecodeLine>): void {
+  for (let k = 0; k < lines.length; k++) {
+    const l = lines[k];
+    if (!(l.idleMs == l.idleMs) || !(l.perSeqMs == l.perSeqMs)) continue;
+    for (let i = 0; i < llm.length; i++) {
+      if (llm[i].addr == l.addr && llm[i].service == l.service) { llm[i].decodeIdleMs = l.idleMs; llm[i].decodeMsPerSeq = l.perSeqMs; }
+    }
+  }
 }
 
 export function decodeLlm(r: Reader, out: Array<InstanceLlm>): void {

@@ -21,6 +21,10 @@ export class LlmPlan {
    */
   prefillMs: StaticArray<f64> = new StaticArray<f64>(0);
   decodeMs: StaticArray<f64> = new StaticArray<f64>(0);
+  /** The decode line (section type 5): ms per output token at batch n = decodeIdle + decodePerSeq · n;
+   *  NaN both: unknown (an instance without its own line takes the fleet's, scaled: fillDecodeLines). */
+  decodeIdle: StaticArray<f64> = new StaticArray<f64>(0);
+  decodePerSeq: StaticArray<f64> = new StaticArray<f64>(0);
   /** Candidates whose prefill / decode term was filled from the fleet (debug, tests). */
   prefillFilled: i32 = 0;
   decodeFilled: i32 = 0;
@@ -79,6 +83,8 @@ export function buildLlmPlan(plan: Plan, service: string, llm: Array<InstanceLlm
   lp.n = n;
   lp.prefillMs = new StaticArray<f64>(n);
   lp.decodeMs = new StaticArray<f64>(n);
+  lp.decodeIdle = new StaticArray<f64>(n);
+  lp.decodePerSeq = new StaticArray<f64>(n);
   lp.kv = new StaticArray<f64>(n);
   lp.kvSeqs = new StaticArray<f64>(n);
   lp.loraRoom = new StaticArray<i32>(n);
@@ -95,7 +101,7 @@ export function buildLlmPlan(plan: Plan, service: string, llm: Array<InstanceLlm
     lp.inv[i] = w > 0 ? 1.0 / w : Infinity;
     lp.esMs[i] = esMs[i];
     lp.restMs[i] = plan.baseWaitMs[i] - esMs[i];
-    lp.prefillMs[i] = NaN; lp.decodeMs[i] = NaN; lp.kv[i] = NaN; lp.kvSeqs[i] = NaN; lp.loraRoom[i] = -1; lp.maxLoras[i] = -1;
+    lp.prefillMs[i] = NaN; lp.decodeMs[i] = NaN; lp.decodeIdle[i] = NaN; lp.decodePerSeq[i] = NaN; lp.kv[i] = NaN; lp.kvSeqs[i] = NaN; lp.loraRoom[i] = -1; lp.maxLoras[i] = -1;
     const a = plan.addr[i];
     const r: InstanceLlm | null = byAddr.has(a) ? byAddr.get(a) : null;
     rec[i] = r;
@@ -103,6 +109,8 @@ export function buildLlmPlan(plan: Plan, service: string, llm: Array<InstanceLlm
     lp.hasData = true;
     lp.prefillMs[i] = positiveOrNaN(<f64>r.prefillMsPerToken);
     lp.decodeMs[i] = positiveOrNaN(<f64>r.decodeMsPerToken);
+    const idle = <f64>r.decodeIdleMs, per = <f64>r.decodeMsPerSeq;
+    if (idle >= 0 && idle < Infinity && per >= 0 && per < Infinity && lp.decodeMs[i] == lp.decodeMs[i]) { lp.decodeIdle[i] = idle; lp.decodePerSeq[i] = per; }
     const kv = <f64>r.kvCacheUsage;
     lp.kv[i] = kv >= 0 && kv <= 1 ? kv : NaN;
     const q = <f64>r.kvSeqs;
@@ -133,6 +141,8 @@ export function buildLlmPlan(plan: Plan, service: string, llm: Array<InstanceLlm
   }
   lp.prefillFilled = fillTerms(lp.prefillMs);
   lp.decodeFilled = fillTerms(lp.decodeMs);
+  // after the fill: an instance whose mean time per token was filled takes the scaled fleet line too
+  fillDecodeLines(lp);
   lp.poolOf = new Array<string>(cols);
   for (let c = 0; c < cols; c++) lp.poolOf[c] = poolName(lp, c);
   lp.snapFlags = new StaticArray<u8>(lp.flags.length);
@@ -159,6 +169,28 @@ export function modelHash(name: string): u32 {
     h *= 0x01000193;
   }
   return h;
+}
+
+/**
+ * One unit for decode across the candidates: where some instances have a decode line and others
+ * only their mean time per token, the others take the fleet's line scaled by their own mean over
+ * the fleet's (the same engine shape at their speed), so no instance is priced by the occupancy
+ * rule beside ones priced by the line (docs/inference-llm.md, "Decode against the batch"). No line
+ * anywhere: every candidate keeps the occupancy rule.
+ */
+function fillDecodeLines(lp: LlmPlan): void {
+  let k = 0, idle = 0.0, per = 0.0, dc = 0.0;
+  for (let i = 0; i < lp.n; i++) {
+    if (lp.decodeIdle[i] == lp.decodeIdle[i]) { k++; idle += lp.decodeIdle[i]; per += lp.decodePerSeq[i]; dc += lp.decodeMs[i]; }
+  }
+  if (k == 0 || !(dc > 0)) return;
+  for (let i = 0; i < lp.n; i++) {
+    const d = lp.decodeMs[i];
+    if (lp.decodeIdle[i] == lp.decodeIdle[i] || !(d == d)) continue;
+    const scale = d / (dc / <f64>k);
+    lp.decodeIdle[i] = (idle / <f64>k) * scale;
+    lp.decodePerSeq[i] = (per / <f64>k) * scale;
+  }
 }
 
 /** A per-token term as the contract bounds it (docs/contracts.md: 1e-6 .. 60000 ms), else NaN (unknown). */

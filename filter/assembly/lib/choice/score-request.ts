@@ -137,11 +137,22 @@ export function scoreRequest(plan: Plan, lp: LlmPlan, inflightP: usize, pending:
       // (request.decodeIdleShare, 0 by default: docs/architecture-choice.md, "The idle share").
       const own = (rc.promptTokens - (cached < rc.promptTokens ? cached : rc.promptTokens)) * pf;
       unchecked(rc.prefillMs[i] = own);
-      const occupancy = (1 + (b < slots ? b : slots)) / (1 + slots);
-      const share = cp.decodeIdleShare;
+      // Where the agent learned the instance's decode line (ms per token = idle + perSeq · batch,
+      // from its inter-token latency against its running count), the request's decode is priced on
+      // the batch it joins (its backlog and itself): a memory-bound step grows by perSeq per
+      // sequence, not in proportion to the batch's fill (docs/inference-llm.md, "Decode against
+      // the batch"). Else the occupancy rule above.
+      const idle = unchecked(lp.decodeIdle[i]);
+      let perToken: f64;
+      if (idle == idle) perToken = idle + unchecked(lp.decodePerSeq[i]) * (1 + b);
+      else {
+        const occupancy = (1 + (b < slots ? b : slots)) / (1 + slots);
+        const share = cp.decodeIdleShare;
+        perToken = dc * (share + (1 - share) * occupancy);
+      }
       const ahead = pending.aheadMs(slot, nowMs);
       const over = b - slots;
-      c = unchecked(lp.restMs[i]) * inv + (own + rc.outTokens * dc * (share + (1 - share) * occupancy) + extra) * inv +
+      c = unchecked(lp.restMs[i]) * inv + (own + rc.outTokens * perToken + extra) * inv +
         (over > 0 ? over * f64At(pwP, i) : 0) + (ahead > 0 ? ahead * inv : 0);
     } else {
       unchecked(rc.prefillMs[i] = 0);
