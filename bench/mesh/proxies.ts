@@ -3,7 +3,7 @@
 //
 //   npx tsx bench/mesh/proxies.ts --quick     # a smoke run: K 1,4,16,64, fleets A and B, rho 0.95, 1 s scrape, 2 000 measured
 //   npx tsx bench/mesh/proxies.ts             # default: rho 0.85 and 0.95, scrape 1 s and 250 ms, 5 000 measured
-//   [--k 1,4,16,64] [--fleets A,B] [--rhos 0.85,0.95] [--scrapes 1000,250] [--measured N] [--seed N]
+//   [--k 1,4,16,64] [--fleets A,B] [--rhos 0.85,0.95] [--scrapes 1000,250] [--measured N] [--warmup MS] [--seed N]
 //   [--wasm build/switchyard.wasm] [--out build/bench]
 //
 // Each proxy is an embedded Proxy-Wasm host with 2 worker VMs (+ the main-thread VM) running the
@@ -148,7 +148,7 @@ async function main(): Promise<void> {
     rhos: nums(arg('--rhos', quick ? '0.95' : '0.85,0.95'), '--rhos'),
     scrapesMs: nums(arg('--scrapes', quick ? '1000' : '1000,250'), '--scrapes'),
     measured: Number(arg('--measured', quick ? '2000' : '5000')),
-    warmupMs: quick ? 10_000 : 15_000,
+    warmupMs: Number(arg('--warmup', quick ? '10000' : '15000')),
     seed: Number(arg('--seed', '1')),
     wasm: path.resolve(ROOT, arg('--wasm', 'build/switchyard.wasm')),
   };
