@@ -2,7 +2,7 @@
 // against what a central picker knows.
 //
 //   npx tsx bench/mesh/proxies.ts --quick     # a smoke run: K 1,4,16,64, fleets A and B, rho 0.95, 1 s scrape, 2 000 measured
-//   npx tsx bench/mesh/proxies.ts             # default: rho 0.85 and 0.95, scrape 1 s and 250 ms, 5 000 measured
+//   npx tsx bench/mesh/proxies.ts             # default: rho 0.85 and 0.95, scrape 1 s and 250 ms, 3 000 measured
 //   [--k 1,4,16,64] [--fleets A,B] [--rhos 0.85,0.95] [--scrapes 1000,250] [--measured N] [--warmup MS] [--seed N]
 //   [--wasm build/switchyard.wasm] [--out build/bench]
 //
@@ -147,8 +147,8 @@ async function main(): Promise<void> {
     fleets: arg('--fleets', 'A,B').split(','),
     rhos: nums(arg('--rhos', quick ? '0.95' : '0.85,0.95'), '--rhos'),
     scrapesMs: nums(arg('--scrapes', quick ? '1000' : '1000,250'), '--scrapes'),
-    measured: Number(arg('--measured', quick ? '2000' : '5000')),
-    warmupMs: Number(arg('--warmup', quick ? '10000' : '15000')),
+    measured: Number(arg('--measured', quick ? '2000' : '3000')),
+    warmupMs: Number(arg('--warmup', '10000')),
     seed: Number(arg('--seed', '1')),
     wasm: path.resolve(ROOT, arg('--wasm', 'build/switchyard.wasm')),
   };
