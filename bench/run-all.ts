@@ -13,6 +13,7 @@ const runs: [string, string[]][] = [
   ['bench/routing/run.ts', quick ? ['--quick'] : []],
   ['bench/routing/inband.ts', quick ? ['--quick'] : []],
   ['bench/robustness/run.ts', quick ? ['--quick'] : []],
+  ['bench/mesh/proxies.ts', quick ? ['--quick'] : []],
   ['bench/request-parse.ts', quick ? ['--quick'] : []],
   ['bench/llm-routing/run.ts', quick ? ['--quick'] : []],
   ['bench/hostile-authorities.ts', quick ? ['--requests', '100000', '--large', '500'] : []],

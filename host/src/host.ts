@@ -15,6 +15,9 @@ import { DownstreamSink, HttpStream, UpstreamHandler } from './stream';
 import { HttpCallResponse, LogEntry, VmOwner, WA, WAModule, WasmVm, errMsg } from './vm';
 import { readImports } from './wasm-binary';
 
+/** Compiled modules by the identity of their bytes (a WeakMap: dropped with the buffer). */
+const compiledModules = new WeakMap<Uint8Array, WAModule>();
+
 /** Envoy's default per_connection_buffer_limit_bytes (1 MiB), the filter manager's buffer limit. */
 export const DEFAULT_BUFFER_LIMIT_BYTES = 1024 * 1024;
 
@@ -232,11 +235,16 @@ export class ProxyWasmHost implements VmOwner {
 
   static createSync(opts: HostOptions): ProxyWasmHost {
     const bytes = typeof opts.wasm === 'string' ? readFileSync(opts.wasm) : opts.wasm;
-    let module: WAModule;
-    try {
-      module = new WA.Module(bytes);
-    } catch (e) {
-      throw new Error(`Failed to load Wasm module: ${errMsg(e)}`);
+    // one compiled module per byte buffer: hosts created from the same Buffer (a DES with 64
+    // proxies) share it, as Envoy shares one compiled module across its worker VMs
+    let module: WAModule | undefined = compiledModules.get(bytes);
+    if (module === undefined) {
+      try {
+        module = new WA.Module(bytes);
+      } catch (e) {
+        throw new Error(`Failed to load Wasm module: ${errMsg(e)}`);
+      }
+      compiledModules.set(bytes, module);
     }
     const exports = new Set(WA.Module.exports(module).map((e) => e.name));
     let abi: AbiVersion;
