@@ -66,3 +66,18 @@ test('config info gauges: KV tokens from cache_config_info (else vllm_config_inf
   assert.equal(c.kvTokens, undefined);
   assert.equal(c.maxNumSeqs, undefined);
 });
+
+test('queueGrowing is measured in time, not in scrapes: at a 250 ms scrape, 0.5 s of rising queue is noise, 2 s of it is growth', () => {
+  const at = (e: InstanceEstimator, t: number, waiting: number) => e.observe(t, { matched: [], waiting, running: 8, completions: 0, serviceSumMs: 0 }).queueGrowing;
+  const noise = new InstanceEstimator();
+  // a queue wandering around 3: rises at two scrapes in a row (3 -> 4), which counting scrapes called growth
+  const seen = [2, 3, 2, 3, 4, 3, 2, 3, 2, 3, 2, 3].map((w, k) => at(noise, 1000 + k * 250, w));
+  assert.deepEqual(seen, seen.map(() => false));
+  const grow = new InstanceEstimator();
+  let last = false;
+  for (let k = 0; k <= 12; k++) last = at(grow, 1000 + k * 250, k); // +1 every 250 ms for 3 s
+  assert.equal(last, true);
+  // the same at the 1 s default: two rises of one step each
+  const slow = new InstanceEstimator();
+  assert.deepEqual([0, 2, 5].map((w, k) => at(slow, 1000 + k * 1000, w)), [false, false, true]);
+});

@@ -81,8 +81,18 @@
 //      (falls back to load when absent).
 import type { Hist, Signals } from './mappings';
 
-/** Scrapes in a row at which `waiting` must rise for queueGrowing: 2 (at the 1 s default, 2 s of growth; a burst that lands within one scrape interval rises once, then drains; 3 entered too late under a 2x overload: critical TTFT P99 388 -> 1790 ms in the quick bench). */
+/**
+ * Steps of at least QUEUE_GROWTH_STEP_MS over which `waiting` must rise, each step, for
+ * queueGrowing: 2 (2 s of growth; a burst that lands within one step rises once, then drains; 3
+ * steps entered too late under a 2x overload: critical TTFT P99 388 -> 1790 ms in the quick bench).
+ * Measured in time, not in scrapes: counted per scrape, a 250 ms scrape turned 0.5 s of queue
+ * noise at 0.6 of capacity into an overload episode (7 standard requests refused).
+ */
 export const QUEUE_GROWTH_SCRAPES = 2;
+/** The length of one growth step: the default scrape interval, so that at 1 s one step is one scrape. */
+export const QUEUE_GROWTH_STEP_MS = 1000;
+/** Bound on the (time, waiting) history kept for the growth test (a 16 ms scrape still covers 2 s). */
+const WAITING_HISTORY = 128;
 
 // ---------------------------------------------------------------- pure helpers
 
@@ -469,8 +479,8 @@ export class InstanceEstimator {
   private resets = 0;
   private maxRunningSaturated = 0;
   private maxRunning = 0;
-  /** consecutive scrapes whose `waiting` was above the scrape before's (queueGrowing) */
-  private waitingRises = 0;
+  /** (time, waiting) of the recent scrapes, oldest first (queueGrowing), bounded by WAITING_HISTORY */
+  private waitingSeen: Array<[number, number]> = [];
   /** end times of the intervals in which a counter went backwards */
   private resetTimes: number[] = [];
   private invalid?: string;
@@ -539,12 +549,16 @@ export class InstanceEstimator {
       else if (svc.d) d.latency = svc.d;
       this.deltas.push(d);
     }
-    // Sustained excess, as the server itself shows it: its waiting count rose at every one of the
-    // last QUEUE_GROWTH_SCRAPES scrapes. A burst that arrives at once raises it once and then
-    // drains; an arrival rate above the service rate keeps raising it (lib/overload.ts).
-    const w0 = this.prev?.s.waiting;
-    if (s.waiting !== undefined && w0 !== undefined && s.waiting > w0) this.waitingRises++;
-    else this.waitingRises = 0;
+    // Sustained excess, as the server itself shows it: its waiting count rose over each of the
+    // last QUEUE_GROWTH_SCRAPES steps of QUEUE_GROWTH_STEP_MS. A burst that arrives at once raises
+    // it once and then drains; an arrival rate above the service rate keeps raising it
+    // (lib/overload.ts). A scrape without the gauge forgets the history (no evidence).
+    if (s.waiting === undefined || !Number.isFinite(s.waiting)) this.waitingSeen.length = 0;
+    else {
+      this.waitingSeen.push([t, s.waiting]);
+      const horizon = t - (QUEUE_GROWTH_SCRAPES + 1) * QUEUE_GROWTH_STEP_MS;
+      while (this.waitingSeen.length > WAITING_HISTORY || (this.waitingSeen.length > 1 && this.waitingSeen[1][0] <= horizon)) this.waitingSeen.shift();
+    }
     if (s.running !== undefined) {
       this.maxRunning = Math.max(this.maxRunning, s.running);
       if ((s.waiting ?? 0) > 0) this.maxRunningSaturated = Math.max(this.maxRunningSaturated, s.running);
@@ -735,7 +749,7 @@ export class InstanceEstimator {
       concurrencySource: cSrc,
       slotsSource: cSrc === 'configured' ? 'configured' : cSrc === 'exporter' ? 'exporter' : 'inferred',
       slotsFloor: cSrc === 'inferred-max-running' || cSrc === 'default',
-      queueGrowing: this.waitingRises >= QUEUE_GROWTH_SCRAPES && (last?.waiting ?? 0) > 0,
+      queueGrowing: (last?.waiting ?? 0) > 0 && waitingGrew(this.waitingSeen, now),
       invalid: this.invalid,
       queueDepth: gauged ?? (last ? little : NaN),
       queueSource: gauged === undefined && last ? 'little' : 'gauges',
@@ -757,4 +771,24 @@ function scaleHist(h: HistDelta, w: number): HistDelta {
 
 function sameBounds(a: number[], b: number[]): boolean {
   return a.length === b.length && a.every((x, i) => x === b[i]);
+}
+
+/**
+ * Whether `waiting` rose over each of the last QUEUE_GROWTH_SCRAPES steps ending at `now`: the
+ * value now above the one at or before now − step, that one above the one at or before now − 2·step,
+ * and so on (the latest sample at or before each step boundary; a boundary before the history: no).
+ */
+export function waitingGrew(seen: ReadonlyArray<readonly [number, number]>, now: number): boolean {
+  if (seen.length < QUEUE_GROWTH_SCRAPES + 1) return false;
+  let cur = seen[seen.length - 1][1];
+  let idx = seen.length - 1;
+  for (let k = 1; k <= QUEUE_GROWTH_SCRAPES; k++) {
+    const at = now - k * QUEUE_GROWTH_STEP_MS;
+    while (idx >= 0 && seen[idx][0] > at) idx--;
+    if (idx < 0) return false;
+    const w = seen[idx][1];
+    if (!(cur > w)) return false;
+    cur = w;
+  }
+  return true;
 }
