@@ -473,7 +473,7 @@ export function kubectlKustomize(relDir: string): Obj[] {
   return parseYamlDocs(out, `kubectl kustomize ${relDir}`);
 }
 
-export const KUSTOMIZATIONS = ['istio/base', 'istio/overlays/cloud-a', 'istio/overlays/cloud-b', 'istio/options/agent-daemonset', 'istio/options/mesh-stats', 'istio/options/inference'];
+export const KUSTOMIZATIONS = ['istio/base', 'istio/overlays/cloud-a', 'istio/overlays/cloud-b', 'istio/options/agent-daemonset', 'istio/options/mesh-stats', 'istio/options/inference', 'istio/options/mesh'];
 
 // ------------------------------------------------------------ models
 
@@ -498,6 +498,7 @@ const MODELS: Record<string, ModelRef> = {
   'v1/Namespace': { module: 'kubernetes-models/v1/Namespace', cls: 'Namespace', iface: 'INamespace', esm: false },
   'apps/v1/DaemonSet': { module: 'kubernetes-models/apps/v1/DaemonSet', cls: 'DaemonSet', iface: 'IDaemonSet', esm: false },
   'apps/v1/Deployment': { module: 'kubernetes-models/apps/v1/Deployment', cls: 'Deployment', iface: 'IDeployment', esm: false },
+  'policy/v1/PodDisruptionBudget': { module: 'kubernetes-models/policy/v1/PodDisruptionBudget', cls: 'PodDisruptionBudget', iface: 'IPodDisruptionBudget', esm: false },
   'networking.k8s.io/v1/NetworkPolicy': { module: 'kubernetes-models/networking.k8s.io/v1/NetworkPolicy', cls: 'NetworkPolicy', iface: 'INetworkPolicy', esm: false },
 };
 

@@ -154,7 +154,8 @@ test('EnvoyFilters add the agent and ORIGINAL_DST clusters under the contract na
     const addr = agent.load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address;
     assert.equal(addr.port_value, C.ports.agent, `${k}: agent port`);
     assert.equal(agent.load_assignment.cluster_name, C.agentCluster);
-    if (k === 'istio/options/agent-daemonset') {
+    // the mesh option builds on the DaemonSet option: node agents behind the node-local Service
+    if (k === 'istio/options/agent-daemonset' || k === 'istio/options/mesh') {
       assert.equal(agent.type, 'STRICT_DNS');
       const svc = one(objs, 'Service', 'switchyard-agent');
       assert.equal(addr.address, `${svc.metadata.name}.${svc.metadata.namespace}.svc.cluster.local`);
@@ -560,4 +561,211 @@ test('mesh-wide stats option keeps wasmcustom.switchyard metrics', () => {
   for (const stat of ['wasmcustom.switchyard.link.decision.degraded', 'wasmcustom.switchyard.writer.active']) {
     assert.ok(prefixes.some((x) => stat.startsWith(x)), stat);
   }
+});
+
+// ------------------------------------------------------------ istio/options/mesh (issue 22)
+
+const MESH = 'istio/options/mesh';
+const meshObjs = (): Obj[] => rendered.get(MESH)!;
+/** labels ⊆ podLabels */
+const selects = (labels: Obj | undefined, podLabels: Obj): boolean =>
+  !!labels && Object.keys(labels).length > 0 && Object.entries(labels).every(([k, v]) => podLabels[k] === v);
+/** The agent config a workload really reads: --config path -> volumeMount -> ConfigMap key. */
+function mountedAgentConfig(objs: Obj[], workload: Obj): Obj {
+  const pod = workload.spec.template.spec;
+  const c = pod.containers[0];
+  const path: string = c.args[c.args.indexOf('--config') + 1];
+  const dir = path.slice(0, path.lastIndexOf('/'));
+  const mount = c.volumeMounts.find((m: Obj) => m.mountPath === dir);
+  assert.ok(mount, `${workload.metadata.name}: nothing mounted at ${dir}`);
+  const vol = pod.volumes.find((v: Obj) => v.name === mount.name);
+  const cm = one(objs, 'ConfigMap', vol.configMap.name, workload.metadata.namespace);
+  const text = cm.data[path.slice(dir.length + 1)];
+  assert.ok(text, `${workload.metadata.name}: ConfigMap ${cm.metadata.name} has no ${path}`);
+  return parseYamlDocs(text, `${MESH} ${cm.metadata.name}`)[0];
+}
+/** The Secret (name, key) a workload's file path comes from, or undefined. */
+function secretBehind(workload: Obj, file: string): { name: string; key: string } | undefined {
+  const pod = workload.spec.template.spec;
+  for (const m of pod.containers[0].volumeMounts ?? []) {
+    if (!file.startsWith(`${m.mountPath}/`)) continue;
+    const vol = pod.volumes.find((v: Obj) => v.name === m.name);
+    if (!vol?.secret) return undefined;
+    const item = (vol.secret.items ?? []).find((i: Obj) => i.path === file.slice(m.mountPath.length + 1));
+    return item ? { name: vol.secret.secretName, key: item.key } : undefined;
+  }
+  return undefined;
+}
+const natsConf = (objs: Obj[]): string => {
+  const d = one(objs, 'Deployment', 'switchyard-nats');
+  const c = d.spec.template.spec.containers[0];
+  const path: string = c.args[c.args.indexOf('--config') + 1];
+  const dir = path.slice(0, path.lastIndexOf('/'));
+  const mount = c.volumeMounts.find((m: Obj) => m.mountPath === dir);
+  const vol = d.spec.template.spec.volumes.find((v: Obj) => v.name === mount.name);
+  const text = one(objs, 'ConfigMap', vol.configMap.name, d.metadata.namespace).data[path.slice(dir.length + 1)];
+  assert.ok(text, 'the NATS Deployment mounts its nats.conf');
+  return text;
+};
+/** A top-level `key: value` of a NATS config (comments dropped). */
+const natsOption = (conf: string, key: string): string | undefined =>
+  new RegExp(`^\\s*${key}\\s*[:=]\\s*("?)([^"\\s]+)\\1\\s*$`, 'm').exec(conf.replace(/#.*$/gm, ''))?.[2];
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const meshDefaults = (require('../../agent/src/mesh/schema') as { meshSchema: Obj }).meshSchema.properties;
+
+test('mesh option: two collectors on two nodes, a PDB, a valid collector config with etcd', () => {
+  const objs = meshObjs();
+  const dep = one(objs, 'Deployment', 'switchyard-collector');
+  assert.equal(dep.spec.replicas, 2, 'two collectors (availability: one leads, one stands by)');
+  const podLabels = dep.spec.template.metadata.labels;
+  assert.ok(selects(dep.spec.selector.matchLabels, podLabels));
+  const pod = dep.spec.template.spec;
+  const anti: Obj[] = pod.affinity?.podAntiAffinity?.requiredDuringSchedulingIgnoredDuringExecution ?? [];
+  assert.ok(anti.some((t) => t.topologyKey === 'kubernetes.io/hostname' && selects(t.labelSelector?.matchLabels, podLabels)),
+    'required anti-affinity on the node, selecting the collectors themselves');
+  // with a required anti-affinity a surge pod needs a third node: roll one at a time instead
+  assert.equal(dep.spec.strategy.rollingUpdate.maxSurge, 0);
+  const pdb = one(objs, 'PodDisruptionBudget', undefined, dep.metadata.namespace);
+  assert.equal(pdb.spec.minAvailable, 1);
+  assert.ok(selects(pdb.spec.selector.matchLabels, podLabels), 'the PDB covers the collectors');
+  const ds = one(objs, 'DaemonSet', 'switchyard-agent');
+  assert.ok(!selects(pdb.spec.selector.matchLabels, ds.spec.template.metadata.labels), 'the PDB does not cover the node agents');
+  // the same agent build, locked down like the node agents
+  assert.equal(pod.containers[0].image, ds.spec.template.spec.containers[0].image);
+  assert.equal(pod.automountServiceAccountToken, false);
+  assert.equal(pod.securityContext.runAsNonRoot, true);
+  assert.equal(pod.containers[0].readinessProbe.httpGet.path, '/healthz');
+  assert.ok(pod.containers[0].resources.requests.memory && pod.containers[0].resources.limits.memory);
+  const cfg = mountedAgentConfig(objs, dep);
+  assert.deepEqual(checkAgentConfig(cfg), [], 'collector config (agent schema + loader)');
+  assert.equal(cfg.mesh.mode, 'collector');
+  assert.ok(cfg.mesh.etcd.endpoints.length >= 1);
+  for (const e of cfg.mesh.etcd.endpoints) assert.match(e, /\.svc\.cluster\.local:\d+$/, 'an in-cluster etcd');
+  assert.equal(cfg.mesh.etcd.leaseTtlS ?? meshDefaults.etcd.properties.leaseTtlS.default, 1, 'the 1 s lease docs/mesh.md measures');
+  assert.equal(cfg.listen.host, '0.0.0.0', 'httpGet probes reach the pod IP');
+  assert.equal(cfg.listen.port, pod.containers[0].ports[0].containerPort);
+});
+
+test('mesh option: the NATS Service, the server config and every agent agree on port and URL', () => {
+  const objs = meshObjs();
+  const svc = one(objs, 'Service', 'switchyard-nats');
+  const nats = one(objs, 'Deployment', 'switchyard-nats');
+  const c = nats.spec.template.spec.containers[0];
+  assert.match(c.image, /^nats:\d+\.\d+\.\d+$/, 'the official nats image, pinned by tag');
+  assert.ok(selects(svc.spec.selector, nats.spec.template.metadata.labels), 'the Service selects the NATS pod');
+  assert.ok(c.resources.requests.cpu && c.resources.requests.memory && c.resources.limits.memory);
+  const conf = natsConf(objs);
+  const port = (name: string): { port: number; target: number } => {
+    const sp = svc.spec.ports.find((x: Obj) => x.name === name);
+    assert.ok(sp, `Service port ${name}`);
+    const cp = c.ports.find((x: Obj) => x.name === sp.targetPort || x.containerPort === sp.targetPort);
+    assert.ok(cp, `${name}: targetPort ${sp.targetPort} is a container port`);
+    return { port: sp.port, target: cp.containerPort };
+  };
+  const client = port('client');
+  const monitor = port('monitor');
+  assert.equal(client.port, 4222);
+  assert.equal(monitor.port, 8222);
+  assert.equal(Number(natsOption(conf, 'port')), client.target, 'nats.conf port = the container port the Service targets');
+  assert.equal(Number(natsOption(conf, 'http_port')), monitor.target, 'nats.conf http_port = the monitoring port');
+  assert.equal(c.readinessProbe.httpGet.port, c.ports.find((x: Obj) => x.containerPort === monitor.target).name);
+  const np = one(objs, 'NetworkPolicy', 'switchyard-nats');
+  assert.ok(selects(np.spec.podSelector.matchLabels, nats.spec.template.metadata.labels));
+  assert.ok(np.spec.ingress[0].ports.some((x: Obj) => x.port === client.target));
+  for (const name of ['switchyard-collector', 'switchyard-agent']) {
+    const w = [...find(objs, 'Deployment', name), ...find(objs, 'DaemonSet', name)];
+    assert.equal(w.length, 1, name);
+    const cfg = mountedAgentConfig(objs, w[0]);
+    assert.ok(cfg.mesh?.nats?.servers?.length, `${name}: mesh.nats.servers`);
+    for (const s of cfg.mesh.nats.servers) {
+      const u = new URL(s);
+      assert.equal(u.hostname, `${svc.metadata.name}.${svc.metadata.namespace}.svc.cluster.local`, `${name}: ${s} names the NATS Service`);
+      assert.equal(Number(u.port), client.port, `${name}: ${s} uses the Service's client port`);
+      assert.equal(u.protocol, 'nats:');
+    }
+    assert.ok(np.spec.ingress[0].from.some((f: Obj) => selects(f.podSelector?.matchLabels, w[0].spec.template.metadata.labels)), `${name} may reach NATS`);
+  }
+});
+
+test('mesh option: the node agents subscribe to the pools the collectors publish', () => {
+  const objs = meshObjs();
+  const ds = one(objs, 'DaemonSet', 'switchyard-agent');
+  const sub = mountedAgentConfig(objs, ds);
+  assert.deepEqual(checkAgentConfig(sub), [], 'subscriber config (agent schema + loader)');
+  assert.equal(sub.mesh.mode, 'subscriber');
+  assert.equal(sub.mesh.etcd, undefined, 'subscribers need no etcd access');
+  const col = mountedAgentConfig(objs, one(objs, 'Deployment', 'switchyard-collector'));
+  const prefix = (cfg: Obj): string => cfg.mesh.nats.subjectPrefix ?? meshDefaults.nats.properties.subjectPrefix.default;
+  assert.equal(prefix(sub), prefix(col), 'same subjects prefix');
+  // a pool is (peer, service): subscribers wait for exactly the pools the collectors elect and publish
+  const pools = (cfg: Obj): string[] => cfg.inference.services.map((s: Obj) => `${s.peer ?? ''}/${s.name}`).sort();
+  assert.deepEqual(pools(sub), pools(col));
+  assert.deepEqual(sub.inference.services, col.inference.services, 'the fallback scrapes what the collectors scrape');
+  // apart from `mesh`, the node agents keep the DaemonSet option's config (the filters, the link)
+  const plain = mountedAgentConfig(rendered.get('istio/options/agent-daemonset')!, one(rendered.get('istio/options/agent-daemonset')!, 'DaemonSet'));
+  const { mesh: _mesh, ...rest } = sub;
+  void _mesh;
+  assert.deepEqual(rest, plain);
+  checkInferenceWiring(MESH, one(objs, 'WasmPlugin'), sub, objs);
+});
+
+test('mesh option: no secret value committed; NATS and every agent take the token from one Secret', () => {
+  const objs = meshObjs();
+  assert.deepEqual(find(objs, 'Secret').map(resKey), [], 'no Secret is shipped (created by the operator, docs/install.md)');
+  // every credential-looking setting of a shipped config is a reference, not a value
+  for (const cm of find(objs, 'ConfigMap')) {
+    for (const [key, text] of Object.entries(cm.data as Obj)) {
+      for (const m of String(text).replace(/#.*$/gm, '').matchAll(/\b(token|password|pass|nkey|seed)\s*[:=]\s*("?)([^\s"]+)/gi)) {
+        assert.match(m[3], /^\$[A-Z_][A-Z0-9_]*$/, `${cm.metadata.name} ${key}: ${m[1]} must be an environment reference, not a value`);
+      }
+    }
+  }
+  const conf = natsConf(objs);
+  assert.match(conf.replace(/#.*$/gm, ''), /authorization\s*\{[^}]*token\s*:/, 'NATS requires a token');
+  const v = /token\s*:\s*\$([A-Z_][A-Z0-9_]*)/.exec(conf)![1];
+  const nats = one(objs, 'Deployment', 'switchyard-nats');
+  const env = nats.spec.template.spec.containers[0].env.find((e: Obj) => e.name === v);
+  assert.ok(env, `the NATS container sets $${v}`);
+  assert.equal(env.value, undefined, `$${v} has no literal value`);
+  const ref = env.valueFrom.secretKeyRef;
+  for (const name of ['switchyard-collector', 'switchyard-agent']) {
+    const w = [...find(objs, 'Deployment', name), ...find(objs, 'DaemonSet', name)][0];
+    const cfg = mountedAgentConfig(objs, w);
+    assert.ok(cfg.mesh.nats.tokenFile, `${name}: mesh.nats.tokenFile`);
+    assert.deepEqual(secretBehind(w, cfg.mesh.nats.tokenFile), { name: ref.name, key: ref.key }, `${name}: the token file is the NATS Secret's key`);
+  }
+});
+
+test('mesh option: the shipped nats.conf runs in nats-server and refuses clients without the token', async (t) => {
+  const { spawn } = await import('node:child_process');
+  const { mkdtempSync, writeFileSync, rmSync } = await import('node:fs');
+  const { tmpdir } = await import('node:os');
+  const { join } = await import('node:path');
+  const { createServer } = await import('node:net');
+  const { connect } = await import('nats');
+  const bin = process.env.NATS_BIN ?? '/usr/sbin/nats-server';
+  const free = (): Promise<number> => new Promise((r) => { const s = createServer().listen(0, '127.0.0.1', () => { const a = s.address() as { port: number }; s.close(() => r(a.port)); }); });
+  const dir = mkdtempSync(join(tmpdir(), 'swy-natsconf-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  writeFileSync(join(dir, 'nats.conf'), natsConf(meshObjs()));
+  const [port, http] = [await free(), await free()];
+  const token = `t${Math.random().toString(36).slice(2)}`;
+  // the shipped file, with the ports moved to free loopback ones (flags override the file)
+  const proc = spawn(bin, ['-c', join(dir, 'nats.conf'), '-a', '127.0.0.1', '-p', String(port), '-m', String(http)], { env: { ...process.env, NATS_TOKEN: token }, stdio: ['ignore', 'ignore', 'pipe'] });
+  let log = '';
+  proc.stderr!.on('data', (c) => (log += c));
+  t.after(() => { proc.kill('SIGKILL'); });
+  const end = Date.now() + 10_000;
+  for (;;) {
+    assert.equal(proc.exitCode, null, `nats-server rejected the shipped config: ${log}`);
+    const ok = await fetch(`http://127.0.0.1:${http}/healthz`).then((r) => r.ok, () => false);
+    if (ok) break; // the readiness/liveness probe path answers
+    assert.ok(Date.now() < end, `nats-server not healthy within 10 s: ${log}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  for (const bad of [undefined, 'wrong']) {
+    await assert.rejects(connect({ servers: `127.0.0.1:${port}`, token: bad, reconnect: false }), /AUTHORIZATION_VIOLATION|Authorization/i, `token ${bad} accepted`);
+  }
+  const nc = await connect({ servers: `127.0.0.1:${port}`, token, reconnect: false });
+  await nc.close();
 });
