@@ -6,6 +6,7 @@
 //   streaming: the agent's scraper -- parsed per chunk as it arrives, aborted at the cap
 // Both with the shipped cap (8 MiB) and with a large cap (--cap-mib, default 64) that lets the
 // 50 MB page through, which is where the buffered path starved the loop.
+import { spawn } from 'node:child_process';
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
@@ -133,6 +134,7 @@ async function run(mode: 'buffered' | 'streaming', cap: number, addrs: string[])
 }
 
 async function main(): Promise<void> {
+  if (process.argv.includes('--serve-hostile')) return serveHostile();
   if (process.argv.includes('--hostile')) return hostile();
   const servers = [await serve(page(7.4e6)), await serve(page(50e6))];
   const addrs = servers.map((s) => s.addr);
@@ -152,11 +154,32 @@ void main();
  *   npx tsx bench/agent-scrape-load.ts --hostile [--seconds 6]
  */
 async function hostile(): Promise<void> {
-  const buckets = await serve(bucketPage(100_000));
+  // The page servers run in a child process (they stand for the exporters, other machines): the
+  // lag and RSS printed are the scraper's alone, which is what the issue's targets are about.
+  const child = spawn(process.execPath, ['--import', 'tsx', __filename, '--serve-hostile'], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const line = await new Promise<string>((resolve, reject) => {
+    let buf = '';
+    child.stdout!.on('data', (c: Buffer) => { buf += c.toString('utf8'); const i = buf.indexOf('\n'); if (i >= 0) resolve(buf.slice(0, i)); });
+    child.once('exit', (code) => reject(new Error(`page servers exited (${code})`)));
+  });
+  const { buckets, others, bucketBytes } = JSON.parse(line) as { buckets: string; others: string[]; bucketBytes: number };
+  try {
+    console.log(`agent scrape load, hostile pages (${(bucketBytes / 1e6).toFixed(1)} MB page with a 100,000-bucket histogram; servers in a child process), each scraped every 1 s for ${SECONDS} s`);
+    console.log('7.4 MB page alone:            ' + (await run('streaming', DEFAULT_CAP, [others[0]])));
+    console.log('100,000 buckets alone:        ' + (await run('streaming', DEFAULT_CAP, [buckets])));
+    console.log('100,000 buckets + 7.4 + 50 MB: ' + (await run('streaming', DEFAULT_CAP, [buckets, ...others])));
+  } finally {
+    child.stdin!.end();
+    child.kill();
+  }
+}
+
+/** The child of --hostile: serves the pages, prints their addresses, exits when its stdin closes. */
+async function serveHostile(): Promise<void> {
+  const b = bucketPage(100_000);
+  const buckets = await serve(b);
   const others = [await serve(page(7.4e6)), await serve(page(50e6))];
-  console.log(`agent scrape load, hostile pages (${(bucketPage(100_000).length / 1e6).toFixed(1)} MB page with a 100,000-bucket histogram), each scraped every 1 s for ${SECONDS} s`);
-  console.log('7.4 MB page alone:            ' + (await run('streaming', DEFAULT_CAP, [others[0].addr])));
-  console.log('100,000 buckets alone:        ' + (await run('streaming', DEFAULT_CAP, [buckets.addr])));
-  console.log('100,000 buckets + 7.4 + 50 MB: ' + (await run('streaming', DEFAULT_CAP, [buckets.addr, ...others.map((s) => s.addr)])));
-  for (const s of [buckets, ...others]) await s.close();
+  process.stdout.write(JSON.stringify({ buckets: buckets.addr, others: others.map((s) => s.addr), bucketBytes: b.length }) + '\n');
+  process.stdin.resume();
+  process.stdin.once('end', () => process.exit(0));
 }

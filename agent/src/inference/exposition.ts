@@ -150,6 +150,16 @@ export class ExpositionParser {
   }
 
   /** Parse the last line and return the exposition. */
+  /** The first bound a sample exceeded (the page will be refused), if any. */
+  get overBound(): string | undefined { return this.out.overBound; }
+
+  /**
+   * What was parsed so far, without the partial last line: for a page already over a bound, which
+   * extractSignals refuses whatever follows (the scraper stops reading it; `dropped` then counts
+   * the samples dropped up to that point).
+   */
+  partial(): Exposition { return this.out; }
+
   end(): Exposition {
     this.line(this.rest);
     this.rest = '';

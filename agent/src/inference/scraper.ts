@@ -105,6 +105,12 @@ export function scrapeOnce(target: ScrapeTarget, opts: ScrapeOptions): Promise<S
           abort({ ok: false, reason: 'parse_error', status, bytes: size, message: parseMessage(e), durationMs: dur() });
           return;
         }
+        // over a storage bound: the page is refused whatever the rest says (extractSignals), so
+        // the rest is not read (a 100,000-bucket histogram parsed to its end cost the event loop)
+        if (parser.overBound !== undefined) {
+          abort({ ok: true, status, exposition: parser.partial(), bytes: size, durationMs: dur() });
+          return;
+        }
         // libuv reads a readable socket up to 32 times per poll: without a pause, a fast server's
         // page would be parsed in one long run; one chunk per event-loop turn lets timers (the
         // link probes) run between chunks
