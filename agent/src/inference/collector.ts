@@ -21,9 +21,10 @@ import { BaselineTracker, type EstimatorState, healthScore, InstanceEstimator } 
 import { type InstanceReason, type InstanceRecord } from './encode';
 import { extractSignals, GPU_GENERIC, hasLoadSignal, mappedSampleFilter, type MetricMappings, resolveMappings } from './mappings';
 import type { Exposition } from './exposition';
-import { fetchText, modelsOnPage, parseTritonModelConfig, planTriton, tritonHttpAddr, withoutModels, type TritonModelConfig, type TritonPlan } from './triton';
+import { MAX_CONFIG_BODY_BYTES, modelsOnPage, parseTritonModelConfig, planTriton, tritonHttpAddr, withoutModels, type TritonModelConfig, type TritonPlan } from './triton';
 import { type InferenceConfig, type InferenceServiceConfig, resolveInferenceConfig } from './schema';
 import { makeAgents, scrapeOnce } from './scraper';
+import { fetchText } from './fetch-text';
 import { extractLlmSignals, fetchModels, llmSampleFilter, llmSeriesOf, LlmTermEstimator, modelList, type LlmSeries, type LlmSignals, type LlmTerms, type ServedModels } from './llm';
 import type { EsSource } from '../snapshot/codec';
 import type { InstanceLlmRecord } from '../snapshot/llm';
@@ -399,7 +400,7 @@ export class InferenceCollector extends EventEmitter {
         batch.forEach((m) => seen.add(m));
         const got = await Promise.all(batch.map(async (m) => {
           try {
-            return parseTritonModelConfig(await fetchText(addr, `/v2/models/${encodeURIComponent(m)}/config`, cfg.scheme, this.config.modelsTimeoutMs, cfg.scheme === 'https' ? this.agents.https : this.agents.http), m);
+            return parseTritonModelConfig(await fetchText(addr, `/v2/models/${encodeURIComponent(m)}/config`, cfg.scheme, this.config.modelsTimeoutMs, MAX_CONFIG_BODY_BYTES, cfg.scheme === 'https' ? this.agents.https : this.agents.http), m);
           } catch (e) {
             error = `inference instance ${cfg.name}/${inst.addr}: triton ${(e as Error).message}`;
             if (tr.failedAt.size >= 256) tr.failedAt.clear();

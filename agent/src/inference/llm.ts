@@ -7,8 +7,7 @@
 //   - KV-cache usage (`vllm:kv_cache_usage_perc`, older `vllm:gpu_cache_usage_perc`).
 // Metric names per engine: vLLM (V0 and V1) and SGLang, LlmSeries below; test/inference/fixtures/, test/fixtures/engines/.
 import * as http from 'node:http';
-import * as https from 'node:https';
-import { parseAddr } from './discovery';
+import { fetchText } from './fetch-text';
 import type { Exposition } from './exposition';
 import { labelsMatch } from './exposition';
 import { MAX_LLM_MODELS, MODEL_BASE, MODEL_LOADED, MODEL_WAITING, type LlmModel } from '../snapshot/llm';
@@ -538,71 +537,10 @@ export function modelList(configured: string[], served: ServedModels | undefined
 }
 
 /**
- * GET scheme://addr{path} (the instance's model list), bounded: `timeoutMs` for the whole
- * exchange, at most MAX_MODELS_BODY_BYTES read. As for the scrape, https certificates are not
- * verified (in-cluster endpoints; the data is a list of model names). Rejects with an Error
- * whose message starts with the path and says why.
+ * GET scheme://addr{path} (the instance's model list), bounded (fetch-text.ts: `timeoutMs`, at
+ * most MAX_MODELS_BODY_BYTES). Rejects with an Error whose message starts with the path and says
+ * why; a malformed list with parseModelsList's own error (it names /v1/models itself).
  */
-export function fetchModels(addr: string, path: string, scheme: 'http' | 'https', timeoutMs: number, agent?: http.Agent): Promise<ServedModels> {
-  return new Promise((resolve, reject) => {
-    let settled = false;
-    const done = (err: Error | undefined, v?: ServedModels): void => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(timer);
-      if (err) reject(new Error(`${path}: ${err.message}`));
-      else resolve(v as ServedModels);
-    };
-    let target: { host: string; port: number };
-    try {
-      target = parseAddr(addr);
-    } catch (e) {
-      reject(new Error(`${path}: ${(e as Error).message}`));
-      return;
-    }
-    const { host, port } = target;
-    const mod = scheme === 'https' ? https : http;
-    const req = mod.request({
-      host, port, path, method: 'GET', agent,
-      headers: { accept: 'application/json', 'user-agent': 'switchyard-agent' },
-      ...(scheme === 'https' ? { rejectUnauthorized: false } : {}),
-    });
-    const timer = setTimeout(() => {
-      req.destroy();
-      done(new Error(`timeout after ${timeoutMs} ms`));
-    }, timeoutMs);
-    req.on('error', (e) => done(e));
-    req.on('response', (res) => {
-      const status = res.statusCode ?? 0;
-      if (status < 200 || status > 299) {
-        res.resume();
-        req.destroy();
-        done(new Error(`HTTP ${status}`));
-        return;
-      }
-      const chunks: Buffer[] = [];
-      let size = 0;
-      res.on('data', (c: Buffer) => {
-        size += c.length;
-        if (size > MAX_MODELS_BODY_BYTES) {
-          req.destroy();
-          done(new Error(`body larger than ${MAX_MODELS_BODY_BYTES} bytes`));
-          return;
-        }
-        chunks.push(c);
-      });
-      res.on('error', (e) => done(e));
-      res.on('end', () => {
-        try {
-          done(undefined, parseModelsList(Buffer.concat(chunks).toString('utf8')));
-        } catch (e) {
-          // parseModelsList names /v1/models itself
-          settled = true;
-          clearTimeout(timer);
-          reject(e);
-        }
-      });
-    });
-    req.end();
-  });
+export async function fetchModels(addr: string, path: string, scheme: 'http' | 'https', timeoutMs: number, agent?: http.Agent): Promise<ServedModels> {
+  return parseModelsList(await fetchText(addr, path, scheme, timeoutMs, MAX_MODELS_BODY_BYTES, agent));
 }

@@ -11,9 +11,6 @@
 //     several times (and averaged the ensemble's E[S] with its steps'). By default the composing
 //     models are left out, each request is measured once, at its top-level model; an ensemble's
 //     slots are its tightest step's (nested ensembles: the tightest of theirs).
-import * as http from 'node:http';
-import * as https from 'node:https';
-import { parseAddr } from './discovery';
 import type { Exposition } from './exposition';
 
 /** models of one page whose configuration is fetched; more are measured without one */
@@ -128,64 +125,6 @@ export function withoutModels(exp: Exposition, exclude: Set<string>): Exposition
   return { ...exp, samples, sampleCount: n };
 }
 
-/**
- * GET scheme://addr{path}, JSON text, bounded (timeoutMs for the whole exchange, at most
- * MAX_CONFIG_BODY_BYTES); rejects with an Error saying why.
- */
-export function fetchText(addr: string, path: string, scheme: 'http' | 'https', timeoutMs: number, agent?: http.Agent): Promise<string> {
-  return new Promise((resolve, reject) => {
-    let settled = false;
-    let timer: NodeJS.Timeout | undefined;
-    const done = (err: Error | undefined, v?: string): void => {
-      if (settled) return;
-      settled = true;
-      if (timer) clearTimeout(timer);
-      if (err) reject(new Error(`${path}: ${err.message}`));
-      else resolve(v as string);
-    };
-    let target: { host: string; port: number };
-    try {
-      target = parseAddr(addr);
-    } catch (e) {
-      done(e as Error);
-      return;
-    }
-    const mod = scheme === 'https' ? https : http;
-    const req = mod.request({
-      host: target.host, port: target.port, path, method: 'GET', agent,
-      headers: { accept: 'application/json', 'user-agent': 'switchyard-agent' },
-      ...(scheme === 'https' ? { rejectUnauthorized: false } : {}),
-    });
-    timer = setTimeout(() => {
-      req.destroy();
-      done(new Error(`timeout after ${timeoutMs} ms`));
-    }, timeoutMs);
-    req.on('error', (e) => done(e));
-    req.on('response', (res) => {
-      const status = res.statusCode ?? 0;
-      if (status < 200 || status > 299) {
-        res.resume();
-        req.destroy();
-        done(new Error(`HTTP ${status}`));
-        return;
-      }
-      const chunks: Buffer[] = [];
-      let size = 0;
-      res.on('data', (c: Buffer) => {
-        size += c.length;
-        if (size > MAX_CONFIG_BODY_BYTES) {
-          req.destroy();
-          done(new Error(`body larger than ${MAX_CONFIG_BODY_BYTES} bytes`));
-          return;
-        }
-        chunks.push(c);
-      });
-      res.on('error', (e) => done(e));
-      res.on('end', () => done(undefined, Buffer.concat(chunks).toString('utf8')));
-    });
-    req.end();
-  });
-}
 
 /** The address of Triton's HTTP endpoint for an instance scraped at `addr` (httpPort replaces the port). */
 export function tritonHttpAddr(addr: string, httpPort?: number): string {
