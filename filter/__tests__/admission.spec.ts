@@ -10,6 +10,7 @@ import { pickForRequest, RequestPick } from "../assembly/lib/choose-request";
 import { CRIT_STANDARD, CRIT_SHEDDABLE } from "../assembly/lib/criticality";
 import { Rng } from "../assembly/lib/inflight";
 import { PendingPrefill } from "../assembly/lib/pending-prefill";
+import { LlmFixture, snapOf } from "./llm-fixture";
 
 function inst(addr: string, q: f32, slots: u16, floor: bool = false): InstanceState {
   const s = new InstanceState();
@@ -25,27 +26,9 @@ function llm(addr: string, prefill: f32, decode: f32, kvSeqs: f32 = NaN, kv: f32
   return l;
 }
 
-class Fleet {
-  plan: Plan = new Plan([]);
-  lp: LlmPlan = new LlmPlan();
-  inflight: Array<i32> = [];
-  pending: PendingPrefill = new PendingPrefill();
-  constructor(is: Array<InstanceState>, ls: Array<InstanceLlm>) {
-    const snap = new Snapshot();
-    snap.instances = is; snap.llm = ls;
-    const cands = new Array<Candidate>();
-    const es = new Array<f64>(), w = new Array<f64>();
-    for (let i = 0; i < is.length; i++) {
-      const c = candidateFrom(is[i], MODEL_CONDITIONAL, 60000, 0, false);
-      c.slot = i;
-      cands.push(c);
-      es.push(c.perItemMs * c.slots);
-      w.push(c.weight);
-    }
-    this.plan = new Plan(cands);
-    this.lp = buildLlmPlan(this.plan, "llm", ls, es, w);
-    this.inflight = new Array<i32>(is.length);
-  }
+/** The plans for instances `is` with LLM records `ls`. */
+class Fleet extends LlmFixture {
+  constructor(is: Array<InstanceState>, ls: Array<InstanceLlm>) { super(snapOf(is, ls)); }
 }
 
 function req(n: i32, prompt: f64, out: f64): RequestCost {

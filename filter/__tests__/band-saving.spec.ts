@@ -10,7 +10,7 @@ import { bandPick } from "../assembly/lib/choice/picker-band";
 import { pickForRequest, RequestPick } from "../assembly/lib/choose-request";
 import { CRIT_STANDARD } from "../assembly/lib/criticality";
 import { Rng } from "../assembly/lib/inflight";
-import { PendingPrefill } from "../assembly/lib/pending-prefill";
+import { LlmFixture } from "./llm-fixture";
 
 const N = 8;
 
@@ -28,32 +28,19 @@ function llm(addr: string): InstanceLlm {
   return l;
 }
 
-class Fleet {
-  plan: Plan = new Plan([]);
-  lp: LlmPlan = new LlmPlan();
-  inflight: Array<i32> = [];
-  pending: PendingPrefill = new PendingPrefill();
-  /** every worker with the same backlog `q` of `slots` */
-  constructor(q: f32, slots: u16) {
-    const snap = new Snapshot();
-    const cands = new Array<Candidate>();
-    const es = new Array<f64>(), w = new Array<f64>();
-    for (let i = 0; i < N; i++) {
-      const a = "10.0.0." + (i + 1).toString() + ":80";
-      snap.instances.push(inst(a, q, slots));
-      snap.llm.push(llm(a));
-    }
-    for (let i = 0; i < N; i++) {
-      const c = candidateFrom(snap.instances[i], MODEL_CONDITIONAL, 60000, 0, false);
-      c.slot = i;
-      cands.push(c);
-      es.push(c.perItemMs * c.slots);
-      w.push(c.weight);
-    }
-    this.plan = new Plan(cands);
-    this.lp = buildLlmPlan(this.plan, "llm", snap.llm, es, w);
-    this.inflight = new Array<i32>(N);
+/** N workers, every one with the same backlog `q` of `slots`. */
+function fleetSnap(q: f32, slots: u16): Snapshot {
+  const snap = new Snapshot();
+  for (let i = 0; i < N; i++) {
+    const a = "10.0.0." + (i + 1).toString() + ":80";
+    snap.instances.push(inst(a, q, slots));
+    snap.llm.push(llm(a));
   }
+  return snap;
+}
+
+class Fleet extends LlmFixture {
+  constructor(q: f32, slots: u16) { super(fleetSnap(q, slots)); }
 }
 
 /** A generated-shared-prefix request: 2,140 + 131 prompt tokens, 256 out; `holder` has its

@@ -9,7 +9,7 @@ import { RequestCost, CostParams } from "../assembly/lib/choice/score-request";
 import { pickForRequest, RequestPick } from "../assembly/lib/choose-request";
 import { CRIT_STANDARD } from "../assembly/lib/criticality";
 import { Rng } from "../assembly/lib/inflight";
-import { PendingPrefill } from "../assembly/lib/pending-prefill";
+import { LlmFixture, snapOf } from "./llm-fixture";
 
 function inst(addr: string, q: f32): InstanceState {
   const s = new InstanceState();
@@ -26,28 +26,10 @@ function llm(addr: string, line: bool): InstanceLlm {
   return l;
 }
 
-class Two {
-  plan: Plan = new Plan([]);
-  lp: LlmPlan = new LlmPlan();
-  inflight: Array<i32> = [];
-  pending: PendingPrefill = new PendingPrefill();
-  /** instance 0: backlog 5, instance 1: backlog 2; lines on (a, b) */
+/** instance 0: backlog 5, instance 1: backlog 2; lines on (a, b) */
+class Two extends LlmFixture {
   constructor(a: bool, b: bool) {
-    const snap = new Snapshot();
-    snap.instances = [inst("10.0.0.1:80", 5), inst("10.0.0.2:80", 2)];
-    snap.llm = [llm("10.0.0.1:80", a), llm("10.0.0.2:80", b)];
-    const cands = new Array<Candidate>();
-    const es = new Array<f64>(), w = new Array<f64>();
-    for (let i = 0; i < 2; i++) {
-      const c = candidateFrom(snap.instances[i], MODEL_CONDITIONAL, 60000, 0, false);
-      c.slot = i;
-      cands.push(c);
-      es.push(c.perItemMs * c.slots);
-      w.push(c.weight);
-    }
-    this.plan = new Plan(cands);
-    this.lp = buildLlmPlan(this.plan, "llm", snap.llm, es, w);
-    this.inflight = new Array<i32>(2);
+    super(snapOf([inst("10.0.0.1:80", 5), inst("10.0.0.2:80", 2)], [llm("10.0.0.1:80", a), llm("10.0.0.2:80", b)]));
   }
   /** a generated-shared-prefix request (2,271 tokens, 256 out) whose 2,048-token prefix instance 0 holds; band 0 */
   pick(): i32 {

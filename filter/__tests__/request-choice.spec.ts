@@ -33,6 +33,7 @@ import { routeModel, basisPointsOf } from "../assembly/lib/request/model-route";
 import { ModelRule, ModelSplit, RequestConfig } from "../assembly/lib/request/config";
 import { Rng } from "../assembly/lib/inflight";
 import { PendingPrefill } from "../assembly/lib/pending-prefill";
+import { LlmFixture, snapOf } from "./llm-fixture";
 import { apiOfPath } from "../assembly/lib/request/endpoint";
 import { API_CHAT, API_COMPLETIONS, parseOpenAiRequest, ParseLimits } from "../assembly/lib/request/openai";
 import { withModel, withPriority, jsonEscape } from "../assembly/lib/request/rewrite";
@@ -50,33 +51,7 @@ function llm(addr: string, models: Array<string>, flags: Array<u8>, prefill: f32
   return l;
 }
 
-class Fixture {
-  plan: Plan = new Plan([]);
-  lp: LlmPlan = new LlmPlan();
-  inflight: Array<i32> = [];
-  pending: PendingPrefill = new PendingPrefill();
-  constructor(snap: Snapshot) {
-    const cands = new Array<Candidate>();
-    const es = new Array<f64>(), w = new Array<f64>();
-    for (let i = 0; i < snap.instances.length; i++) {
-      const c = candidateFrom(snap.instances[i], MODEL_CONDITIONAL, 60000, 0, false);
-      c.slot = i;
-      cands.push(c);
-      es.push(c.perItemMs * c.slots);
-      w.push(c.weight);
-    }
-    this.plan = new Plan(cands);
-    this.lp = buildLlmPlan(this.plan, "llm", snap.llm, es, w);
-    this.inflight = new Array<i32>(cands.length);
-  }
-}
-
-function snapOf(instances: Array<InstanceState>, l: Array<InstanceLlm>): Snapshot {
-  const s = new Snapshot();
-  s.instances = instances;
-  s.llm = l;
-  return s;
-}
+class Fixture extends LlmFixture {}
 
 function cost(n: i32): RequestCost {
   const rc = new RequestCost();
