@@ -46,6 +46,10 @@ test('an agent without a mesh key runs mode local (scrapes itself, no mesh runti
     assert.equal(a.mesh, undefined);
     const st = (await (await fetch(`${a.url}/status?format=json`)).json()) as Record<string, unknown>;
     assert.equal(st.mesh, undefined);
+    // the record appears with the first scrape's outcome (a blackholed address answers at the
+    // scrape timeout, a refused one at once): wait for a publication that carries it
+    const deadline = Date.now() + 10_000;
+    while (!a.snapshot().snapshot.instances?.length && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
     assert.equal(a.snapshot().snapshot.instances?.length, 1, 'its own scrape records');
   } finally {
     await a.stop();
