@@ -54,7 +54,7 @@ export function pickForRequest(plan: Plan, lp: LlmPlan, inflight: Array<i32>, pe
       if (a >= 0 && unchecked(plan.cost[a]) < unchecked(plan.cost[p.index])) { p.index = a; p.considered = 3; }
     }
     // the band never draws away a prefill saving larger than its own error (picker-band.ts)
-    else bandPick(plan, scan.best, band, rng, p, rc.prefillMs);
+    else bandPick(plan, scan.best, band, rng, p, rc.prefillMs, rc.decodeOf);
     // judged where the request would go: admitting on the account of the pool's least loaded
     // instance, which the picker may not have drawn, loads the busy ones; judged on the chosen
     // one, the share shed follows the share of busy instances (docs/architecture-choice.md)

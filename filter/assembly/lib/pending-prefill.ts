@@ -14,6 +14,7 @@
 // numbers its slots itself); an address the reader holds no slot for is skipped.
 import { AddrSections, AddrSectionWriter, concatSections, ADDR_SECTION_HEADER_BYTES } from "./shared-doc";
 import { Inflight } from "./inflight";
+import { SharedPrefill } from "./shared-prefill";
 
 export const PENDING_SECTION_HEADER_BYTES: i32 = ADDR_SECTION_HEADER_BYTES;
 
@@ -28,6 +29,8 @@ export class PendingPrefill {
   invalid: u64 = 0;
   /** The in-flight table's capacity at the last sync. */
   private synced: i32 = 0;
+  /** Which leading prompt blocks this VM's pending charges compute, per slot (shared-prefill.ts). */
+  spans: SharedPrefill = new SharedPrefill();
   /** Scratch for this VM's section (encodeOwn). */
   private writer: AddrSectionWriter = new AddrSectionWriter();
 
@@ -43,6 +46,7 @@ export class PendingPrefill {
     this.own = o;
     this.others = r;
     this.gen = g;
+    this.spans.grow(n);
   }
 
   /** After the in-flight table freed or reused slots: those slots' prefill is forgotten. */
@@ -51,7 +55,7 @@ export class PendingPrefill {
     const n = min(capacity, gen.length);
     // slots the in-flight table gave back at its top (Inflight trimTail): forgotten once, as a
     // freed slot is (a slot regrown there has a new generation and is cleared again below)
-    for (let s = n; s < this.synced && s < this.own.length; s++) { unchecked(this.own[s] = 0); unchecked(this.others[s] = 0); }
+    for (let s = n; s < this.synced && s < this.own.length; s++) { unchecked(this.own[s] = 0); unchecked(this.others[s] = 0); this.spans.clear(s); }
     this.synced = n;
     // the live slots only when given (issue 24 #2): a free slot is cleared when it is reused
     const m = live != null ? live.length : n;
@@ -63,6 +67,7 @@ export class PendingPrefill {
       unchecked(this.gen[s] = g);
       unchecked(this.own[s] = 0);
       unchecked(this.others[s] = 0);
+      this.spans.clear(s);
     }
   }
 
@@ -79,6 +84,29 @@ export class PendingPrefill {
     if (slot >= this.own.length) this.grow(slot + 1);
     const at = unchecked(this.own[slot]);
     unchecked(this.own[slot] = (at > nowMs ? at : nowMs) + ms);
+  }
+
+  /**
+   * As charge(), for a request whose prompt hashed to `hashes[0..nh)`, blocks below `from` already
+   * sent to `slot`, at `blockMs` of prefill per block there: the span its prefill computes is noted
+   * for later requests that share it (shared-prefill.ts).
+   */
+  chargeBlocks(slot: i32, nowMs: f64, ms: f64, hashes: StaticArray<u64>, nh: i32, from: i32, blockMs: f64): void {
+    if (slot < 0 || !(ms > 0) || ms == Infinity) return;
+    if (slot >= this.own.length) this.grow(slot + 1);
+    const at = unchecked(this.own[slot]);
+    const start = at > nowMs ? at : nowMs;
+    this.charge(slot, nowMs, ms);
+    this.spans.note(slot, hashes, nh, from, start, unchecked(this.own[slot]), blockMs);
+  }
+
+  /** The part of this VM's prefill ahead at `slot` that a request with these prompt blocks shares (shared-prefill.ts). */
+  sharedMs(slot: i32, nowMs: f64, hashes: StaticArray<u64>, nh: i32, matched: i32): f64 {
+    if (slot < 0 || slot >= this.own.length) return 0;
+    const own = unchecked(this.own[slot]) - nowMs;
+    if (!(own > 0)) return 0;
+    const s = this.spans.sharedMs(slot, hashes, nh, matched, nowMs);
+    return s < own ? s : own;
   }
 
   /** This VM's section: the addresses (of `addrs`, by slot) with prefill ahead at `nowMs`. */

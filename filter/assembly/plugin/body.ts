@@ -161,6 +161,8 @@ function chooseWithBody(s: SwitchyardStream, v: RequestView, h: BodyHold, body: 
   const n = plan.n;
   for (let i = 0; i < n; i++) unchecked(rc.cachedBlocks[i] = 0);
   req.index.lookup(req.hashes, nh, now, req.match);
+  rc.hashes = req.hashes;
+  rc.nh = nh;
   const m = req.match;
   for (let k = 0; k < m.slots.length; k++) {
     const slot = unchecked(m.slots[k]);

@@ -5,7 +5,10 @@
 // would all pick one "best". Its width is the error of what it spreads, and each part of a price
 // has its own (docs/architecture-choice.md, "The band and a real saving"):
 // - the load part (backlog, slots, E[S]) is known to within a fraction of the whole price: the
-//   band (10 % by default) of the cheapest's cost;
+//   band (10 % by default) of the cheapest's cost — of its time to first token where the price
+//   also holds the request's decode (`decodeMs`, per candidate): a decode of 256 tokens on the
+//   pool's line is the same few seconds everywhere, and 10 % of it (~0.7 s) spans several prefills
+//   queued ahead, which is the TTFT tail the band would draw into;
 // - the request's own prefill — its uncached prompt tokens on each candidate, which the proxy
 //   knows from where it sent the same prefix — is known to within the per-token rate's error, a
 //   fraction of that prefill, not of the whole price. So a candidate whose prefill exceeds the
@@ -18,11 +21,22 @@ import { Pick, Plan } from "./plan";
 import { ptr, f64At } from "./flat";
 
 /** Picks from a scored plan (plan.cost: +Inf = out) whose cheapest cost is `best`; `prefillMs`
- *  (optional, per candidate: the request's own uncached prefill there) bounds the draw as above. */
-export function bandPick(plan: Plan, best: f64, band: f64, rng: Rng, p: Pick, prefillMs: StaticArray<f64> | null = null): void {
+ *  (optional, per candidate: the request's own uncached prefill there) bounds the draw as above,
+ *  `decodeMs` (optional, per candidate: the decode part of its cost) narrows the band to the rest. */
+export function bandPick(plan: Plan, best: f64, band: f64, rng: Rng, p: Pick, prefillMs: StaticArray<f64> | null = null,
+  decodeMs: StaticArray<f64> | null = null): void {
   const n = plan.n;
   const costP = ptr(plan.cost);
-  const limit = best * (1 + band);
+  let limit = best * (1 + band);
+  if (decodeMs != null && decodeMs.length >= n) {
+    for (let i = 0; i < n; i++) {
+      if (f64At(costP, i) == best) {
+        const d = unchecked(decodeMs[i]);
+        if (d > 0 && d < best) limit = best + band * (best - d);
+        break;
+      }
+    }
+  }
   let prefillLimit = Infinity;
   if (prefillMs != null && band > 0 && prefillMs.length >= n) {
     // the cheapest (first on a tie)'s prefill

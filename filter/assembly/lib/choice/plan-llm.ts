@@ -13,16 +13,15 @@ export class LlmPlan {
   /** Whether any candidate has LLM data (no data: no model restriction). */
   hasData: bool = false;
   /**
-   * Per-token terms per candidate, in ms, each filled where the instance's own is unknown (NaN or
-   * out of range) with the dearest measured value of the service's candidates (fillTerms): every
-   * candidate is priced in the same unit, and an unknown term never makes an instance cheaper than
-   * one that measured it. NaN in every candidate: no candidate measured that term, and it is left
-   * out for all of them (score-request.ts).
+   * Per-token terms per candidate, in ms: the pool's median of the measured values, the same for
+   * every candidate (poolTerms): one engine model, so neither an unknown term nor a lucky window
+   * makes an instance cheaper. NaN in every candidate: no candidate measured that term
+   * (score-request.ts then prices prefill at request.fallbackPrefillMsPerToken and leaves decode out).
    */
   prefillMs: StaticArray<f64> = new StaticArray<f64>(0);
   decodeMs: StaticArray<f64> = new StaticArray<f64>(0);
-  /** The decode line (section type 5): ms per output token at batch n = decodeIdle + decodePerSeq · n;
-   *  NaN both: unknown (an instance without its own line takes the fleet's, scaled: fillDecodeLines). */
+  /** The decode line (section type 5): ms per output token at batch n = decodeIdle + decodePerSeq · n,
+   *  the pool's (medians of the instances' lines: poolDecodeLines); NaN both: no instance has one. */
   decodeIdle: StaticArray<f64> = new StaticArray<f64>(0);
   decodePerSeq: StaticArray<f64> = new StaticArray<f64>(0);
   /** Candidates whose prefill / decode term was filled from the fleet (debug, tests). */
@@ -139,10 +138,11 @@ export function buildLlmPlan(plan: Plan, service: string, llm: Array<InstanceLlm
       lp.flags[col * n + i] |= (r.modelFlags[k] & (MODEL_BASE | MODEL_LOADED | MODEL_WAITING)) | MODEL_LISTED;
     }
   }
-  lp.prefillFilled = fillTerms(lp.prefillMs);
-  lp.decodeFilled = fillTerms(lp.decodeMs);
-  // after the fill: an instance whose mean time per token was filled takes the scaled fleet line too
-  fillDecodeLines(lp);
+  // one engine model per pool (docs/inference-llm.md, "One price in ms"): every candidate is priced
+  // with the pool's median of the measured per-token terms and decode lines
+  lp.prefillFilled = poolTerms(lp.prefillMs);
+  lp.decodeFilled = poolTerms(lp.decodeMs);
+  poolDecodeLines(lp);
   lp.poolOf = new Array<string>(cols);
   for (let c = 0; c < cols; c++) lp.poolOf[c] = poolName(lp, c);
   lp.snapFlags = new StaticArray<u8>(lp.flags.length);
@@ -172,25 +172,53 @@ export function modelHash(name: string): u32 {
 }
 
 /**
- * One unit for decode across the candidates: where some instances have a decode line and others
- * only their mean time per token, the others take the fleet's line scaled by their own mean over
- * the fleet's (the same engine shape at their speed), so no instance is priced by the occupancy
- * rule beside ones priced by the line (docs/inference-llm.md, "Decode against the batch"). No line
- * anywhere: every candidate keeps the occupancy rule.
+ * One value of a per-token term for every candidate: the median of the measured ones (NaN entries
+ * unknown; none measured: left NaN, the term then left out for every candidate). Returns how many
+ * entries were unknown (0 when none is known).
+ *
+ * Why not each instance's own: on identical workers (issue 20's matrix, 8 × the same engine) the
+ * agent's per-instance estimates differ by the interference each instance happened to see in its
+ * window — prefill 0.12–0.29 ms per token, decode lines from (29.8 ms, 0 per sequence) to
+ * (0 ms, 5.1 per sequence) — and those differences, priced × 2,271 prompt or × 256 output tokens,
+ * were seconds: every request went to the instance with the flattest line or the luckiest prefill
+ * window (no-shared-prefix TTFT P99 2.07 s against round robin's 0.33 s). The median is the
+ * engine's value whatever a few instances measured; what differs between instances — their
+ * queue, their pending prefill, their cached prefix, their health weight — is still priced.
  */
-function fillDecodeLines(lp: LlmPlan): void {
-  let k = 0, idle = 0.0, per = 0.0, dc = 0.0;
-  for (let i = 0; i < lp.n; i++) {
-    if (lp.decodeIdle[i] == lp.decodeIdle[i]) { k++; idle += lp.decodeIdle[i]; per += lp.decodePerSeq[i]; dc += lp.decodeMs[i]; }
+export function poolTerms(t: StaticArray<f64>): i32 {
+  const m = medianKnown(t);
+  if (m != m) return 0;
+  let missing = 0;
+  for (let i = 0; i < t.length; i++) {
+    if (unchecked(t[i]) != unchecked(t[i])) missing++;
+    unchecked(t[i] = m);
   }
-  if (k == 0 || !(dc > 0)) return;
-  for (let i = 0; i < lp.n; i++) {
-    const d = lp.decodeMs[i];
-    if (lp.decodeIdle[i] == lp.decodeIdle[i] || !(d == d)) continue;
-    const scale = d / (dc / <f64>k);
-    lp.decodeIdle[i] = (idle / <f64>k) * scale;
-    lp.decodePerSeq[i] = (per / <f64>k) * scale;
+  return missing;
+}
+
+/** Median of the finite entries (NaN: none). Bounded by the candidates (a copy, insertion sort). */
+export function medianKnown(t: StaticArray<f64>): f64 {
+  let k = 0;
+  for (let i = 0; i < t.length; i++) if (unchecked(t[i]) == unchecked(t[i])) k++;
+  if (k == 0) return NaN;
+  const v = new StaticArray<f64>(k);
+  let j = 0;
+  for (let i = 0; i < t.length; i++) {
+    const x = unchecked(t[i]);
+    if (x != x) continue;
+    let p = j++;
+    while (p > 0 && unchecked(v[p - 1]) > x) { unchecked(v[p] = v[p - 1]); p--; }
+    unchecked(v[p] = x);
   }
+  return (k & 1) != 0 ? unchecked(v[k >> 1]) : 0.5 * (unchecked(v[(k >> 1) - 1]) + unchecked(v[k >> 1]));
+}
+
+/** The pool's decode line for every candidate: the medians of the lines' intercepts and slopes
+ *  (no line anywhere: none, each candidate keeps the occupancy rule on the pool's time per token). */
+function poolDecodeLines(lp: LlmPlan): void {
+  const idle = medianKnown(lp.decodeIdle), per = medianKnown(lp.decodePerSeq);
+  if (idle != idle || per != per) return;
+  for (let i = 0; i < lp.n; i++) { lp.decodeIdle[i] = idle; lp.decodePerSeq[i] = per; }
 }
 
 /** A per-token term as the contract bounds it (docs/contracts.md: 1e-6 .. 60000 ms), else NaN (unknown). */

@@ -1,16 +1,17 @@
 // The request-aware scoring pass (request-aware services, once the body is read): the stale and
-// static filters as in score.ts, the model filter, and a cost built on the request's own size.
-// Where some candidate's per-token terms are known (LLM section; docs/architecture-choice.md, "Cost";
-// a term one instance lacks is filled from the fleet, plan-llm.ts fillTerms; a term none has is 0
-// for all: one unit for every candidate), for continuous batching:
-//   cost_i = rest_i + (P_i + O·d_i·(s + (1 − s)·occ_i) + modelCost_i)/weight_i + max(0, b_i − c_i)·E[S]_i/c_i/weight_i
-//            + ahead_i/weight_i
-//   P_i = uncached prompt tokens × prefill ms/token (scorer-prefix.ts), occ_i = (1 + min(b_i, c_i))/(1 + c_i),
-//   s = request.decodeIdleShare (the part of a decode step an idle batch still costs)
-//   ahead_i = the prefill this proxy (every worker VM) sent to i and not done yet (lib/pending-prefill.ts)
-// and the chosen instance's pending prefill grows by P_i (RequestCost.charge). Otherwise the body-blind
-// form with the request's service time (scorer-size.ts):
-//   cost_i = rest_i + (S_i(request) + modelCost_i)/weight_i + b_i·E[S]_i/c_i/weight_i
+// static filters as in score.ts, the model filter, and one price in ms built on the request's own
+// size (docs/inference-llm.md, "One price in ms"). Where the snapshot has an LLM section:
+//   cost_i = rest_i + (P_i + modelCost_i)/weight_i + O·d(b_i)/weight_i + max(0, b_i + 1 − cap_i)·E[S]_i/cap_i/weight_i
+//            + max(0, ahead_i − shared_i)/weight_i
+//   P_i = uncached prompt tokens × the pool's prefill ms/token (plan-llm.ts poolTerms; none measured:
+//         request.fallbackPrefillMsPerToken), d(b) = the pool's decode line idle + perSeq·(1 + b)
+//         (no line: the occupancy rule on the pool's time per token; none measured: 0 for all),
+//   cap_i = a known capacity (slots while the server queued, or the KV cache's kvSeqs), unknown: no slot wait,
+//   ahead_i = the prefill this proxy (every worker VM) sent to i and not done yet (lib/pending-prefill.ts),
+//   shared_i = the part of it that computes the request's own leading blocks (lib/shared-prefill.ts)
+// and the chosen instance's pending prefill grows by P_i (RequestCost.charge). No LLM section
+// (a request-aware service that is no LLM): the body-blind form with the request's service time
+// (scorer-size.ts): cost_i = rest_i + (S_i(request) + modelCost_i)/weight_i + b_i·E[S]_i/c_i/weight_i
 // It also gives each candidate's pressure for shedding (lib/choose-request.ts judges it where the
 // request would go): where the agent publishes the instance's KV capacity (kvSeqs), the backlog
 // as a share of it; else the backlog per slot (0 while slots is only a floor: capacity unknown),
@@ -65,11 +66,22 @@ export class RequestCost {
   streams: AdapterStreams = new AdapterStreams();
   /** Scratch, per candidate: the request's prefill there (ms, its uncached tokens; 0 where the per-token terms are unknown). */
   prefillMs: StaticArray<f64> = new StaticArray<f64>(0);
+  /** The prompt's chain hashes (lib/request/prefix.ts hashPromptBlocks), `nh` of them: which blocks a pending prefill shares (shared-prefill.ts). */
+  hashes: StaticArray<u64> = new StaticArray<u64>(0);
+  nh: i32 = 0;
+  /** Scratch, per candidate: the decode part of its price (ms, de-weighted): the band is a share of the rest (picker-band.ts). */
+  decodeOf: StaticArray<f64> = new StaticArray<f64>(0);
+  /** Scratch, per candidate: prefill ms per prompt block there (0: per-token terms unknown). */
+  blockMsOf: StaticArray<f64> = new StaticArray<f64>(0);
+  /** Scratch, per candidate: the pending prefill there the request shares, left out of its wait (ms). */
+  sharedOf: StaticArray<f64> = new StaticArray<f64>(0);
   /** A request was sent to candidate i (slot `slot`) at `nowMs`: its prefill (and adapter load) queues behind what this proxy sent there before. */
   charge(pending: PendingPrefill, i: i32, slot: i32, nowMs: f64, extraMs: f64): void {
     if (i < 0 || i >= this.prefillMs.length) return;
     const add = unchecked(this.prefillMs[i]);
-    pending.charge(slot, nowMs, (add > 0 ? add : 0) + (extraMs > 0 && extraMs < Infinity ? extraMs : 0));
+    const ms = (add > 0 ? add : 0) + (extraMs > 0 && extraMs < Infinity ? extraMs : 0);
+    if (i < this.cachedBlocks.length && this.nh > 0) pending.chargeBlocks(slot, nowMs, ms, this.hashes, this.nh, unchecked(this.cachedBlocks[i]), unchecked(this.blockMsOf[i]));
+    else pending.charge(slot, nowMs, ms);
   }
 }
 
@@ -107,6 +119,8 @@ export function scoreRequest(plan: Plan, lp: LlmPlan, inflightP: usize, pending:
     rc.prefillMs = new StaticArray<f64>(n); rc.pressureOf = new StaticArray<f64>(n);
     rc.shedLoadOf = new StaticArray<f64>(n); rc.stdLoadOf = new StaticArray<f64>(n);
     rc.drainOf = new StaticArray<u8>(n); rc.runOf = new StaticArray<u8>(n);
+    rc.blockMsOf = new StaticArray<f64>(n); rc.sharedOf = new StaticArray<f64>(n);
+    rc.decodeOf = new StaticArray<f64>(n);
   }
   for (let i = 0; i < n; i++) {
     if (leftOutAt(skipP, staleP, skippedP, costP, checkStale, nowMs, i)) continue;
@@ -119,43 +133,60 @@ export function scoreRequest(plan: Plan, lp: LlmPlan, inflightP: usize, pending:
     const blocks = unchecked(rc.cachedBlocks[i]);
     if (blocks > affinityBlocks) { affinityBlocks = blocks; affinity = i; }
     const cached = cachedTokens(blocks, cp.blockBytes, cp.bytesPerToken, kv, cp.kvFull);
-    // filled from the fleet where the instance's own is unknown (plan-llm.ts fillTerms): NaN here
-    // means no candidate measured the term, which is then left out for every one (same unit for all)
+    // the pool's per-token terms (plan-llm.ts poolTerms): NaN means no candidate measured it
     const pfRaw = unchecked(lp.prefillMs[i]), dcRaw = unchecked(lp.decodeMs[i]);
     let b = f64At(qP, i) + <f64>i32At(inflightP, slot);
     if (b < 0) b = 0;
     const slots = f64At(slotsP, i);
     const inv = unchecked(lp.inv[i]);
     let c: f64;
-    if (pfRaw == pfRaw || dcRaw == dcRaw) {
-      const pf = pfRaw == pfRaw ? pfRaw : 0, dc = dcRaw == dcRaw ? dcRaw : 0;
-      // Continuous batching (vLLM): the request joins the running batch at once while it has room.
-      // It waits for the requests beyond the batch's slots and for the prefill this proxy sent
-      // ahead of it; its decode is priced on the batch it joins (a step's time grows with the
-      // batch; the learned time per token is the instance's usual batch, taken as a full one),
-      // optionally with a floor for the step's fixed part, which an idle batch pays too
-      // (request.decodeIdleShare, 0 by default: docs/architecture-choice.md, "The idle share").
+    if (lp.hasData) {
+      // One price in ms (docs/inference-llm.md, "One price in ms"): the request's expected time to
+      // first token there — the wait for the prefill this proxy sent ahead (less what the request
+      // shares of it), the wait for a batch slot beyond a known capacity, its own uncached prefill —
+      // plus its decode on the batch it joins. A prefill rate none measured is the documented
+      // default (request.fallbackPrefillMsPerToken), never 0: a cold fleet is priced in the same
+      // form and unit, so the pending prefill is a wait from the first request on.
+      const pf = pfRaw == pfRaw ? pfRaw : cp.fallbackPrefillMs;
       const own = (rc.promptTokens - (cached < rc.promptTokens ? cached : rc.promptTokens)) * pf;
       unchecked(rc.prefillMs[i] = own);
-      // Where the agent learned the instance's decode line (ms per token = idle + perSeq · batch,
-      // from its inter-token latency against its running count), the request's decode is priced on
-      // the batch it joins (its backlog and itself): a memory-bound step grows by perSeq per
-      // sequence, not in proportion to the batch's fill (docs/inference-llm.md, "Decode against
-      // the batch"). Else the occupancy rule above.
+      // Decode on the pool's line (ms per token = idle + perSeq · batch, from the servers' inter-
+      // token latency against their running count: docs/inference-llm.md, "Decode against the
+      // batch"), on the batch the request joins; no line yet: the occupancy rule on the pool's time
+      // per token; no time per token measured anywhere: left out for every candidate.
       const idle = unchecked(lp.decodeIdle[i]);
-      let perToken: f64;
+      let perToken: f64 = 0;
       if (idle == idle) perToken = idle + unchecked(lp.decodePerSeq[i]) * (1 + b);
-      else {
+      else if (dcRaw == dcRaw) {
         const occupancy = (1 + (b < slots ? b : slots)) / (1 + slots);
         const share = cp.decodeIdleShare;
-        perToken = dc * (share + (1 - share) * occupancy);
+        perToken = dcRaw * (share + (1 - share) * occupancy);
       }
-      const ahead = pending.aheadMs(slot, nowMs);
-      const over = b - slots;
-      c = unchecked(lp.restMs[i]) * inv + (own + rc.outTokens * perToken + extra) * inv +
-        (over > 0 ? over * f64At(pwP, i) : 0) + (ahead > 0 ? ahead * inv : 0);
+      const blockMs = <f64>cp.blockBytes / cp.bytesPerToken * pf;
+      unchecked(rc.blockMsOf[i] = blockMs);
+      // the pending prefill of the very blocks this request starts with is shared work, not a
+      // wait ahead of it (shared-prefill.ts); counted only where those blocks count as cached in
+      // full (no KV-pressure discount), so the two never both make the instance cheaper
+      const shared = blocks > 0 && cached >= <f64>blocks * <f64>cp.blockBytes / cp.bytesPerToken
+        ? pending.sharedMs(slot, nowMs, rc.hashes, rc.nh, blocks) : 0;
+      unchecked(rc.sharedOf[i] = shared);
+      const ahead = pending.aheadMs(slot, nowMs) - shared;
+      // The wait for a batch slot: the requests beyond the instance's capacity, each E[S]/capacity
+      // (one of the running ones finishes that often). Capacity known = slots the server showed
+      // while it queued, or the KV cache's (kvSeqs) where that is larger; slots only a floor and no
+      // KV capacity: unknown, and no slot wait is priced (the server has never queued: learn, not
+      // guess a queue from the largest batch seen so far — docs/contracts.md, flags bit 5).
+      const kvCap = unchecked(lp.kvSeqs[i]);
+      let cap: f64 = unchecked(plan.slotsFloor[i]) == 0 ? slots : NaN;
+      if (kvCap == kvCap && (cap != cap || kvCap > cap) && kvCap >= slots) cap = kvCap;
+      const over = cap == cap && cap >= 1 ? b + 1 - cap : 0;
+      const slotWait = over > 0 ? over * unchecked(lp.esMs[i]) / cap : 0;
+      const decode = rc.outTokens * perToken * inv;
+      unchecked(rc.decodeOf[i] = decode);
+      c = unchecked(lp.restMs[i]) * inv + (own + extra) * inv + decode + slotWait * inv + (ahead > 0 ? ahead * inv : 0);
     } else {
       unchecked(rc.prefillMs[i] = 0);
+      unchecked(rc.blockMsOf[i] = 0); unchecked(rc.sharedOf[i] = 0); unchecked(rc.decodeOf[i] = 0);
       const s = serviceMs(rc.promptTokens, cached, rc.outTokens, NaN, NaN, cp.fallbackPrefillMs, unchecked(lp.esMs[i]));
       c = unchecked(lp.restMs[i]) * inv + (s + extra) * inv + b * f64At(pwP, i);
     }

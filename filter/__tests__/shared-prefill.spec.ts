@@ -1,0 +1,145 @@
+// Pending prefill of the same leading blocks is shared work, not a wait (lib/shared-prefill.ts):
+// the generated-shared-prefix burst's second request of a group goes to the worker computing its
+// prefix, on a fleet with measured per-token terms and on a cold one (nothing measured, capacity
+// unknown: priced with the configured fallback prefill rate).
+import { Snapshot, InstanceState } from "../assembly/lib/snapshot";
+import { InstanceLlm, MODEL_BASE } from "../assembly/lib/snapshot-llm";
+import { Candidate, candidateFrom, Plan, MODEL_CONDITIONAL, PICKER_BAND } from "../assembly/lib/choose";
+import { LlmPlan, buildLlmPlan } from "../assembly/lib/choice/plan-llm";
+import { RequestCost, CostParams } from "../assembly/lib/choice/score-request";
+import { pickForRequest, RequestPick } from "../assembly/lib/choose-request";
+import { CRIT_STANDARD } from "../assembly/lib/criticality";
+import { Rng } from "../assembly/lib/inflight";
+import { PendingPrefill } from "../assembly/lib/pending-prefill";
+import { SharedPrefill, sharedPendingMs } from "../assembly/lib/shared-prefill";
+
+const N = 8;
+const NH = 142; // 2,271 tokens at 16 tokens per 64-byte block
+
+class Fleet {
+  plan: Plan = new Plan([]);
+  lp: LlmPlan = new LlmPlan();
+  inflight: Array<i32> = [];
+  pending: PendingPrefill = new PendingPrefill();
+  /** `warm`: per-token terms measured (0.1 ms prefill, 20 ms decode); else a cold fleet (none, slots a floor) */
+  constructor(warm: bool) {
+    const snap = new Snapshot();
+    const cands = new Array<Candidate>();
+    const es = new Array<f64>(), w = new Array<f64>();
+    for (let i = 0; i < N; i++) {
+      const a = "10.0.0." + (i + 1).toString() + ":80";
+      const s = new InstanceState();
+      s.service = "llm"; s.addr = a; s.healthy = true; s.rho = 0; s.esMs = 1000; s.es2Ms2 = 2e6; s.queueDepth = 0;
+      s.slots = warm ? 32 : 1; s.slotsFloor = !warm;
+      snap.instances.push(s);
+      const l = new InstanceLlm();
+      l.service = "llm"; l.addr = a; l.models = ["m"]; l.modelFlags = [MODEL_BASE]; l.maxLoras = 0; l.kvCacheUsage = 0.01;
+      if (warm) { l.prefillMsPerToken = 0.1; l.decodeMsPerToken = 20; }
+      else { l.prefillMsPerToken = NaN; l.decodeMsPerToken = NaN; }
+      snap.llm.push(l);
+    }
+    for (let i = 0; i < N; i++) {
+      const c = candidateFrom(snap.instances[i], MODEL_CONDITIONAL, 60000, 0, false);
+      c.slot = i;
+      cands.push(c);
+      es.push(c.perItemMs * c.slots);
+      w.push(c.weight);
+    }
+    this.plan = new Plan(cands);
+    this.lp = buildLlmPlan(this.plan, "llm", snap.llm, es, w);
+    this.inflight = new Array<i32>(N);
+  }
+}
+
+/** Chain hashes of a group's prompt: blocks 0..127 the group's prefix, the rest the request's own question. */
+function hashes(group: u64, question: u64): StaticArray<u64> {
+  const h = new StaticArray<u64>(256);
+  for (let j = 0; j < NH; j++) h[j] = j < 128 ? (group << 32) | <u64>(j + 1) : (group << 48) | (question << 32) | <u64>(j + 1);
+  return h;
+}
+
+function request(f: Fleet, h: StaticArray<u64>, nh: i32): RequestCost {
+  const rc = new RequestCost();
+  rc.modelCol = f.lp.modelColumn("m");
+  rc.cachedBlocks = new StaticArray<i32>(N);
+  rc.promptTokens = 2271;
+  rc.outTokens = 256;
+  rc.hashes = h;
+  rc.nh = nh;
+  return rc;
+}
+
+function noShed(): CostParams {
+  const cp = new CostParams();
+  cp.shed.set(100, 100, 100, 100, Infinity, Infinity, 0.2);
+  return cp;
+}
+
+/** The group's first request, then its second (whose prefix the index records at the first's
+ *  instance) at the same instant; returns [first's instance, second's]. `nh` 0: no hashes. */
+function twoOfAGroup(warm: bool, nh: i32, band: f64 = 0.1): StaticArray<i32> {
+  const f = new Fleet(warm);
+  const out = new RequestPick();
+  const a = request(f, hashes(1, 1), nh);
+  pickForRequest(f.plan, f.lp, f.inflight, f.pending, 1000, PICKER_BAND, 0.1, new Rng(7), a, noShed(), CRIT_STANDARD, out);
+  const first = out.pick.index;
+  const b = request(f, hashes(1, 2), nh);
+  b.cachedBlocks[first] = 128;
+  pickForRequest(f.plan, f.lp, f.inflight, f.pending, 1000, PICKER_BAND, band, new Rng(8), b, noShed(), CRIT_STANDARD, out);
+  const r = new StaticArray<i32>(2);
+  r[0] = first; r[1] = out.pick.index;
+  return r;
+}
+
+describe("shared pending prefill", () => {
+  it("sharedPendingMs: the shared blocks come first in the charge and elapse from its start", () => {
+    expect(sharedPendingMs(1000, 200, 1000)).toBeCloseTo(200);
+    expect(sharedPendingMs(1500, 200, 1000)).toBeCloseTo(200);   // queued behind other work: all of it ahead
+    expect(sharedPendingMs(1000, 200, 1150)).toBeCloseTo(50);
+    expect(sharedPendingMs(1000, 200, 1200)).toBe(0.0);
+    expect(sharedPendingMs(1000, NaN, 1000)).toBe(0.0);
+    expect(sharedPendingMs(1000, Infinity, 1000)).toBe(0.0);
+  });
+
+  it("a later prompt shares the span's blocks up to its deepest matching checkpoint, only while pending", () => {
+    const s = new SharedPrefill();
+    s.note(2, hashes(1, 1), NH, 0, 1000, 1227, 1.6);
+    // same prefix, 128 blocks matched: checkpoint 127 agrees → 128 blocks × 1.6 ms
+    expect(s.sharedMs(2, hashes(1, 2), NH, 128, 1000)).toBeCloseTo(204.8);
+    // another group's prompt: no checkpoint agrees
+    expect(s.sharedMs(2, hashes(2, 1), NH, 128, 1000)).toBe(0.0);
+    // fewer blocks matched (the index remembered 40): up to checkpoint 31
+    expect(s.sharedMs(2, hashes(1, 2), NH, 40, 1000)).toBeCloseTo(32 * 1.6);
+    // another slot, after the charge is done, after the slot was cleared
+    expect(s.sharedMs(3, hashes(1, 2), NH, 128, 1000)).toBe(0.0);
+    expect(s.sharedMs(2, hashes(1, 2), NH, 128, 1300)).toBe(0.0);
+    s.clear(2);
+    expect(s.sharedMs(2, hashes(1, 2), NH, 128, 1000)).toBe(0.0);
+    // blocks already sent there before (from = 128) are not this span's work
+    s.note(4, hashes(1, 1), NH, 128, 1000, 1023, 1.6);
+    expect(s.sharedMs(4, hashes(1, 2), NH, 128, 1000)).toBe(0.0);
+  });
+
+  it("PendingPrefill.sharedMs never exceeds this VM's own prefill ahead", () => {
+    const p = new PendingPrefill();
+    p.chargeBlocks(1, 1000, 50, hashes(1, 1), NH, 0, 1.6); // a short charge: 50 ms ahead
+    expect(p.sharedMs(1, 1000, hashes(1, 2), NH, 128)).toBeCloseTo(50);
+  });
+
+  it("warm fleet: the group's second request joins the worker prefilling its prefix", () => {
+    const r = twoOfAGroup(true, NH);
+    expect(r[1]).toBe(r[0]);
+    const s = twoOfAGroup(true, NH, 0);
+    expect(s[1]).toBe(s[0]);
+  });
+
+  it("cold fleet (no term measured, capacity unknown): the same, priced with the fallback prefill rate", () => {
+    const r = twoOfAGroup(false, NH);
+    expect(r[1]).toBe(r[0]);
+  });
+
+  it("without the prompt's hashes the pending prefill stays a wait (the pricing before): the holder is the dearer", () => {
+    const r = twoOfAGroup(true, 0, 0);
+    expect(r[1]).not.toBe(r[0]);
+  });
+});
