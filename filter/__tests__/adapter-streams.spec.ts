@@ -125,7 +125,9 @@ class Fleet {
     this.cp.adapterLoadMs = 40;
   }
 
+  /** One decision on its own: nothing pending from the picks before (a pick charges its prefill). */
   pick(model: string, crit: i32): i32 {
+    this.pending = new PendingPrefill();
     this.rc.modelCol = this.lp.modelColumn(model);
     pickForRequest(this.plan, this.lp, this.inflight, this.pending, 0, 1, 0, new Rng(1), this.rc, this.cp, crit, this.out);
     return this.out.pick.index;

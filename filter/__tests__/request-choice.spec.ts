@@ -125,6 +125,8 @@ describe("filter-model: model and LoRA affinity", () => {
     rc.modelCol = f.lp.modelColumn("sql-lora");
     const out = new RequestPick();
     for (let k = 0; k < 20; k++) {
+      // one decision each: a pick charges its prefill to the instance chosen
+      f.pending = new PendingPrefill();
       pickForRequest(f.plan, f.lp, f.inflight, f.pending, 0, 0, 0.1, new Rng(k + 1), rc, new CostParams(), CRIT_STANDARD, out);
       expect(out.pick.index).toBe(0);
     }
@@ -216,15 +218,18 @@ describe("plan-llm: what an instance's LLM numbers mean", () => {
 
 describe("score-request: size, prefix and KV cache in one pass", () => {
 
-  it("a long prompt goes to the faster prefill; a cached prefix outweighs it", () => {
+  it("prefill at the pool's rate (the median of the measured ones, one engine model); a cached prefix takes it off", () => {
     const f = sizeFleet();
     const rc = cost(3);
     rc.modelCol = 0;
     rc.promptTokens = 4000;
     const sc = scoreRequest(f.plan, f.lp, f.inflight.dataStart, f.pending, 0, rc, new CostParams());
     expect(sc.eligible).toBe(3);
-    // prefill + 100 output tokens × 20 ms on an idle batch of 1 slot: occupancy (1 + 0)/(1 + 1)
-    expect(f.plan.cost[2]).toBeCloseTo(400 + 1000);
+    // 0.2, 0.2, 0.1 ms/token measured: 0.2 for every one (an instance's own window is interference,
+    // docs/inference-llm.md "One price in ms"); + 100 output tokens × 20 ms on an idle batch of
+    // 1 slot: occupancy (1 + 0)/(1 + 1)
+    expect(f.lp.prefillMs[2]).toBeCloseTo(0.2);
+    expect(f.plan.cost[2]).toBeCloseTo(800 + 1000);
     expect(f.plan.cost[0]).toBeCloseTo(800 + 1000);
     // 250 blocks of 64 B = 4000 tokens cached at instance 0: no prefill left there
     rc.cachedBlocks[0] = 250;
@@ -247,7 +252,7 @@ describe("score-request: size, prefix and KV cache in one pass", () => {
     expect(rc.pressure).toBe(0.0); // instance 1 is idle; instance 0 alone would count as full
   });
 
-  it("continuous batching: no wait within the batch's slots, E[S]/c per request beyond them, decode priced on the batch joined", () => {
+  it("continuous batching: no wait while a slot is free, E[S]/c per request from the full batch on, decode priced on the batch joined", () => {
     // 4 slots each (E[S] 100 ms: 25 ms per slot), prefill 0.2 ms/token, 20 ms per output token
     const g = new Fixture(snapOf([inst("10.0.0.1:80", 2, 4), inst("10.0.0.2:80", 4, 4), inst("10.0.0.3:80", 6, 4)], [
       llm("10.0.0.1:80", ["m"], [MODEL_BASE], 0.2, 20, 0.3),
@@ -258,19 +263,19 @@ describe("score-request: size, prefix and KV cache in one pass", () => {
     rc.modelCol = 0;
     scoreRequest(g.plan, g.lp, g.inflight.dataStart, g.pending, 0, rc, new CostParams());
     expect(g.plan.cost[0]).toBeCloseTo(200 + 2000 * 3.0 / 5.0);            // 2 of 4 slots busy: no wait
-    expect(g.plan.cost[1]).toBeCloseTo(200 + 2000);                          // batch full, nothing beyond it
-    expect(g.plan.cost[2]).toBeCloseTo(200 + 2000 + 2 * 25);                 // 2 beyond the slots
+    expect(g.plan.cost[1]).toBeCloseTo(200 + 2000 + 25);                     // batch full: it waits for one to finish
+    expect(g.plan.cost[2]).toBeCloseTo(200 + 2000 + 3 * 25);                 // and for the 2 beyond the slots
     // our own in-flight requests join the backlog like the scraped ones
     g.inflight[0] = 2;
     scoreRequest(g.plan, g.lp, g.inflight.dataStart, g.pending, 0, rc, new CostParams());
-    expect(g.plan.cost[0]).toBeCloseTo(200 + 2000);
+    expect(g.plan.cost[0]).toBeCloseTo(200 + 2000 + 25);
   });
 
-  it("decode: priced on the occupancy alone by default; with decodeIdleShare an idle batch still costs that share: the faster generation wins at equal load", () => {
+  it("decode: the pool's time per token on the occupancy by default; with decodeIdleShare an idle batch still costs that share", () => {
     expect(new CostParams().decodeIdleShare).toBe(new RequestConfig().decodeIdleShare);
     expect(new RequestConfig().decodeIdleShare).toBe(0.0);
-    // 20 slots each; an older instance decoding at 10 ms/token with an idle batch, a newer one at
-    // 6.25 ms/token with 5 requests running (vLLM's step time: a fixed part plus a part per sequence)
+    // 20 slots each, measured 10 and 6.25 ms per output token: the pool's 8.125 for both (no decode
+    // line published: the occupancy rule); an idle batch and one with 5 requests running
     const g = new Fixture(snapOf([inst("10.0.0.1:80", 0, 20), inst("10.0.0.2:80", 5, 20)], [
       llm("10.0.0.1:80", ["m"], [MODEL_BASE], 0.1, 10, 0.3),
       llm("10.0.0.2:80", ["m"], [MODEL_BASE], 0.1, 6.25, 0.3),
@@ -278,24 +283,23 @@ describe("score-request: size, prefix and KV cache in one pass", () => {
     const rc = cost(2);
     rc.modelCol = 0;
     rc.promptTokens = 100;
-    // shipped: the occupancy alone, the idle older instance looks 4× cheaper for 100 output tokens
     scoreRequest(g.plan, g.lp, g.inflight.dataStart, g.pending, 0, rc, new CostParams());
-    expect(g.plan.cost[0]).toBeCloseTo(10 + 1000 / 21);
-    expect(g.plan.cost[1]).toBeCloseTo(10 + 625 * 6 / 21);
+    expect(g.plan.cost[0]).toBeCloseTo(10 + 812.5 / 21);
+    expect(g.plan.cost[1]).toBeCloseTo(10 + 812.5 * 6 / 21);
     expect(g.plan.cost[0]).toBeLessThan(g.plan.cost[1]);
-    // with a floor of 0.3 the newer one wins
+    // with a floor of 0.3
     const floor = new CostParams();
     floor.decodeIdleShare = 0.3;
     scoreRequest(g.plan, g.lp, g.inflight.dataStart, g.pending, 0, rc, floor);
-    expect(g.plan.cost[0]).toBeCloseTo(10 + 1000 * (0.3 + 0.7 / 21));
-    expect(g.plan.cost[1]).toBeCloseTo(10 + 625 * (0.3 + 0.7 * 6 / 21));
-    expect(g.plan.cost[1]).toBeLessThan(g.plan.cost[0]);
-    // a full batch pays the whole learned time per token whatever the share
+    expect(g.plan.cost[0]).toBeCloseTo(10 + 812.5 * (0.3 + 0.7 / 21));
+    expect(g.plan.cost[1]).toBeCloseTo(10 + 812.5 * (0.3 + 0.7 * 6 / 21));
+    // a full batch pays the whole time per token whatever the share (and, full, waits for a slot:
+    // E[S] 100 ms / 20 slots)
     g.inflight[1] = 15;
     scoreRequest(g.plan, g.lp, g.inflight.dataStart, g.pending, 0, rc, floor);
-    expect(g.plan.cost[1]).toBeCloseTo(10 + 625);
+    expect(g.plan.cost[1]).toBeCloseTo(10 + 812.5 + 5);
     scoreRequest(g.plan, g.lp, g.inflight.dataStart, g.pending, 0, rc, new CostParams());
-    expect(g.plan.cost[1]).toBeCloseTo(10 + 625);
+    expect(g.plan.cost[1]).toBeCloseTo(10 + 812.5 + 5);
   });
 
   it("the prefill this proxy sent ahead is waited for, and elapses with time", () => {
@@ -303,16 +307,18 @@ describe("score-request: size, prefix and KV cache in one pass", () => {
     const rc = cost(3);
     rc.modelCol = 0;
     const out = new RequestPick();
-    // critical: the cheapest, instance 2 (prefill 0.1 ms/token: 100 ms for 1000 tokens)
+    f.pending.grow(3);
+    // critical: the cheapest, instance 0 (the first of three equal ones; the pool's 0.2 ms/token:
+    // 200 ms for 1000 tokens)
     pickForRequest(f.plan, f.lp, f.inflight, f.pending, 1000, 0, 0.1, new Rng(1), rc, new CostParams(), CRIT_CRITICAL, out);
-    expect(out.pick.index).toBe(2);
-    expect(f.pending.own[2]).toBeCloseTo(1100);
+    expect(out.pick.index).toBe(0);
+    expect(f.pending.own[0]).toBeCloseTo(1200);
     scoreRequest(f.plan, f.lp, f.inflight.dataStart, f.pending, 1000, rc, new CostParams());
-    expect(f.plan.cost[2]).toBeCloseTo(100 + 1000 + 100);
-    scoreRequest(f.plan, f.lp, f.inflight.dataStart, f.pending, 1050, rc, new CostParams());
-    expect(f.plan.cost[2]).toBeCloseTo(100 + 1000 + 50);
-    scoreRequest(f.plan, f.lp, f.inflight.dataStart, f.pending, 1200, rc, new CostParams());
-    expect(f.plan.cost[2]).toBeCloseTo(100 + 1000);
+    expect(f.plan.cost[0]).toBeCloseTo(200 + 1000 + 200);
+    scoreRequest(f.plan, f.lp, f.inflight.dataStart, f.pending, 1100, rc, new CostParams());
+    expect(f.plan.cost[0]).toBeCloseTo(200 + 1000 + 100);
+    scoreRequest(f.plan, f.lp, f.inflight.dataStart, f.pending, 1300, rc, new CostParams());
+    expect(f.plan.cost[0]).toBeCloseTo(200 + 1000);
     // a second request queues behind the first: its prefill adds to the end of the first's
     pickForRequest(f.plan, f.lp, f.inflight, f.pending, 1000, 0, 0.1, new Rng(1), rc, new CostParams(), CRIT_CRITICAL, out);
     expect(f.pending.own[out.pick.index]).toBeGreaterThan(1000);
@@ -387,9 +393,12 @@ describe("score-request: size, prefix and KV cache in one pass", () => {
   it("critical requests: the cheapest instance under the standard threshold or the prefix holder with room; when none is, the cheapest", () => {
     // three instances with the KV capacity published (kvSeqs 10): backlog 8 / 2 / 5
     const ls = new Array<InstanceLlm>();
-    const rec = (a: string, pf: f32): InstanceLlm => { const r = llm(a, ["m"], [MODEL_BASE], pf, 20, 0.5); r.kvSeqs = 10; return r; };
-    ls.push(rec("10.0.0.1:80", 0.01)); ls.push(rec("10.0.0.2:80", 2)); ls.push(rec("10.0.0.3:80", 1));
+    const rec = (a: string): InstanceLlm => { const r = llm(a, ["m"], [MODEL_BASE], 1, 20, 0.5); r.kvSeqs = 10; return r; };
+    ls.push(rec("10.0.0.1:80")); ls.push(rec("10.0.0.2:80")); ls.push(rec("10.0.0.3:80"));
     const g = new Fixture(snapOf([inst("10.0.0.1:80", 8, 64), inst("10.0.0.2:80", 2, 64), inst("10.0.0.3:80", 5, 64)], ls));
+    // the cost order 0 < 2 < 1: prefill this proxy sent ahead to 1 (3 s) and 2 (1.5 s), none to 0
+    const ahead = (): PendingPrefill => { const p = new PendingPrefill(); p.charge(1, 0, 3000); p.charge(2, 0, 1500); return p; };
+    g.pending = ahead();
     const rc = cost(3);
     rc.modelCol = 0;
     const out = new RequestPick();
@@ -406,18 +415,18 @@ describe("score-request: size, prefix and KV cache in one pass", () => {
     // the prefix holder qualifies past the standard threshold while it has room (pressure < 1)
     // (each pick charges its prefill to the instance chosen: start from none ahead each time)
     rc.cachedBlocks[0] = 16;
-    g.pending = new PendingPrefill();
+    g.pending = ahead();
     pickForRequest(g.plan, g.lp, g.inflight, g.pending, 0, 1, 0, new Rng(1), rc, cp, CRIT_CRITICAL, out);
     expect(rc.affinity).toBe(0);
     expect(out.pick.index).toBe(0);
     g.inflight[0] = 3;   // backlog 11 of 10: full
-    g.pending = new PendingPrefill();
+    g.pending = ahead();
     pickForRequest(g.plan, g.lp, g.inflight, g.pending, 0, 1, 0, new Rng(1), rc, cp, CRIT_CRITICAL, out);
     expect(out.pick.index).toBe(2);
     g.inflight[0] = 0;
     rc.cachedBlocks[0] = 0;
     // every instance over the standard threshold: the cheapest
-    g.pending = new PendingPrefill();
+    g.pending = ahead();
     cp.shed.set(1, 2, 0.1, 0.1, Infinity, Infinity, 0.2);
     pickForRequest(g.plan, g.lp, g.inflight, g.pending, 0, 1, 0, new Rng(1), rc, cp, CRIT_CRITICAL, out);
     expect(out.pick.index).toBe(0);
@@ -427,16 +436,17 @@ describe("score-request: size, prefix and KV cache in one pass", () => {
   it("critical requests avoid an instance where their adapter waits for a running adapter to drain", () => {
     // two instances, 2 LoRA slots each: on the first sql-lora and chat-lora run and code-lora waits
     // (cheaper by prefill); on the second code-lora is loaded
-    const a = llm("10.0.0.1:80", ["llama-3-8b", "sql-lora", "chat-lora", "code-lora"], [MODEL_BASE, MODEL_LOADED, MODEL_LOADED, MODEL_WAITING], 0.01, 20, 0.3, 2);
-    const b = llm("10.0.0.2:80", ["llama-3-8b", "code-lora"], [MODEL_BASE, MODEL_LOADED], 2, 20, 0.3, 2);
+    const a = llm("10.0.0.1:80", ["llama-3-8b", "sql-lora", "chat-lora", "code-lora"], [MODEL_BASE, MODEL_LOADED, MODEL_LOADED, MODEL_WAITING], 1, 20, 0.3, 2);
+    const b = llm("10.0.0.2:80", ["llama-3-8b", "code-lora"], [MODEL_BASE, MODEL_LOADED], 1, 20, 0.3, 2);
     const ls = new Array<InstanceLlm>(); ls.push(a); ls.push(b);
     const g = new Fixture(snapOf([inst("10.0.0.1:80", 0, 8), inst("10.0.0.2:80", 0, 8)], ls));
+    g.pending.charge(1, 0, 2000);   // 2 s of prefill this proxy sent ahead to the second
     const rc = cost(2);
     rc.modelCol = g.lp.modelColumn("code-lora");
     const cp = new CostParams();
     cp.adapterLoadMs = 40;
     scoreRequest(g.plan, g.lp, g.inflight.dataStart, g.pending, 0, rc, cp);
-    expect(g.plan.cost[0]).toBeLessThan(g.plan.cost[1]);   // by cost the first (40 + E[S] 100 ms < 2000 ms of prefill)
+    expect(g.plan.cost[0]).toBeLessThan(g.plan.cost[1]);   // by cost the first (40 + E[S] 100 ms < 2000 ms of prefill ahead)
     expect(rc.drainOf[0]).toBe(<u8>1);
     expect(rc.drainOf[1]).toBe(<u8>0);
     const out = new RequestPick();
@@ -471,25 +481,26 @@ describe("score-request: size, prefix and KV cache in one pass", () => {
   });
 
   it("shipped request-aware picker (band): every eligible candidate priced, the cheap one never missed; p2c misses it", () => {
-    // 8 instances: instance 5 prefills 20× faster (e.g. a cached prefix, a faster GPU); the rest equal
+    // 8 equal instances; all but instance 5 prefilling 1.9 s this proxy sent ahead
     const insts = new Array<InstanceState>(), ls = new Array<InstanceLlm>();
     for (let i = 0; i < 8; i++) {
       const a = "10.0.0." + (i + 1).toString() + ":80";
       insts.push(inst(a, 0, 4));
-      ls.push(llm(a, ["m"], [MODEL_BASE], i == 5 ? 0.1 : 2, 1));
+      ls.push(llm(a, ["m"], [MODEL_BASE], 2, 1));
     }
+    const ahead = (): PendingPrefill => { const p = new PendingPrefill(); for (let i = 0; i < 8; i++) if (i != 5) p.charge(i, 0, 1900); return p; };
     const g = new Fixture(snapOf(insts, ls));
     const out = new RequestPick();
     const shipped = new RequestConfig().picker;
     let bandHits = 0, p2cHits = 0;
     for (let k = 0; k < 64; k++) {
-      // nothing pending each time: a pick charges its prefill to the instance chosen
-      g.pending = new PendingPrefill();
+      // the same pending each time: a pick charges its prefill to the instance chosen
+      g.pending = ahead();
       let rc = cost(8);
       rc.modelCol = 0;
       pickForRequest(g.plan, g.lp, g.inflight, g.pending, 0, shipped, 0.1, new Rng(k + 1), rc, new CostParams(), CRIT_STANDARD, out);
       if (out.pick.index == 5) bandHits++;
-      g.pending = new PendingPrefill();
+      g.pending = ahead();
       rc = cost(8);
       rc.modelCol = 0;
       pickForRequest(g.plan, g.lp, g.inflight, g.pending, 0, PICKER_P2C, 0.1, new Rng(k + 1), rc, new CostParams(), CRIT_STANDARD, out);

@@ -97,7 +97,7 @@ export class PendingPrefill {
     const at = unchecked(this.own[slot]);
     const start = at > nowMs ? at : nowMs;
     this.charge(slot, nowMs, ms);
-    this.spans.note(slot, hashes, nh, from, start, unchecked(this.own[slot]), blockMs);
+    this.spans.note(slot, hashes, nh, from, start, unchecked(this.own[slot]), blockMs, nowMs);
   }
 
   /** The part of this VM's prefill ahead at `slot` that a request with these prompt blocks shares (shared-prefill.ts). */

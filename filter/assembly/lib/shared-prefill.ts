@@ -15,9 +15,10 @@
 // Engines that register blocks only after computing them (this project's simulator) recompute for
 // a twin admitted in the same step; the price then errs by one step's share, not by the prefix.
 //
-// Which pending prefill computes which blocks: per slot, the last SPANS charges of this VM that
-// prefilled new leading blocks, each with its chain hashes at every CHECK_STRIDE-th block (and its
-// last) — a later request shares blocks [from, j] of a span when its own chain hash at block j
+// Which pending prefill computes which blocks: per slot, SPANS charges of this VM that
+// prefilled new leading blocks (a new one replaces one no longer pending, else the one computing the
+// fewest blocks: SharedPrefill.victim), each with its chain hashes at every CHECK_STRIDE-th block
+// (and its last) — a later request shares blocks [from, j] of a span when its own chain hash at block j
 // equals the span's (the chain hash covers blocks 0..j). Only this VM's charges are known by block;
 // the other VMs' pending prefill (pending-prefill.ts `others`) stays a wait, never made cheaper.
 // Bounded by the live fleet: SPANS × CHECKS hashes per in-flight slot.
@@ -49,6 +50,7 @@ export class SharedPrefill {
   upto: StaticArray<i32> = new StaticArray<i32>(0);
   /** Per slot × SPANS × CHECKS: chain hash at block index checkIndex(k, upto). */
   hash: StaticArray<u64> = new StaticArray<u64>(0);
+  /** Per slot: one byte (its length is the slots covered). */
   private next: StaticArray<u8> = new StaticArray<u8>(0);
 
   grow(n: i32): void {
@@ -77,11 +79,10 @@ export class SharedPrefill {
    * This VM sent a request whose prompt hashed to `hashes[0..nh)` to `slot`, its prefill queued
    * over [startMs, doneMs], blocks below `from` already sent there (not computed again).
    */
-  note(slot: i32, hashes: StaticArray<u64>, nh: i32, from: i32, startMs: f64, doneMs: f64, blockMs: f64): void {
+  note(slot: i32, hashes: StaticArray<u64>, nh: i32, from: i32, startMs: f64, doneMs: f64, blockMs: f64, nowMs: f64 = -Infinity): void {
     if (slot < 0 || nh > hashes.length || from < 0 || from >= nh || !(doneMs > startMs) || !(blockMs > 0) || blockMs == Infinity) return;
     if (slot >= this.next.length) this.grow(slot + 1);
-    const k = <i32>unchecked(this.next[slot]);
-    unchecked(this.next[slot] = <u8>((k + 1) % SPANS));
+    const k = this.victim(slot, nowMs);
     const e = slot * SPANS + k;
     const top = nh < CHECKS * CHECK_STRIDE ? nh : CHECKS * CHECK_STRIDE;
     unchecked(this.start[e] = startMs); unchecked(this.done[e] = doneMs); unchecked(this.blockMs[e] = blockMs);
@@ -90,6 +91,25 @@ export class SharedPrefill {
       const j = checkIndex(c, top);
       unchecked(this.hash[e * CHECKS + c] = j >= 0 ? unchecked(hashes[j]) : 0);
     }
+  }
+
+  /**
+   * The span a new one replaces at `slot`: one no longer pending at `nowMs`, else the one that
+   * computes the fewest blocks.
+   * Not in turn: the requests that follow a group's first one each charge only their own suffix
+   * (a few blocks no later request shares), and four of them in turn evicted the span computing
+   * the group's 2,048-token prefix while it was still pending — from the sixth request of a cold
+   * burst's group on, the holder looked 227 ms dearer than an idle worker and the group split.
+   */
+  private victim(slot: i32, nowMs: f64): i32 {
+    let k = -1, fewest = i32.MAX_VALUE;
+    for (let j = 0; j < SPANS; j++) {
+      const e = slot * SPANS + j;
+      if (!(unchecked(this.done[e]) > nowMs)) return j;
+      const w = unchecked(this.upto[e]) - unchecked(this.from[e]);
+      if (w < fewest) { fewest = w; k = j; }
+    }
+    return k;
   }
 
   /**

@@ -1,0 +1,184 @@
+// One price in ms from the pool's engine model (docs/inference-llm.md, "One price in ms"; issue
+// 20): what the matrix traced, decision by decision, as specs that fail on the build before.
+//  - identical workers whose agent estimates differ by the interference of their window (the
+//    no-shared-prefix trace: one worker's decode line flat at 29.8 ms, another's 0 + 5.1 per
+//    sequence) must not herd requests onto the flattest line while it prefills a queue;
+//  - a cold fleet (nothing measured, capacity unknown) keeps a generated-shared-prefix group on the
+//    worker prefilling its prefix while that is the shorter time to first token (the pending
+//    prefill is priced at the fallback rate, and the span computing the prefix is kept);
+//  - the band is a share of the time to first token, not of a price that holds a 7 s decode;
+//  - a slot wait is priced only beyond a known capacity.
+import { Snapshot, InstanceState } from "../assembly/lib/snapshot";
+import { InstanceLlm, MODEL_BASE } from "../assembly/lib/snapshot-llm";
+import { PICKER_BAND } from "../assembly/lib/choose";
+import { poolTerms, medianKnown } from "../assembly/lib/choice/plan-llm";
+import { RequestCost, CostParams, scoreRequest } from "../assembly/lib/choice/score-request";
+import { pickForRequest, RequestPick } from "../assembly/lib/choose-request";
+import { CRIT_STANDARD } from "../assembly/lib/criticality";
+import { Rng } from "../assembly/lib/inflight";
+import { LlmFixture } from "./llm-fixture";
+
+const N = 8;
+const NH = 142; // 2,271 tokens at 16 tokens per 64-byte block
+
+function inst(addr: string, q: f32, slots: u16, floor: bool, esMs: f32): InstanceState {
+  const s = new InstanceState();
+  s.service = "llm"; s.addr = addr; s.healthy = true; s.rho = 0.3; s.esMs = esMs; s.es2Ms2 = 2 * esMs * esMs;
+  s.queueDepth = q; s.slots = slots; s.slotsFloor = floor;
+  return s;
+}
+
+function llm(addr: string, pf: f32, dc: f32, idle: f32, per: f32): InstanceLlm {
+  const l = new InstanceLlm();
+  l.service = "llm"; l.addr = addr; l.models = ["m"]; l.modelFlags = [MODEL_BASE]; l.maxLoras = 0; l.kvCacheUsage = 0.1;
+  l.prefillMsPerToken = pf; l.decodeMsPerToken = dc; l.decodeIdleMs = idle; l.decodeMsPerSeq = per;
+  return l;
+}
+
+/** The no-shared-prefix snapshot at 37.5 s (seed 1, full mode), as the agent published it: the
+ *  same engine everywhere, terms as each worker's window saw them. */
+function noisySnap(): Snapshot {
+  const s = new Snapshot();
+  const q: f32[] = [11, 20, 28, 20, 24, 29, 21, 10];
+  const pf: f32[] = [0.275, 0.223, 0.140, 0.165, 0.158, 0.198, 0.123, 0.292];
+  const dc: f32[] = [28.1, 34.2, 33.9, 37.3, 31.8, 38.9, 29.8, 28.6];
+  const idle: f32[] = [24.8, 34.2, 27.1, 37.3, 31.8, 0, 29.8, 17.5];
+  const per: f32[] = [0.16, 0, 0.35, 0, 0, 1.98, 0, 0.48];
+  for (let i = 0; i < N; i++) {
+    const a = "10.0.0." + (i + 1).toString() + ":80";
+    s.instances.push(inst(a, q[i], 40, true, 8000));
+    s.llm.push(llm(a, pf[i], dc[i], idle[i], per[i]));
+  }
+  return s;
+}
+
+/** N identical cold workers: nothing measured, one slot as a floor, E[S] the agent's prior. */
+function coldSnap(): Snapshot {
+  const s = new Snapshot();
+  for (let i = 0; i < N; i++) {
+    const a = "10.0.0." + (i + 1).toString() + ":80";
+    s.instances.push(inst(a, 0, 1, true, 1000));
+    s.llm.push(llm(a, NaN, NaN, NaN, NaN));
+  }
+  return s;
+}
+
+/** Warm identical workers (0.1 ms prefill per token, 28 ms per output token, line 10.8 + 0.2 n). */
+function warmSnap(q: f32, slots: u16, floor: bool): Snapshot {
+  const s = new Snapshot();
+  for (let i = 0; i < N; i++) {
+    const a = "10.0.0." + (i + 1).toString() + ":80";
+    s.instances.push(inst(a, q, slots, floor, 8000));
+    s.llm.push(llm(a, 0.1, 28, 10.8, 0.2));
+  }
+  return s;
+}
+
+function hashes(group: u64, question: u64): StaticArray<u64> {
+  const h = new StaticArray<u64>(256);
+  for (let j = 0; j < NH; j++) h[j] = j < 128 ? (group << 32) | <u64>(j + 1) : (group << 48) | (question << 32) | <u64>(j + 1);
+  return h;
+}
+
+function request(f: LlmFixture, prompt: f64, h: StaticArray<u64> | null): RequestCost {
+  const rc = new RequestCost();
+  rc.modelCol = f.lp.modelColumn("m");
+  rc.cachedBlocks = new StaticArray<i32>(N);
+  rc.promptTokens = prompt;
+  rc.outTokens = 256;
+  if (h != null) { rc.hashes = h; rc.nh = NH; }
+  return rc;
+}
+
+function noShed(): CostParams {
+  const cp = new CostParams();
+  cp.shed.set(100, 100, 100, 100, Infinity, Infinity, 0.2);
+  return cp;
+}
+
+/** Sends one request as the filter does: picks, then counts it in flight where it went. */
+function send(f: LlmFixture, rc: RequestCost, nowMs: f64, seed: u32): i32 {
+  const out = new RequestPick();
+  pickForRequest(f.plan, f.lp, f.inflight, f.pending, nowMs, PICKER_BAND, 0.1, new Rng(seed), rc, noShed(), CRIT_STANDARD, out);
+  const i = out.pick.index;
+  if (i >= 0) f.inflight[i] = f.inflight[i] + 1;
+  return i;
+}
+
+describe("one price in ms: the pool's engine model", () => {
+  it("poolTerms: every entry takes the median of the measured ones; none measured: unchanged", () => {
+    const t = new StaticArray<f64>(4);
+    t[0] = 0.3; t[1] = NaN; t[2] = 0.1; t[3] = 0.2;
+    expect(poolTerms(t)).toBe(1);
+    for (let i = 0; i < 4; i++) expect(t[i]).toBeCloseTo(0.2);
+    const u = new StaticArray<f64>(2);
+    u[0] = NaN; u[1] = NaN;
+    expect(poolTerms(u)).toBe(0);
+    expect(isNaN(u[0])).toBe(true);
+    const e = new StaticArray<f64>(2);
+    e[0] = 1; e[1] = 3;
+    expect(medianKnown(e)).toBeCloseTo(2);
+  });
+
+  it("no shared prefix: unrelated prompts are not herded onto the flattest decode line", () => {
+    // 16 unrelated 2,271-token prompts arriving 30 ms apart (no first token yet: all prefilling)
+    const f = new LlmFixture(noisySnap());
+    const sent = new StaticArray<i32>(N);
+    for (let k = 0; k < 16; k++) {
+      const i = send(f, request(f, 2271, null), 1000 + 30 * <f64>k, <u32>(k + 1));
+      sent[i]++;
+    }
+    // the same engine everywhere: no worker gets more than 3 of 16 (before: 7 of 16 went to
+    // worker 6, whose line was flat at 29.8 ms and its prefill window the luckiest, 0.123 ms/token)
+    for (let i = 0; i < N; i++) expect(sent[i]).toBeLessThanOrEqual(3);
+  });
+
+  it("cold burst: a generated-shared-prefix group stays on the worker prefilling its prefix", () => {
+    // 16 requests of one group at one instant on a cold fleet; each later one's prefix is recorded
+    // at every worker a request of the group went to (the prefix index)
+    const f = new LlmFixture(coldSnap());
+    const at = new StaticArray<i32>(N);
+    let first = -1;
+    for (let k = 0; k < 16; k++) {
+      const rc = request(f, 2271, hashes(1, <u64>(k + 1)));
+      for (let i = 0; i < N; i++) if (at[i] > 0) rc.cachedBlocks[i] = 128;
+      const i = send(f, rc, 1000, <u32>(k + 1));
+      if (first < 0) first = i;
+      at[i]++;
+    }
+    // The holder is chosen while its expected time to first token — the group's prefix computed
+    // once (shared) plus each request's own 223 uncached tokens (22.3 ms at the fallback rate) —
+    // stays under a whole prefill elsewhere (227 ms): the first ten. Before: the first request
+    // charged nothing ahead (no prefill rate measured) and each one in flight was priced
+    // E[S] = 1000 ms against a 213 ms saving, so the group was spread over the workers (and the
+    // span of the prefix was evicted by the fourth suffix after it: five at most).
+    expect(at[first]).toBe(10);
+  });
+
+  it("the band is a share of the time to first token: a worker prefilling a request is not drawn", () => {
+    // identical warm workers, one of them prefilling one 2,271-token prompt (227 ms ahead); the
+    // decode of 256 tokens (~2.8 s) is the same everywhere
+    let drawn = 0;
+    for (let k = 0; k < 200; k++) {
+      const f = new LlmFixture(warmSnap(4, 64, true));
+      f.pending.charge(3, 1000, 227);
+      f.inflight[3] = 1;
+      const i = send(f, request(f, 2271, null), 1000, <u32>(k + 1));
+      if (i == 3) drawn++;
+    }
+    // before: 10 % of a ~3.2 s price spanned that prefill, and worker 3 was drawn ~1 in 8
+    expect(drawn).toBe(0);
+  });
+
+  it("a slot wait only beyond a known capacity", () => {
+    // 12 in the system at each worker, 10 slots: a floor (never queued) prices no wait; a capacity
+    // (the server queued at 10) prices 3 × E[S]/10 for the request's own slot
+    const floor = new LlmFixture(warmSnap(12, 10, true));
+    const known = new LlmFixture(warmSnap(12, 10, false));
+    const cp = noShed();
+    const a = request(floor, 131, null), b = request(known, 131, null);
+    scoreRequest(floor.plan, floor.lp, floor.inflight.dataStart, floor.pending, 1000, a, cp);
+    scoreRequest(known.plan, known.lp, known.inflight.dataStart, known.pending, 1000, b, cp);
+    expect(known.plan.cost[0] - floor.plan.cost[0]).toBeCloseTo(3 * 8000 / 10, 0);
+  });
+});
