@@ -128,8 +128,8 @@ describe("one price in ms: the pool's engine model", () => {
       const i = send(f, request(f, 2271, null), 1000 + 30 * <f64>k, <u32>(k + 1));
       sent[i]++;
     }
-    // the same engine everywhere: no worker gets more than 3 of 16 (before: 7 of 16 went to
-    // worker 6, whose line was flat at 29.8 ms and its prefill window the luckiest, 0.123 ms/token)
+    // the same engine everywhere: no worker gets more than 3 of 16 (on the build before, priced
+    // with each worker's own terms, 6 of 16 went to one worker)
     for (let i = 0; i < N; i++) expect(sent[i]).toBeLessThanOrEqual(3);
   });
 
@@ -150,8 +150,8 @@ describe("one price in ms: the pool's engine model", () => {
     // once (shared) plus each request's own 223 uncached tokens (22.3 ms at the fallback rate) —
     // stays under a whole prefill elsewhere (227 ms): the first ten. Before: the first request
     // charged nothing ahead (no prefill rate measured) and each one in flight was priced
-    // E[S] = 1000 ms against a 213 ms saving, so the group was spread over the workers (and the
-    // span of the prefix was evicted by the fourth suffix after it: five at most).
+    // E[S] = 1000 ms against a 213 ms saving: 2 of 16 stayed (with the span of the prefix evicted
+    // by the fourth suffix after it, as on llm-sticky-exp: 5).
     expect(at[first]).toBe(10);
   });
 
@@ -166,7 +166,7 @@ describe("one price in ms: the pool's engine model", () => {
       const i = send(f, request(f, 2271, null), 1000, <u32>(k + 1));
       if (i == 3) drawn++;
     }
-    // before: 10 % of a ~3.2 s price spanned that prefill, and worker 3 was drawn ~1 in 8
+    // before: 10 % of a ~3.2 s price spanned that prefill, and worker 3 was drawn 23 times in 200
     expect(drawn).toBe(0);
   });
 
