@@ -6,7 +6,8 @@
 //  - a cold fleet (nothing measured, capacity unknown) keeps a generated-shared-prefix group on the
 //    worker prefilling its prefix while that is the shorter time to first token (the pending
 //    prefill is priced at the fallback rate, and the span computing the prefix is kept);
-//  - the band is a share of the time to first token, not of a price that holds a 7 s decode;
+//  - the band is a share of the time to first token, not of a price that holds a 7 s decode, and
+//    draws among the least prefill in it;
 //  - a slot wait is priced only beyond a known capacity.
 import { Snapshot, InstanceState } from "../assembly/lib/snapshot";
 import { InstanceLlm, MODEL_BASE } from "../assembly/lib/snapshot-llm";
@@ -148,11 +149,13 @@ describe("one price in ms: the pool's engine model", () => {
     }
     // The holder is chosen while its expected time to first token — the group's prefix computed
     // once (shared) plus each request's own 223 uncached tokens (22.3 ms at the fallback rate) —
-    // stays under a whole prefill elsewhere (227 ms): the first ten. Before: the first request
+    // stays under a whole prefill elsewhere (227 ms): the first ten; and the eleventh, 18 ms
+    // dearer, within the band (10 % of 227 ms) where the holder's own prefill is the least
+    // (picker-band.ts: a real saving is not drawn away). Before: the first request
     // charged nothing ahead (no prefill rate measured) and each one in flight was priced
     // E[S] = 1000 ms against a 213 ms saving: 2 of 16 stayed (with the span of the prefix evicted
     // by the fourth suffix after it, as on llm-sticky-exp: 5).
-    expect(at[first]).toBe(10);
+    expect(at[first]).toBe(11);
   });
 
   it("the band is a share of the time to first token: a worker prefilling a request is not drawn", () => {
@@ -168,6 +171,22 @@ describe("one price in ms: the pool's engine model", () => {
     }
     // before: 10 % of a ~3.2 s price spanned that prefill, and worker 3 was drawn 23 times in 200
     expect(drawn).toBe(0);
+  });
+
+  it("the band draws among the least prefill in it: a prefix holder a little dearer than the cheapest is still chosen", () => {
+    // a saturated burst: 2 s of prefill queued ahead at every worker, 2.3 s at the holder (worker 2,
+    // the prompt's 2,048-token prefix cached there): the holder is 95 ms dearer than the cheapest,
+    // within the band (10 % of ~2.2 s), and saves 205 ms of prefill that a miss computes again
+    let holder = 0;
+    for (let k = 0; k < 200; k++) {
+      const f = new LlmFixture(warmSnap(4, 64, true));
+      for (let i = 0; i < N; i++) f.pending.charge(i, 1000, i == 2 ? 2300 : 2000);
+      const rc = request(f, 2271, null);
+      rc.cachedBlocks[2] = 128;
+      if (send(f, rc, 1000, <u32>(k + 1)) == 2) holder++;
+    }
+    // before: the band's prefill bound was the cheapest's own (227 ms): every worker was drawn (19 of 200 the holder)
+    expect(holder).toBe(200);
   });
 
   it("a slot wait only beyond a known capacity", () => {

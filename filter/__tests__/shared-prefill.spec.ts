@@ -120,6 +120,21 @@ describe("shared pending prefill", () => {
     expect(s.sharedMs(4, hashes(1, 2), NH, 128, 1000)).toBe(0.0);
   });
 
+  it("a pending prefix span is kept: suffix spans never evict it, and a new group's prefix replaces the oldest", () => {
+    // four groups' prefixes queued at slot 1 (each 227 ms, one after the other from 1000 ms)
+    const s = new SharedPrefill();
+    for (let g = 1; g <= 4; g++) s.note(1, hashes(<u64>g, 1), NH, 0, 1000 + 227 * <f64>(g - 1), 1000 + 227 * <f64>g, 1.6, 1000);
+    // a fifth group's prefix, then four of its requests charging only their suffix (14 blocks each)
+    s.note(1, hashes(5, 1), NH, 0, 1908, 2135, 1.6, 1000);
+    for (let q = 2; q <= 5; q++) s.note(1, hashes(5, <u64>q), NH, 128, 2135, 2157, 1.6, 1000);
+    // the fifth group's next request still shares its prefix (before: spans replaced in turn, the
+    // fourth suffix evicted it: 0)
+    expect(s.sharedMs(1, hashes(5, 9), NH, 128, 1000)).toBeCloseTo(204.8);
+    // the oldest group's prefix made room for it; the others are still shared
+    expect(s.sharedMs(1, hashes(1, 9), NH, 128, 1000)).toBe(0.0);
+    expect(s.sharedMs(1, hashes(4, 9), NH, 128, 1000)).toBeCloseTo(204.8);
+  });
+
   it("PendingPrefill.sharedMs never exceeds this VM's own prefill ahead", () => {
     const p = new PendingPrefill();
     p.chargeBlocks(1, 1000, 50, hashes(1, 1), NH, 0, 1.6); // a short charge: 50 ms ahead

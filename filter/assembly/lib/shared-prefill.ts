@@ -16,8 +16,8 @@
 // a twin admitted in the same step; the price then errs by one step's share, not by the prefix.
 //
 // Which pending prefill computes which blocks: per slot, SPANS charges of this VM that
-// prefilled new leading blocks (a new one replaces one no longer pending, else the one computing the
-// fewest blocks: SharedPrefill.victim), each with its chain hashes at every CHECK_STRIDE-th block
+// prefilled new leading blocks (a new one replaces one no longer pending, else the narrowest pending
+// one if that is no wider: SharedPrefill.victim), each with its chain hashes at every CHECK_STRIDE-th block
 // (and its last) — a later request shares blocks [from, j] of a span when its own chain hash at block j
 // equals the span's (the chain hash covers blocks 0..j). Only this VM's charges are known by block;
 // the other VMs' pending prefill (pending-prefill.ts `others`) stays a wait, never made cheaper.
@@ -82,9 +82,10 @@ export class SharedPrefill {
   note(slot: i32, hashes: StaticArray<u64>, nh: i32, from: i32, startMs: f64, doneMs: f64, blockMs: f64, nowMs: f64 = -Infinity): void {
     if (slot < 0 || nh > hashes.length || from < 0 || from >= nh || !(doneMs > startMs) || !(blockMs > 0) || blockMs == Infinity) return;
     if (slot >= this.next.length) this.grow(slot + 1);
-    const k = this.victim(slot, nowMs);
-    const e = slot * SPANS + k;
     const top = nh < CHECKS * CHECK_STRIDE ? nh : CHECKS * CHECK_STRIDE;
+    const k = this.victim(slot, nowMs, top - from);
+    if (k < 0) return;
+    const e = slot * SPANS + k;
     unchecked(this.start[e] = startMs); unchecked(this.done[e] = doneMs); unchecked(this.blockMs[e] = blockMs);
     unchecked(this.from[e] = from); unchecked(this.upto[e] = top);
     for (let c = 0; c < CHECKS; c++) {
@@ -94,22 +95,27 @@ export class SharedPrefill {
   }
 
   /**
-   * The span a new one replaces at `slot`: one no longer pending at `nowMs`, else the one that
-   * computes the fewest blocks.
-   * Not in turn: the requests that follow a group's first one each charge only their own suffix
-   * (a few blocks no later request shares), and four of them in turn evicted the span computing
-   * the group's 2,048-token prefix while it was still pending — from the sixth request of a cold
-   * burst's group on, the holder looked 227 ms dearer than an idle worker and the group split.
+   * The span a new one of `width` blocks replaces at `slot`: one no longer pending at `nowMs`;
+   * else the narrowest pending one, the earliest done among equals — if it is not wider than the
+   * new one (-1: the new span is narrower than every pending one and is not kept). Not in turn:
+   * the requests that follow a group's first one each charge only their own suffix (a few blocks
+   * no later request shares), and four of them in turn evicted the span computing the group's
+   * 2,048-token prefix while it was still pending — from the sixth request of a cold burst's group
+   * on, the holder looked 227 ms dearer than an idle worker and the group split; and among the
+   * prefix spans of several groups queued at one worker, the newest group's is the one its next
+   * requests share.
    */
-  private victim(slot: i32, nowMs: f64): i32 {
+  private victim(slot: i32, nowMs: f64, width: i32): i32 {
     let k = -1, fewest = i32.MAX_VALUE;
+    let earliest = Infinity;
     for (let j = 0; j < SPANS; j++) {
       const e = slot * SPANS + j;
-      if (!(unchecked(this.done[e]) > nowMs)) return j;
+      const done = unchecked(this.done[e]);
+      if (!(done > nowMs)) return j;
       const w = unchecked(this.upto[e]) - unchecked(this.from[e]);
-      if (w < fewest) { fewest = w; k = j; }
+      if (w < fewest || (w == fewest && done < earliest)) { fewest = w; earliest = done; k = j; }
     }
-    return k;
+    return fewest <= width ? k : -1;
   }
 
   /**

@@ -12,10 +12,13 @@
 // - the request's own prefill — its uncached prompt tokens on each candidate, which the proxy
 //   knows from where it sent the same prefix — is known to within the per-token rate's error, a
 //   fraction of that prefill, not of the whole price. So a candidate whose prefill exceeds the
-//   cheapest's by more than band × the cheapest's prefill is never drawn: a 213 ms prefix saving
-//   in a 3 s price stays a saving (without this, every worker was "within 10 %" and 453 of 960
-//   burst requests went to a worker without the prefix).
-// Where the cheapest's prefill is unknown (0: no per-token terms) only the cost band applies.
+//   least prefill in the cost band by more than band × that prefill is never drawn: a 213 ms
+//   prefix saving in a 3 s price stays a saving (without this, every worker was "within 10 %" and
+//   453 of 960 burst requests went to a worker without the prefix) — also where the holder's
+//   queue makes it a little dearer than the cheapest, within the load's error: in a cold burst
+//   the queues are seconds long, and the band's tenth of them drew late groups' requests at random
+//   over the workers, each a 205 ms prefill computed again.
+// Where no candidate in the band has a prefill (0: no per-token terms) only the cost band applies.
 import { Rng } from "../inflight";
 import { Pick, Plan } from "./plan";
 import { ptr, f64At } from "./flat";
@@ -39,14 +42,15 @@ export function bandPick(plan: Plan, best: f64, band: f64, rng: Rng, p: Pick, pr
   }
   let prefillLimit = Infinity;
   if (prefillMs != null && band > 0 && prefillMs.length >= n) {
-    // the cheapest (first on a tie)'s prefill
+    // the least prefill among the candidates in the cost band (the cheapest's, or less: a holder
+    // of the prefix whose queue makes it a little dearer is within the load's error, its saving is not)
+    let least = Infinity;
     for (let i = 0; i < n; i++) {
-      if (f64At(costP, i) == best) {
-        const own = unchecked(prefillMs[i]);
-        if (own > 0) prefillLimit = own * (1 + band);
-        break;
-      }
+      if (!(f64At(costP, i) <= limit)) continue;
+      const own = unchecked(prefillMs[i]);
+      if (own < least) least = own;
     }
+    if (least < Infinity) prefillLimit = least * (1 + band);
   }
   let inBand = 0;
   for (let i = 0; i < n; i++) if (inBandAt(costP, prefillMs, i, limit, prefillLimit)) inBand++;
