@@ -121,6 +121,16 @@ describe("one price in ms: the pool's engine model", () => {
     expect(medianKnown(e)).toBeCloseTo(2);
   });
 
+  it("the pool's decode line: the median intercept and the least slope (prefill stalls bias every fit up)", () => {
+    const f = new LlmFixture(noisySnap());
+    // intercepts 0 .. 37.3 ms: median (27.1 + 29.8) / 2; slopes 0 .. 1.98 ms per sequence: the least
+    for (let i = 0; i < N; i++) {
+      expect(f.lp.decodeIdle[i]).toBeCloseTo(28.45, 1);
+      expect(f.lp.decodePerSeq[i]).toBe(0.0);
+      expect(f.lp.prefillMs[i]).toBeCloseTo((0.165 + 0.198) / 2, 3);
+    }
+  });
+
   it("no shared prefix: unrelated prompts are not herded onto the flattest decode line", () => {
     // 16 unrelated 2,271-token prompts arriving 30 ms apart (no first token yet: all prefilling)
     const f = new LlmFixture(noisySnap());

@@ -213,10 +213,24 @@ export function medianKnown(t: StaticArray<f64>): f64 {
   return (k & 1) != 0 ? unchecked(v[k >> 1]) : 0.5 * (unchecked(v[(k >> 1) - 1]) + unchecked(v[k >> 1]));
 }
 
-/** The pool's decode line for every candidate: the medians of the lines' intercepts and slopes
- *  (no line anywhere: none, each candidate keeps the occupancy rule on the pool's time per token). */
+/** Least of the finite entries (NaN: none). */
+export function leastKnown(t: StaticArray<f64>): f64 {
+  let m: f64 = NaN;
+  for (let i = 0; i < t.length; i++) { const x = unchecked(t[i]); if (x == x && !(x >= m)) m = x; }
+  return m;
+}
+
+/**
+ * The pool's decode line for every candidate: the median of the lines' intercepts and the least of
+ * their slopes (no line anywhere: none, each candidate keeps the occupancy rule on the pool's time
+ * per token). The least slope, not the median: the prefill chunks sharing the fitted intervals'
+ * steps come with load, so they bias every slope up (docs/inference-llm.md, "What it folds in") —
+ * on identical A100 workers (true slope 0.2 ms per sequence) the fits ranged 0–5.1 ms, and a
+ * median slope of a few ms priced each request in flight at ~1 s of decode, which outweighed the
+ * prefill queued ahead (Poisson 90 %: the warm-up's TTFT tail went to a worker prefilling 3–5).
+ */
 function poolDecodeLines(lp: LlmPlan): void {
-  const idle = medianKnown(lp.decodeIdle), per = medianKnown(lp.decodePerSeq);
+  const idle = medianKnown(lp.decodeIdle), per = leastKnown(lp.decodePerSeq);
   if (idle != idle || per != per) return;
   for (let i = 0; i < lp.n; i++) { lp.decodeIdle[i] = idle; lp.decodePerSeq[i] = per; }
 }
