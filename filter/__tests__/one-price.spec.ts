@@ -159,13 +159,12 @@ describe("one price in ms: the pool's engine model", () => {
     }
     // The holder is chosen while its expected time to first token — the group's prefix computed
     // once (shared) plus each request's own 223 uncached tokens (22.3 ms at the fallback rate) —
-    // stays under a whole prefill elsewhere (227 ms): the first ten; and the eleventh, 18 ms
-    // dearer, within the band (10 % of 227 ms) where the holder's own prefill is the least
-    // (picker-band.ts: a real saving is not drawn away). Before: the first request
+    // (with the delay each suffix adds behind it) stays under a whole prefill elsewhere (227 ms):
+    // the first ten. Before: the first request
     // charged nothing ahead (no prefill rate measured) and each one in flight was priced
     // E[S] = 1000 ms against a 213 ms saving: 2 of 16 stayed (with the span of the prefix evicted
     // by the fourth suffix after it, as on llm-sticky-exp: 5).
-    expect(at[first]).toBe(11);
+    expect(at[first]).toBe(10);
   });
 
   it("the band is a share of the time to first token: a worker prefilling a request is not drawn", () => {
@@ -197,6 +196,25 @@ describe("one price in ms: the pool's engine model", () => {
     }
     // before: the band's prefill bound was the cheapest's own (227 ms): every worker was drawn (19 of 200 the holder)
     expect(holder).toBe(200);
+  });
+
+  it("a miss where prefill is queued is priced with the delay it adds to the requests behind it", () => {
+    // a saturated burst: 2 s of prefill queued at every worker, 2.6 s at the holder of the prompt's
+    // 2,048-token prefix (worker 2): 395 ms dearer by its own time to first token, beyond the band;
+    // but a miss computes the prefix again (205 ms) ahead of every request that queues behind it
+    // there — as many as are ahead of it now: ahead × the uncached share of its prompt
+    const f = new LlmFixture(warmSnap(4, 64, true));
+    for (let i = 0; i < N; i++) f.pending.charge(i, 1000, i == 2 ? 2600 : 2000);
+    const rc = request(f, 2271, null);
+    rc.cachedBlocks[2] = 128;
+    // before: its own time to first token alone, a worker with the shortest queue
+    expect(send(f, rc, 1000, 1)).toBe(2);
+    // where nothing is queued, its own time to first token alone: an idle worker, not the holder 600 ms behind
+    const g = new LlmFixture(warmSnap(4, 64, true));
+    g.pending.charge(2, 1000, 600);
+    const rg = request(g, 2271, null);
+    rg.cachedBlocks[2] = 128;
+    expect(send(g, rg, 1000, 1)).not.toBe(2);
   });
 
   it("a slot wait only beyond a known capacity", () => {

@@ -314,9 +314,9 @@ describe("score-request: size, prefix and KV cache in one pass", () => {
     expect(out.pick.index).toBe(0);
     expect(f.pending.own[0]).toBeCloseTo(1200);
     scoreRequest(f.plan, f.lp, f.inflight.dataStart, f.pending, 1000, rc, new CostParams());
-    expect(f.plan.cost[0]).toBeCloseTo(200 + 1000 + 200);
+    expect(f.plan.cost[0]).toBeCloseTo(200 + 1000 + 2 * 200);   // the wait, and as much behind it (a miss: all its prompt uncached)
     scoreRequest(f.plan, f.lp, f.inflight.dataStart, f.pending, 1100, rc, new CostParams());
-    expect(f.plan.cost[0]).toBeCloseTo(200 + 1000 + 100);
+    expect(f.plan.cost[0]).toBeCloseTo(200 + 1000 + 2 * 100);
     scoreRequest(f.plan, f.lp, f.inflight.dataStart, f.pending, 1300, rc, new CostParams());
     expect(f.plan.cost[0]).toBeCloseTo(200 + 1000);
     // a second request queues behind the first: its prefill adds to the end of the first's
@@ -340,11 +340,11 @@ describe("score-request: size, prefix and KV cache in one pass", () => {
     f.pending.grow(3);
     f.pending.others[1] = 1300;               // another VM's prefill on instance 1 done at 1300
     scoreRequest(f.plan, f.lp, f.inflight.dataStart, f.pending, 1000, rc, new CostParams());
-    expect(f.plan.cost[1]).toBeCloseTo(200 + 1000 + 300);
+    expect(f.plan.cost[1]).toBeCloseTo(200 + 1000 + 2 * 300);
     expect(f.plan.cost[0]).toBeCloseTo(200 + 1000);
     f.pending.charge(1, 1000, 100);           // and this VM's own on top
     scoreRequest(f.plan, f.lp, f.inflight.dataStart, f.pending, 1000, rc, new CostParams());
-    expect(f.plan.cost[1]).toBeCloseTo(200 + 1000 + 400);
+    expect(f.plan.cost[1]).toBeCloseTo(200 + 1000 + 2 * 400);
     // with it, a critical request (the cheapest) goes to instance 0, not 1
     const out = new RequestPick();
     f.pending.own[2] = 1500;

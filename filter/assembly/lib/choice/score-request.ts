@@ -2,7 +2,7 @@
 // static filters as in score.ts, the model filter, and one price in ms built on the request's own
 // size (docs/inference-llm.md, "One price in ms"). Where the snapshot has an LLM section:
 //   cost_i = rest_i + (P_i + modelCost_i)/weight_i + O·d(b_i)/weight_i + max(0, b_i + 1 − cap_i)·E[S]_i/cap_i/weight_i
-//            + max(0, ahead_i − shared_i)/weight_i
+//            + max(0, ahead_i − shared_i)·(1 + (P − cached_i)/P)/weight_i   (the wait, and the delay its prefill adds behind it)
 //   P_i = uncached prompt tokens × the pool's prefill ms/token (plan-llm.ts poolTerms; none measured:
 //         request.fallbackPrefillMsPerToken), d(b) = the pool's decode line idle + perSeq·(1 + b)
 //         (no line: the occupancy rule on the pool's time per token; none measured: 0 for all),
@@ -183,7 +183,14 @@ export function scoreRequest(plan: Plan, lp: LlmPlan, inflightP: usize, pending:
       const slotWait = over > 0 ? over * unchecked(lp.esMs[i]) / cap : 0;
       const decode = rc.outTokens * perToken * inv;
       unchecked(rc.decodeOf[i] = decode);
-      c = unchecked(lp.restMs[i]) * inv + (own + extra) * inv + decode + slotWait * inv + (ahead > 0 ? ahead * inv : 0);
+      // The delay its own prefill adds to the requests that queue behind it there: at a steady
+      // queue as many arrive behind it during its wait as are ahead of it now (ahead ÷ the
+      // prefill of a request its size, P·a), each delayed by its uncached prefill — ahead × the
+      // uncached share of its prompt. A miss where prefill is queued costs the fleet its prefix
+      // again (205 ms of a 2,271-token prompt) for every request behind it; a hit, its suffix.
+      const queued = ahead > 0 ? ahead : 0;
+      const behind = rc.promptTokens > 0 ? queued * (own / (rc.promptTokens * pf)) : 0;
+      c = unchecked(lp.restMs[i]) * inv + (own + extra) * inv + decode + slotWait * inv + (queued + behind) * inv;
     } else {
       unchecked(rc.prefillMs[i] = 0);
       unchecked(rc.blockMsOf[i] = 0); unchecked(rc.sharedOf[i] = 0); unchecked(rc.decodeOf[i] = 0);
