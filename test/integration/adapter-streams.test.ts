@@ -20,8 +20,11 @@ const FAST = '10.0.0.1:80';
 const SLOW = '10.0.0.2:80';
 const SINK = { headers(): void {}, data(): void {}, reset(): void {} };
 
+/** SLOW is the busier one (4 requests in its batch): the filter prices every instance with the
+ *  pool's per-token rates (docs/inference-llm.md, "One price in ms"), so what makes FAST the
+ *  cheaper is its load, not the prefill rate its record names */
 function inst(addr: string): InstanceRecord {
-  return { service: 'llm', addr, peer: '', healthy: true, reason: 'ok', rho: 0.3, esMs: 100, es2Ms2: 20000, lambdaPerS: 1, queueDepth: 0,
+  return { service: 'llm', addr, peer: '', healthy: true, reason: 'ok', rho: 0.3, esMs: 100, es2Ms2: 20000, lambdaPerS: 1, queueDepth: addr === SLOW ? 4 : 0,
     p50Ms: 100, p99Ms: 300, baselineP99Ms: 300, gpuUtil: 0.3, dataAgeMs: 0, slots: 8 };
 }
 const llm = (addr: string, prefill: number, loaded: string[]): InstanceLlmRecord => ({
