@@ -4,7 +4,7 @@
 import { Snapshot, InstanceState } from "../assembly/lib/snapshot";
 import { InstanceLlm, MODEL_BASE } from "../assembly/lib/snapshot-llm";
 import { Candidate, candidateFrom, Plan, MODEL_CONDITIONAL } from "../assembly/lib/choose";
-import { LlmPlan, buildLlmPlan, fillTerms } from "../assembly/lib/choice/plan-llm";
+import { LlmPlan, buildLlmPlan } from "../assembly/lib/choice/plan-llm";
 import { RequestCost, CostParams, scoreRequest } from "../assembly/lib/choice/score-request";
 import { pickForRequest, RequestPick } from "../assembly/lib/choose-request";
 import { CRIT_STANDARD, CRIT_SHEDDABLE } from "../assembly/lib/criticality";
@@ -75,17 +75,6 @@ describe("cold fleet: capacity unknown means admit (cause 1)", () => {
 });
 
 describe("one unit: partial per-token data (cause 4)", () => {
-  it("fillTerms: unknown entries take the dearest known one; none known or none missing: unchanged", () => {
-    const t = new StaticArray<f64>(3);
-    t[0] = 2; t[1] = NaN; t[2] = 5;
-    expect(fillTerms(t)).toBe(1);
-    expect(t[1]).toBe(5.0);
-    const u = new StaticArray<f64>(2);
-    u[0] = NaN; u[1] = NaN;
-    expect(fillTerms(u)).toBe(0);
-    expect(isNaN(u[0])).toBe(true);
-  });
-
   it("an instance with first-token data but no finished request (prefill unknown) is priced in the same unit: pairs of 800-token requests are not all sent to it", () => {
     // A: decode known, prefill unknown; B: both known (prefill 6.5 ms/token: 5.2 s for 800 tokens)
     const a = "10.0.2.1:80", b = "10.0.2.2:80";

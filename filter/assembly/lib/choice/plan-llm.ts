@@ -240,21 +240,3 @@ function positiveOrNaN(x: f64): f64 { return x >= TERM_MIN_MS && x <= TERM_MAX_M
 export const TERM_MIN_MS: f64 = 1e-6;
 export const TERM_MAX_MS: f64 = 60000;
 
-/**
- * Fills the unknown (NaN) entries of a per-token term with the largest known one; returns how
- * many were filled (0 when every entry is known or none is). The largest, not the median: an
- * instance that has not measured a term is never priced below one that has (an unknown value
- * can never make an instance cheaper), and it still draws traffic once the measured ones queue.
- */
-export function fillTerms(t: StaticArray<f64>): i32 {
-  let worst: f64 = NaN;
-  let missing = 0;
-  for (let i = 0; i < t.length; i++) {
-    const v = unchecked(t[i]);
-    if (v != v) missing++;
-    else if (!(v <= worst)) worst = v;
-  }
-  if (worst != worst || missing == 0) return 0;
-  for (let i = 0; i < t.length; i++) if (unchecked(t[i]) != unchecked(t[i])) unchecked(t[i] = worst);
-  return missing;
-}
