@@ -16,6 +16,8 @@ import { createPeerMonitors, linkStatus } from './wiring/peers';
 import { startInstanceSource } from './wiring/instances';
 import { startRules, type RulesHandle } from './rules';
 import { MeshRuntime } from './mesh/runtime';
+import { InflightAggregator } from './mesh/inflight';
+import { inflightMetrics, inflightRoute } from './api/inflight';
 
 export { MAX_WAIT_MS } from './api/routes';
 export type { ApiRoute } from './api/server';
@@ -60,6 +62,8 @@ export interface AgentHandle {
   rules?: RulesHandle;
   /** pool collectors / subscription (docs/mesh.md), when config.mesh sets mode collector or subscriber */
   mesh?: MeshRuntime;
+  /** mesh-wide in-flight: the filters' reports (docs/mesh.md), when config.inflight.enabled */
+  inflight?: InflightAggregator;
   stop(): Promise<void>;
 }
 
@@ -70,13 +74,15 @@ export async function startAgent(input: AgentConfigInput | AgentConfig = {}, opt
     pino({ level: config.log.level, base: { svc: 'switchyard-agent' }, timestamp: pino.stdTimeFunctions.isoTime });
   const events = new EventEmitter<AgentEvents>();
   const w = await wireAgent(config, logger, events, opts);
+  const inflight = config.inflight.enabled ? meshInflight(config, w) : undefined;
 
   const api = await startApiServer({
     host: config.listen.host,
     port: config.listen.port,
     maxConnections: config.listen.maxConnections,
     headersTimeoutMs: config.listen.headersTimeoutMs,
-    routes: [healthzRoute(), statusRoute(w.status, () => w.rules?.status(), () => w.mesh?.status()), metricsRoute(w.metrics.registry), snapshotRoute(w.publisher), ...(opts.routes ?? [])],
+    routes: [healthzRoute(), statusRoute(w.status, () => w.rules?.status(), () => w.mesh?.status()), metricsRoute(w.metrics.registry), snapshotRoute(w.publisher),
+      ...(inflight ? [inflightRoute(inflight, config.inflight.maxBodyBytes, inflightMetrics(w.metrics.registry, inflight))] : []), ...(opts.routes ?? [])],
   }).catch(async (err) => {
     await w.rules?.stop();
     await w.mesh?.stop();
@@ -121,8 +127,29 @@ export async function startAgent(input: AgentConfigInput | AgentConfig = {}, opt
     },
     rules: w.rules,
     mesh: w.mesh,
+    inflight,
     stop,
   };
+}
+
+/**
+ * The aggregation of the filters' in-flight reports; an address counts only while it is an
+ * instance the agent serves (the set is refreshed at most once a second: a report per proxy per
+ * tick must not rebuild it).
+ */
+function meshInflight(config: AgentConfig, w: Wired): InflightAggregator {
+  let known = new Set<string>();
+  let knownAt = -Infinity;
+  const isInstance = (addr: string): boolean => {
+    const now = Date.now();
+    if (now - knownAt >= 1000) {
+      known = new Set((w.instancesProvider?.() ?? []).map((r) => r.addr));
+      knownAt = now;
+    }
+    return known.has(addr);
+  };
+  const c = config.inflight;
+  return new InflightAggregator({ maxProxies: c.maxProxies, maxInstances: c.maxInstances, expireReports: c.expireReports, isInstance });
 }
 
 interface Wired {

@@ -12,6 +12,8 @@ import { BaselineTracker, type EstimatorState, InstanceEstimator } from '../../a
 import { buildInstanceRecord, imputeFrom, priorFrom } from '../../agent/src/inference/collector';
 import { parseExposition } from '../../agent/src/inference/exposition';
 import { extractSignals, hasLoadSignal, resolveMappings } from '../../agent/src/inference/mappings';
+import { InflightAggregator } from '../../agent/src/mesh/inflight';
+import { INFLIGHT_DEFAULTS } from '../../agent/src/mesh/inflight-schema';
 import { encodeSnapshot, type InstanceRecord, type PeerRecord, type Snapshot } from '../../agent/src/snapshot/codec';
 import { mulberry32 } from '../../sim/inference/prng';
 import type { FifoQueueModel } from '../../sim/inference/queue';
@@ -96,6 +98,7 @@ export class AgentModel {
   readonly scrapes: ScrapeRow[] = [];
   publications = 0;
   private ctx!: EngineCtx;
+  private agg?: InflightAggregator;
 
   constructor(
     readonly spec: AgentSpec,
@@ -115,6 +118,21 @@ export class AgentModel {
     }));
     this.baseline = new BaselineTracker(spec.baselineWindowMs, 0.1);
     this.seq = epoch0 * 1000 - 1;
+  }
+
+  /**
+   * The agent's mesh in-flight aggregation (agent/src/mesh/inflight.ts, the agent's defaults) on
+   * the virtual clock: every proxy fed by this agent reports to it and is answered from it.
+   */
+  inflight(): InflightAggregator {
+    if (!this.agg) {
+      const known = new Set(this.addrs);
+      this.agg = new InflightAggregator({
+        maxProxies: INFLIGHT_DEFAULTS.maxProxies, maxInstances: INFLIGHT_DEFAULTS.maxInstances, expireReports: INFLIGHT_DEFAULTS.expireReports,
+        isInstance: (a) => known.has(a), now: () => this.epoch0 + this.ctx.now(),
+      });
+    }
+    return this.agg;
   }
 
   onPublish(fn: (p: Published) => void): void {

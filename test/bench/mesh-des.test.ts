@@ -9,7 +9,7 @@ import { MultiProxy } from '../../bench/routing/choose-model';
 import { DEFAULT_FLEET, makeSamplePath, runPolicy } from '../../bench/routing/des';
 
 const WASM = path.resolve(__dirname, '../../build/switchyard.wasm');
-const CFG: MeshDesConfig = { ks: [1, 4], fleets: ['A'], rhos: [0.85], scrapesMs: [1000], measured: 600, warmupMs: 5000, seed: 3, wasm: WASM };
+const CFG: MeshDesConfig = { ks: [1, 4], fleets: ['A'], rhos: [0.85], scrapesMs: [1000], measured: 600, warmupMs: 5000, seed: 3, wasm: WASM, policies: ['today'] };
 
 test('mesh DES: the rows of a cell, their ratios to the all-seeing LEAST_REQUEST, and the table', { timeout: 120_000 }, async () => {
   const rows = await runCell(CFG, 'A', 0.85);

@@ -18,8 +18,14 @@ export class Inflight {
   private addrs: Array<string> = [];
   local: Array<i32> = [];
   remote: Array<i32> = [];
-  /** local + remote, indexed by slot: what the picker reads. */
+  /** local + remote + the other proxies' increase since the scrape (meshDelta), indexed by slot: what the picker reads. */
   total: Array<i32> = [];
+  /**
+   * Other proxies' in-flight count per slot, from the agent's last answer (lib/mesh-inflight.ts;
+   * -1: unknown -- no answer, expired, or mesh in-flight off), and its value at the scrape in force.
+   */
+  private meshNow: Array<i32> = [];
+  private meshAt: Array<i32> = [];
   /**
    * Generation per slot, bumped when the slot is freed: a stream that still holds the old
    * generation releases nothing (its count went with the slot).
@@ -68,6 +74,8 @@ export class Inflight {
       this.local.push(0);
       this.remote.push(0);
       this.total.push(0);
+      this.meshNow.push(-1);
+      this.meshAt.push(-1);
       this.gen.push(this.genFloor);
       this.scrapeAt.push(-1);
       this.atScrape.push(0);
@@ -100,6 +108,8 @@ export class Inflight {
       this.local[s] = 0;
       this.remote[s] = 0;
       this.total[s] = 0;
+      this.meshNow[s] = -1;
+      this.meshAt[s] = -1;
       this.gen[s]++;
       this.scrapeAt[s] = -1;
       this.atScrape[s] = 0;
@@ -139,6 +149,7 @@ export class Inflight {
     if (n < this.addrs.length) {
       for (let s = n; s < this.addrs.length; s++) if (this.gen[s] + 1 > this.genFloor) this.genFloor = this.gen[s] + 1;
       this.addrs.length = n; this.local.length = n; this.remote.length = n; this.total.length = n; this.gen.length = n;
+      this.meshNow.length = n; this.meshAt.length = n;
       this.scrapeAt.length = n; this.atScrape.length = n; this.usedIn.length = n; this.unusedSince.length = n; this.livePos.length = n;
       const kept = new Array<i32>();
       for (let i = 0; i < this.freeSlots.length; i++) if (this.freeSlots[i] < n) kept.push(this.freeSlots[i]);
@@ -159,9 +170,30 @@ export class Inflight {
     const prev = this.scrapeAt[slot];
     if (prev < 0 || Math.abs(scrapeAtMs - prev) > 2) {
       this.scrapeAt[slot] = scrapeAtMs;
+      // the other proxies' count now is the new reference: their increase starts from zero
+      this.meshAt[slot] = this.meshNow[slot];
+      this.total[slot] = this.local[slot] + this.remote[slot];
       this.atScrape[slot] = this.total[slot];
     }
     return this.atScrape[slot];
+  }
+
+  /** This proxy's own in-flight count to `slot` (this VM's and the other workers'): what it reports to its agent. */
+  own(slot: i32): i32 { return unchecked(this.local[slot]) + unchecked(this.remote[slot]); }
+
+  /** The other proxies' count to `slot` (-1: unknown); read-only. */
+  meshCount(slot: i32): i32 { return unchecked(this.meshNow[slot]); }
+
+  /** Sets the other proxies' in-flight count to `slot` (-1: unknown) and the slot's total. */
+  setMesh(slot: i32, n: i32): void {
+    unchecked(this.meshNow[slot] = n);
+    unchecked(this.total[slot] = this.own(slot) + meshDelta(n, unchecked(this.meshAt[slot])));
+  }
+
+  /** Every live slot's remote count becomes unknown (the agent's answer expired): today's price. */
+  forgetMesh(): void {
+    const live = this.liveSlots;
+    for (let k = 0; k < live.length; k++) this.setMesh(unchecked(live[k]), -1);
   }
 
   inc(slot: i32): void { unchecked(this.local[slot]++); unchecked(this.total[slot]++); }
@@ -223,10 +255,24 @@ export class Inflight {
       // picked up on the tick after we adopt them. Never allocate here: the document is input.
       if (this.slots.has(addr)) this.remote[this.slots.get(addr)] += <i32>load<u32>(r.valuePtr);
     }
-    for (let k = 0; k < live.length; k++) { const i = unchecked(live[k]); unchecked(this.total[i] = this.local[i] + this.remote[i]); }
+    for (let k = 0; k < live.length; k++) {
+      const i = unchecked(live[k]);
+      unchecked(this.total[i] = this.local[i] + this.remote[i] + meshDelta(this.meshNow[i], this.meshAt[i]));
+    }
     r.keep.push(this.encodeOwn(token, nowMs));
     return concatSections(r.keep);
   }
+}
+
+/**
+ * What the other proxies' in-flight count adds to an instance's backlog: its increase since the
+ * scrape in force (the scrape's queue already holds the requests in flight then), never negative
+ * (a remote count that fell -- completions, or a proxy whose report the agent dropped -- never
+ * makes an instance cheaper than without mesh in-flight), 0 when either count is unknown.
+ */
+export function meshDelta(now: i32, atScrape: i32): i32 {
+  if (now < 0 || atScrape < 0) return 0;
+  return now > atScrape ? now - atScrape : 0;
 }
 
 /** xorshift32: deterministic, seedable; AssemblyScript's Math.random needs a host seed import Envoy lacks. */
