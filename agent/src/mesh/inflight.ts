@@ -16,6 +16,8 @@ export const INFLIGHT_CONTENT_TYPE = 'application/vnd.switchyard.inflight.v1';
 export const INFLIGHT_VERSION = 1;
 export const KIND_REPORT = 1;
 export const KIND_ANSWER = 2;
+/** an agent's own proxies' sums, on NATS (inflight-exchange.ts) */
+export const KIND_AGENT = 3;
 export const HEADER_BYTES = 18;
 export const MAX_RECORDS = 65535;
 /** A report's counts stand at least this long (ms), whatever its interval. */
@@ -38,7 +40,7 @@ export function decodeInflight(buf: Buffer): InflightDoc {
   const version = buf.readUInt8(0);
   if (version !== INFLIGHT_VERSION) throw new InflightFormatError(`version ${version} (expected ${INFLIGHT_VERSION})`);
   const kind = buf.readUInt8(1);
-  if (kind !== KIND_REPORT && kind !== KIND_ANSWER) throw new InflightFormatError(`kind ${kind} (expected ${KIND_REPORT} report or ${KIND_ANSWER} answer)`);
+  if (kind !== KIND_REPORT && kind !== KIND_ANSWER && kind !== KIND_AGENT) throw new InflightFormatError(`kind ${kind} (expected ${KIND_REPORT} report, ${KIND_ANSWER} answer or ${KIND_AGENT} an agent's sums)`);
   const count = buf.readUInt16LE(16);
   const counts = new Map<string, number>();
   let off = HEADER_BYTES;

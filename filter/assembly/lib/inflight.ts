@@ -9,6 +9,12 @@
 // count × (u8 addrLen, addr, u32 inflight)`; only non-zero counts are written.
 import { AddrSections, AddrSectionWriter, concatSections } from "./shared-doc";
 
+/**
+ * Ticks of in-flight history kept per slot: at refreshMs 20, 640 ms -- a scrape is adopted at most
+ * a publication interval (250 ms) plus the long poll's delivery and a tick after it is taken.
+ */
+export const HISTORY: i32 = 32;
+
 /** Stream handle for "no slot held". */
 export const NO_HOLD: i64 = -1;
 
@@ -26,6 +32,16 @@ export class Inflight {
    */
   private meshNow: Array<i32> = [];
   private meshAt: Array<i32> = [];
+  /**
+   * The last HISTORY ticks' counts per slot (own, and the other proxies' -1 = unknown), slot-major,
+   * and the tick times (ring, shared by every slot): rebase takes the counts AT the scrape, not at
+   * the snapshot's adoption up to a publication interval later -- requests sent in between are in
+   * neither the scraped queue nor (were the reference taken at adoption) the increase.
+   */
+  private ownHist: Array<i32> = [];
+  private meshHist: Array<i32> = [];
+  private histAt: StaticArray<f64> = new StaticArray<f64>(HISTORY);
+  private histHead: i32 = -1;
   /**
    * Generation per slot, bumped when the slot is freed: a stream that still holds the old
    * generation releases nothing (its count went with the slot).
@@ -64,6 +80,7 @@ export class Inflight {
       s = this.slots.get(addr);
     } else if (this.freeSlots.length > 0) {
       s = this.freeSlots.pop();
+      this.forgetHistory(s);
       this.slots.set(addr, s);
       this.addrs[s] = addr;
       this.addLive(s);
@@ -82,6 +99,7 @@ export class Inflight {
       this.usedIn.push(0);
       this.unusedSince.push(-1);
       this.livePos.push(-1);
+      for (let h = 0; h < HISTORY; h++) { this.ownHist.push(-1); this.meshHist.push(-1); }
       this.addLive(s);
     }
     this.usedIn[s] = this.epoch;
@@ -150,6 +168,7 @@ export class Inflight {
       for (let s = n; s < this.addrs.length; s++) if (this.gen[s] + 1 > this.genFloor) this.genFloor = this.gen[s] + 1;
       this.addrs.length = n; this.local.length = n; this.remote.length = n; this.total.length = n; this.gen.length = n;
       this.meshNow.length = n; this.meshAt.length = n;
+      this.ownHist.length = n * HISTORY; this.meshHist.length = n * HISTORY;
       this.scrapeAt.length = n; this.atScrape.length = n; this.usedIn.length = n; this.unusedSince.length = n; this.livePos.length = n;
       const kept = new Array<i32>();
       for (let i = 0; i < this.freeSlots.length; i++) if (this.freeSlots[i] < n) kept.push(this.freeSlots[i]);
@@ -170,12 +189,52 @@ export class Inflight {
     const prev = this.scrapeAt[slot];
     if (prev < 0 || Math.abs(scrapeAtMs - prev) > 2) {
       this.scrapeAt[slot] = scrapeAtMs;
-      // the other proxies' count now is the new reference: their increase starts from zero
-      this.meshAt[slot] = this.meshNow[slot];
-      this.total[slot] = this.local[slot] + this.remote[slot];
-      this.atScrape[slot] = this.total[slot];
+      // the counts at the scrape (the last tick at or before it), else the counts now
+      const k = this.historyAt(scrapeAtMs);
+      const own = k >= 0 ? unchecked(this.ownHist[slot * HISTORY + k]) : -1;
+      if (own >= 0) {
+        this.atScrape[slot] = own;
+        this.meshAt[slot] = unchecked(this.meshHist[slot * HISTORY + k]);
+      } else {
+        this.atScrape[slot] = this.own(slot);
+        this.meshAt[slot] = this.meshNow[slot];
+      }
+      this.total[slot] = this.own(slot) + meshDelta(this.meshNow[slot], this.meshAt[slot]);
     }
     return this.atScrape[slot];
+  }
+
+  /**
+   * Every tick, after the merge: this tick's counts into the history (HISTORY ints per live slot
+   * and counter; the live fleet).
+   */
+  record(nowMs: f64): void {
+    const head = (this.histHead + 1) % HISTORY;
+    this.histHead = head;
+    unchecked(this.histAt[head] = nowMs);
+    const live = this.liveSlots;
+    for (let k = 0; k < live.length; k++) {
+      const s = unchecked(live[k]);
+      unchecked(this.ownHist[s * HISTORY + head] = this.own(s));
+      unchecked(this.meshHist[s * HISTORY + head] = this.meshNow[s]);
+    }
+  }
+
+  /** The ring index of the newest tick at or before `t` (-1: none recorded, or all are later). */
+  private historyAt(t: f64): i32 {
+    if (this.histHead < 0) return -1;
+    for (let i = 0; i < HISTORY; i++) {
+      const k = (this.histHead - i + HISTORY) % HISTORY;
+      const at = unchecked(this.histAt[k]);
+      if (at <= 0 && i > 0) return -1; // not filled yet
+      if (at <= t + 2) return k; // the same ms rounding as the scrape time (rebase)
+    }
+    return -1;
+  }
+
+  /** A slot given to a new address has no past. */
+  private forgetHistory(s: i32): void {
+    for (let h = 0; h < HISTORY; h++) { unchecked(this.ownHist[s * HISTORY + h] = -1); unchecked(this.meshHist[s * HISTORY + h] = -1); }
   }
 
   /** This proxy's own in-flight count to `slot` (this VM's and the other workers'): what it reports to its agent. */

@@ -119,6 +119,7 @@ export class SwitchyardRoot extends RootContext {
       const meshOn = cfg.loadAware.meshReportMs > 0;
       if (meshOn) this.mesh!.adopt(now, cfg, this.loadAware.inflight);
       this.shareInflight(now, maxAge);
+      this.loadAware.inflight.record(<f64>now);
       if (meshOn && this.isWriter) this.mesh!.report(now, cfg, this.loadAware.inflight);
       shareInband(this.loadAware.inband, this.loadAware.inflight);
       this.sharePrefixes(now, maxAge);
