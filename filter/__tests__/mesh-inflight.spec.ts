@@ -37,10 +37,10 @@ function apply(f: Inflight, doc: ArrayBuffer): i32 {
 }
 
 describe("meshDelta", () => {
-  it("adds the other proxies' increase since the scrape, never a decrease, nothing when unknown", () => {
+  it("adds the other proxies' change since the scrape (sends and completions), nothing when unknown", () => {
     expect(meshDelta(7, 3)).toBe(4);
     expect(meshDelta(3, 3)).toBe(0);
-    expect(meshDelta(1, 5)).toBe(0); // completions since the scrape (or a dropped report): never cheaper
+    expect(meshDelta(1, 5)).toBe(-4); // four of theirs completed since the scrape: the queue is shorter
     expect(meshDelta(-1, 3)).toBe(0); // unknown now
     expect(meshDelta(9, -1)).toBe(0); // unknown at the scrape: no reference, today's price
   });
@@ -98,6 +98,27 @@ describe("mesh in-flight in the price (Inflight.setMesh / rebase)", () => {
     f.rebase(s, 3000);
     f.setMesh(s, 22);
     expect(f.total[s]).toBe(without + 2);
+  });
+
+  it("takes the reference from the tick history at the scrape's time, not at the snapshot's adoption", () => {
+    const f = new Inflight();
+    const s = f.slotFor("a:1");
+    f.setMesh(s, 2);
+    f.record(1000);
+    f.inc(s); f.setMesh(s, 6);
+    f.record(1020);
+    f.inc(s); f.setMesh(s, 9);
+    f.record(1040);
+    // scraped at 1010, adopted at 1040: the counts of the 1000 tick (own 0, others 2) are in its queue
+    expect(f.rebase(s, 1010)).toBe(0);
+    expect(f.total[s]).toBe(2 + 7);
+    // a scrape older than the history: the counts now (what the queue may hold at the least)
+    const g = new Inflight();
+    const t = g.slotFor("a:1");
+    g.record(5000);
+    g.inc(t); g.setMesh(t, 4);
+    expect(g.rebase(t, 100)).toBe(1);
+    expect(g.total[t]).toBe(1);
   });
 
   it("a freed slot forgets its remote counts", () => {

@@ -191,9 +191,12 @@ export class InflightAggregator {
     // the live fleet only, and at most maxInstances addresses summed
     const counts = new Map<string, number>();
     let ignored = 0;
+    let added = 0; // addresses this report adds to the sum
     for (const [a, n] of doc.counts) {
       const known = this.opts.isInstance ? this.opts.isInstance(a) : true;
-      if (!known || (!this.local.has(a) && !(held?.counts.has(a)) && this.local.size >= this.opts.maxInstances)) { ignored++; continue; }
+      const isNew = !this.local.has(a);
+      if (!known || (isNew && this.local.size + added >= this.opts.maxInstances)) { ignored++; continue; }
+      if (isNew) added++;
       counts.set(a, n);
     }
     this.stats.ignoredRecords += ignored;
