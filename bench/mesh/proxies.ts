@@ -25,6 +25,8 @@
 //                               POST /v1/inflight (the real agent/src/mesh/inflight.ts aggregation)
 //                               and prices the other proxies' answer.
 //   [--policies today,mesh] [--mesh-report MS] (a tuned report interval: the row is labelled)
+//   [--mesh-agents M]  the mesh row's K proxies report round robin to M agents linked by the real
+//                      NATS exchange (agent/src/mesh/inflight-exchange.ts, 1 ms hop) instead of one
 import { mkdirSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { DEFAULT_AGENT, type AgentSpec } from '../routing/agent-model';
@@ -50,6 +52,8 @@ export interface MeshDesConfig {
   policies: string[];
   /** loadAware.meshReportMs for the mesh row; undefined = the filter's default (shipped) */
   meshReportMs?: number;
+  /** mesh row: the K proxies report to this many agents (round robin) linked by the NATS exchange (1 ms hop); 1 = one agent for all */
+  meshAgents?: number;
 }
 
 export interface MeshRow {
@@ -102,13 +106,14 @@ export async function runCell(c: MeshDesConfig, fleetName: string, rho: number, 
       const agent: AgentSpec = { ...DEFAULT_AGENT, scrapeIntervalMs: scrapeMs };
       for (const pol of c.policies) {
         const mesh = pol === 'mesh';
-        const name = mesh ? `switchyard+mesh${c.meshReportMs !== undefined ? ` (tuned: report ${c.meshReportMs} ms)` : ''} x${k}` : `switchyard x${k}`;
+        const agents = mesh ? Math.min(c.meshAgents ?? 1, k) : 1;
+        const name = mesh ? `switchyard+mesh${c.meshReportMs !== undefined ? ` (tuned: report ${c.meshReportMs} ms)` : ''}${agents > 1 ? ` ${agents} agents` : ''} x${k}` : `switchyard x${k}`;
         const tuning = { meshReportMs: mesh ? c.meshReportMs : 0 };
         variants.push({
           scrapeMs,
           p: new MultiProxy(name, (i, shared) => new SwitchyardPolicy({
-            wasmPath: c.wasm, agent, seed: seed + i, name: `${name} #${i}`, sharedAgent: shared, measuredRange: mr, tuning,
-          }), k, { spec: agent, seed }, seed),
+            wasmPath: c.wasm, agent, seed: seed + i, name: `${name} #${i}`, sharedAgent: shared, measuredRange: mr, tuning, inflightGroup: i,
+          }), k, { spec: agent, seed, meshAgents: agents }, seed),
         });
       }
     }
@@ -172,6 +177,7 @@ async function main(): Promise<void> {
     wasm: path.resolve(ROOT, arg('--wasm', 'build/switchyard.wasm')),
     policies: arg('--policies', 'today,mesh').split(','),
     meshReportMs: process.argv.includes('--mesh-report') ? Number(arg('--mesh-report', '')) : undefined,
+    meshAgents: Number(arg('--mesh-agents', '1')),
   };
   for (const p of c.policies) if (p !== 'today' && p !== 'mesh') throw new Error(`--policies: unknown ${p} (today, mesh)`);
   const out = path.resolve(ROOT, arg('--out', 'build/bench'));

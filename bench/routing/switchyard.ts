@@ -154,6 +154,8 @@ export class SwitchyardPolicy implements RoutingPolicy {
       wasmPath: string; agent: AgentSpec; tuning?: FilterTuning; workers?: number; seed: number; name?: string; measuredRange?: [number, number];
       /** an agent shared with other proxies (its owner attaches it to the engine) */
       sharedAgent?: AgentModel;
+      /** which of the shared agent model's mesh in-flight aggregations (agents) this proxy reports to */
+      inflightGroup?: number;
     },
   ) {
     this.name = opts.name ?? 'switchyard';
@@ -185,7 +187,7 @@ export class SwitchyardPolicy implements RoutingPolicy {
     if (u.pathname === '/v1/inflight') {
       // POST /v1/inflight as agent/src/api/inflight.ts answers it, from the agent's aggregation
       if (req.method !== 'POST') return { status: 405, body: 'method not allowed\n' };
-      const r = this.agent.inflight().report(req.body);
+      const r = this.agent.inflight(this.opts.inflightGroup ?? 0).report(req.body);
       if (!r.ok) return { status: r.status, body: `${r.error}\n` };
       this.stats.meshReports++;
       return { status: 200, headers: { 'content-type': INFLIGHT_CONTENT_TYPE }, body: r.answer };

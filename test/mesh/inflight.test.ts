@@ -127,7 +127,7 @@ test('POST /v1/inflight on the agent\'s listener: answered in the format; 413 ov
   const agent = await startAgent({ ...base, inflight: { maxBodyBytes: 1024 } } as never, { logger: pino({ level: 'silent' }), defaultMetrics: false });
   const off = await startAgent({ ...base, inflight: { enabled: false } } as never, { logger: pino({ level: 'silent' }), defaultMetrics: false });
   try {
-    const post = (url: string, body: Buffer) => fetch(`${url}/v1/inflight`, { method: 'POST', body, headers: { 'content-type': INFLIGHT_CONTENT_TYPE } });
+    const post = (url: string, body: Buffer) => fetch(`${url}/v1/inflight`, { method: 'POST', body: new Uint8Array(body), headers: { 'content-type': INFLIGHT_CONTENT_TYPE } });
     // no instances configured: every address is outside the fleet and ignored, the answer is empty
     const r = await post(agent.url, report(0, { 'a:1': 3 }, 1000)); // stands 4 s
     assert.equal(r.status, 200);
