@@ -54,6 +54,8 @@ export interface MeshDesConfig {
   meshReportMs?: number;
   /** mesh row: the K proxies report to this many agents (round robin) linked by the NATS exchange (1 ms hop); 1 = one agent for all */
   meshAgents?: number;
+  /** inflight.exchangeMs of those agents (undefined: the agent's default; set: a tuned, labelled row) */
+  exchangeMs?: number;
 }
 
 export interface MeshRow {
@@ -107,13 +109,13 @@ export async function runCell(c: MeshDesConfig, fleetName: string, rho: number, 
       for (const pol of c.policies) {
         const mesh = pol === 'mesh';
         const agents = mesh ? Math.min(c.meshAgents ?? 1, k) : 1;
-        const name = mesh ? `switchyard+mesh${c.meshReportMs !== undefined ? ` (tuned: report ${c.meshReportMs} ms)` : ''}${agents > 1 ? ` ${agents} agents` : ''} x${k}` : `switchyard x${k}`;
+        const name = mesh ? `switchyard+mesh${c.meshReportMs !== undefined ? ` (tuned: report ${c.meshReportMs} ms)` : ''}${agents > 1 ? ` ${agents} agents${c.exchangeMs !== undefined ? ` (tuned: exchange ${c.exchangeMs} ms)` : ''}` : ''} x${k}` : `switchyard x${k}`;
         const tuning = { meshReportMs: mesh ? c.meshReportMs : 0 };
         variants.push({
           scrapeMs,
           p: new MultiProxy(name, (i, shared) => new SwitchyardPolicy({
             wasmPath: c.wasm, agent, seed: seed + i, name: `${name} #${i}`, sharedAgent: shared, measuredRange: mr, tuning, inflightGroup: i,
-          }), k, { spec: agent, seed, meshAgents: agents }, seed),
+          }), k, { spec: agent, seed, meshAgents: agents, exchangeMs: c.exchangeMs }, seed),
         });
       }
     }
@@ -178,6 +180,7 @@ async function main(): Promise<void> {
     policies: arg('--policies', 'today,mesh').split(','),
     meshReportMs: process.argv.includes('--mesh-report') ? Number(arg('--mesh-report', '')) : undefined,
     meshAgents: Number(arg('--mesh-agents', '1')),
+    exchangeMs: process.argv.includes('--exchange-ms') ? Number(arg('--exchange-ms', '')) : undefined,
   };
   for (const p of c.policies) if (p !== 'today' && p !== 'mesh') throw new Error(`--policies: unknown ${p} (today, mesh)`);
   const out = path.resolve(ROOT, arg('--out', 'build/bench'));

@@ -149,10 +149,13 @@ export class AgentModel {
    * in-process NATS that delivers each message `hopMs` after it is published. The pool state stays
    * this one model's (as subscribers serve the leader's). Call before attach().
    */
-  setMeshAgents(m: number, hopMs = 1): void {
+  setMeshAgents(m: number, hopMs = 1, exchangeMs?: number): void {
     this.meshAgents = Math.max(1, Math.floor(m));
     this.natsHopMs = hopMs;
+    this.exchangeMs = exchangeMs;
   }
+  /** inflight.exchangeMs (undefined: the agent's default) */
+  private exchangeMs?: number;
 
   private startExchanges(): void {
     if (this.meshAgents <= 1) return;
@@ -173,7 +176,7 @@ export class AgentModel {
       },
       flush: async () => undefined,
     } as unknown as NatsConnection;
-    const cfg = INFLIGHT_DEFAULTS;
+    const cfg = { ...INFLIGHT_DEFAULTS, ...(this.exchangeMs !== undefined ? { exchangeMs: this.exchangeMs } : {}) };
     const known = new Set(this.addrs);
     this.exchanges = this.aggs.map((agg, g) => new InflightExchange(agg, cfg, {
       id: g + 1, subjectPrefix: 'switchyard.pool', connection: () => nc, pools: [{ peer: '', service: SERVICE }],

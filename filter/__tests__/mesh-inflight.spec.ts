@@ -109,16 +109,19 @@ describe("mesh in-flight in the price (Inflight.setMesh / rebase)", () => {
     f.record(1020);
     f.inc(s); f.setMesh(s, 9);
     f.record(1040);
-    // scraped at 1010, adopted at 1040: the counts of the 1000 tick (own 0, others 2) are in its queue
-    expect(f.rebase(s, 1010)).toBe(0);
-    expect(f.total[s]).toBe(2 + 7);
-    // a scrape older than the history: the counts now (what the queue may hold at the least)
+    // scraped at 1010, adopted at 1040: the counts of the first tick after it (1020: own 1, others 6)
+    expect(f.rebase(s, 1010)).toBe(1);
+    expect(f.total[s]).toBe(2 + 3);
+    // a scrape older than the history: the oldest tick (others unknown then: no increase counted)
     const g = new Inflight();
     const t = g.slotFor("a:1");
     g.record(5000);
     g.inc(t); g.setMesh(t, 4);
-    expect(g.rebase(t, 100)).toBe(1);
+    expect(g.rebase(t, 100)).toBe(0);
     expect(g.total[t]).toBe(1);
+    // a scrape at (or after) the last tick: what was sent since that tick may be in its queue: now
+    g.inc(t);
+    expect(g.rebase(t, 5001)).toBe(2);
   });
 
   it("a freed slot forgets its remote counts", () => {

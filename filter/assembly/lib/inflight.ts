@@ -189,7 +189,7 @@ export class Inflight {
     const prev = this.scrapeAt[slot];
     if (prev < 0 || Math.abs(scrapeAtMs - prev) > 2) {
       this.scrapeAt[slot] = scrapeAtMs;
-      // the counts at the scrape (the last tick at or before it), else the counts now
+      // the counts at the scrape (the first tick after it), else the counts now
       const k = this.historyAt(scrapeAtMs);
       const own = k >= 0 ? unchecked(this.ownHist[slot * HISTORY + k]) : -1;
       if (own >= 0) {
@@ -220,16 +220,24 @@ export class Inflight {
     }
   }
 
-  /** The ring index of the newest tick at or before `t` (-1: none recorded, or all are later). */
+  /**
+   * The ring index of the first tick after `t` (the oldest recorded if all are after it); -1: no
+   * tick after it (the scrape is not older than the last tick: the counts now are the closest), or
+   * nothing recorded. After, not before: a request sent in the tick before the scrape is in its
+   * queue, one sent in the tick after counts from the next scrape -- the error is one tick either
+   * way, and this one is what a snapshot adopted within the tick of its scrape always had.
+   */
   private historyAt(t: f64): i32 {
     if (this.histHead < 0) return -1;
+    let found = -1;
     for (let i = 0; i < HISTORY; i++) {
       const k = (this.histHead - i + HISTORY) % HISTORY;
       const at = unchecked(this.histAt[k]);
-      if (at <= 0 && i > 0) return -1; // not filled yet
-      if (at <= t + 2) return k; // the same ms rounding as the scrape time (rebase)
+      if (at <= 0 && i > 0) break; // not filled yet
+      if (at <= t + 2) break; // the same ms rounding as the scrape time (rebase)
+      found = k;
     }
-    return -1;
+    return found;
   }
 
   /** A slot given to a new address has no past. */
