@@ -24,7 +24,7 @@ export const INFLIGHT_DEFAULTS: InflightConfig = {
   maxInstances: 100000,
   expireReports: 4,
   maxBodyBytes: 1048576,
-  exchangeMs: 50,
+  exchangeMs: 20,
   agentExpireMs: 1000,
   maxAgents: 4096,
 };
@@ -40,7 +40,7 @@ export const inflightSchema: Record<string, unknown> = {
     maxInstances: { type: 'integer', minimum: 1, maximum: 10000000, default: INFLIGHT_DEFAULTS.maxInstances, description: 'addresses summed (beyond the live fleet no address is kept anyway)' },
     expireReports: { type: 'integer', minimum: 2, maximum: 100, default: INFLIGHT_DEFAULTS.expireReports, description: 'a proxy\'s report stands this many of its intervals (at least 100 ms)' },
     maxBodyBytes: { type: 'integer', minimum: 1024, maximum: 16777216, default: INFLIGHT_DEFAULTS.maxBodyBytes, description: 'largest report accepted (413 beyond)' },
-    exchangeMs: { type: 'integer', minimum: 10, maximum: 10000, default: INFLIGHT_DEFAULTS.exchangeMs, description: 'mesh mode: the agent\'s sums go on NATS at most this often (default: the filters\' report interval), only when they changed' },
+    exchangeMs: { type: 'integer', minimum: 10, maximum: 10000, default: INFLIGHT_DEFAULTS.exchangeMs, description: 'mesh mode: the agent\'s sums go on NATS at most this often (about the filters\' tick), only when they changed' },
     agentExpireMs: { type: 'integer', minimum: 100, maximum: 600000, default: INFLIGHT_DEFAULTS.agentExpireMs, description: 'mesh mode: another agent\'s sums stand this long after its last message' },
     maxAgents: { type: 'integer', minimum: 1, maximum: 1000000, default: INFLIGHT_DEFAULTS.maxAgents, description: 'mesh mode: other agents held' },
   },
