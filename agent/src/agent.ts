@@ -16,6 +16,9 @@ import { createPeerMonitors, linkStatus } from './wiring/peers';
 import { startInstanceSource } from './wiring/instances';
 import { startRules, type RulesHandle } from './rules';
 import { MeshRuntime } from './mesh/runtime';
+import { InflightAggregator } from './mesh/inflight';
+import { inflightMetrics, inflightRoute } from './api/inflight';
+import { InflightExchange } from './mesh/inflight-exchange';
 
 export { MAX_WAIT_MS } from './api/routes';
 export type { ApiRoute } from './api/server';
@@ -60,6 +63,8 @@ export interface AgentHandle {
   rules?: RulesHandle;
   /** pool collectors / subscription (docs/mesh.md), when config.mesh sets mode collector or subscriber */
   mesh?: MeshRuntime;
+  /** mesh-wide in-flight: the filters' reports (docs/mesh.md), when config.inflight.enabled */
+  inflight?: InflightAggregator;
   stop(): Promise<void>;
 }
 
@@ -70,14 +75,18 @@ export async function startAgent(input: AgentConfigInput | AgentConfig = {}, opt
     pino({ level: config.log.level, base: { svc: 'switchyard-agent' }, timestamp: pino.stdTimeFunctions.isoTime });
   const events = new EventEmitter<AgentEvents>();
   const w = await wireAgent(config, logger, events, opts);
+  const inflight = config.inflight.enabled ? meshInflight(config, w) : undefined;
+  const exchange = inflight && w.mesh && config.mesh?.nats ? inflightExchange(config, w, inflight) : undefined;
 
   const api = await startApiServer({
     host: config.listen.host,
     port: config.listen.port,
     maxConnections: config.listen.maxConnections,
     headersTimeoutMs: config.listen.headersTimeoutMs,
-    routes: [healthzRoute(), statusRoute(w.status, () => w.rules?.status(), () => w.mesh?.status()), metricsRoute(w.metrics.registry), snapshotRoute(w.publisher), ...(opts.routes ?? [])],
+    routes: [healthzRoute(), statusRoute(w.status, () => w.rules?.status(), () => w.mesh?.status()), metricsRoute(w.metrics.registry), snapshotRoute(w.publisher),
+      ...(inflight ? [inflightRoute(inflight, config.inflight.maxBodyBytes, inflightMetrics(w.metrics.registry, inflight))] : []), ...(opts.routes ?? [])],
   }).catch(async (err) => {
+    await exchange?.stop();
     await w.rules?.stop();
     await w.mesh?.stop();
     await w.instances?.stop();
@@ -85,6 +94,7 @@ export async function startAgent(input: AgentConfigInput | AgentConfig = {}, opt
   });
 
   w.publisher.start();
+  exchange?.start();
   for (const m of w.peers.values()) m.start();
   logger.info(
     { url: api.url, peers: config.link.peers.map((p) => ({ name: p.name, probe: p.probe, intervalMs: p.intervalMs })), seq: w.publisher.current.snapshot.seq },
@@ -94,6 +104,7 @@ export async function startAgent(input: AgentConfigInput | AgentConfig = {}, opt
   let stopping: Promise<void> | undefined;
   const stop = (): Promise<void> =>
     (stopping ??= (async () => {
+      await exchange?.stop();
       await w.rules?.stop();
       await w.mesh?.stop();
       await w.instances?.stop();
@@ -121,8 +132,45 @@ export async function startAgent(input: AgentConfigInput | AgentConfig = {}, opt
     },
     rules: w.rules,
     mesh: w.mesh,
+    inflight,
     stop,
   };
+}
+
+/**
+ * The aggregation of the filters' in-flight reports; an address counts only while it is an
+ * instance the agent serves (the set is refreshed at most once a second: a report per proxy per
+ * tick must not rebuild it).
+ */
+function meshInflight(config: AgentConfig, w: Wired): InflightAggregator {
+  const c = config.inflight;
+  return new InflightAggregator({ maxProxies: c.maxProxies, maxInstances: c.maxInstances, expireReports: c.expireReports, isInstance: (a) => poolOfAddr(w, a) !== undefined });
+}
+
+/** addr -> its pool key ("peer or _/service"), from the records served, rebuilt at most once a second */
+const poolCache = new WeakMap<Wired, { at: number; pools: Map<string, string> }>();
+function poolOfAddr(w: Wired, addr: string): string | undefined {
+  const now = Date.now();
+  let c = poolCache.get(w);
+  if (!c || now - c.at >= 1000) {
+    c = { at: now, pools: new Map((w.instancesProvider?.() ?? []).map((r) => [r.addr, `${r.peer === '' ? '_' : r.peer}/${r.service}`])) };
+    poolCache.set(w, c);
+  }
+  return c.pools.get(addr);
+}
+
+/** mesh mode: the agents' sums over NATS, on the mesh runtime's connection */
+function inflightExchange(config: AgentConfig, w: Wired, agg: InflightAggregator): InflightExchange {
+  const mesh = w.mesh!;
+  const services = ((config.inference as { services?: Array<{ name: string; peer?: string }> } | undefined)?.services ?? []);
+  return new InflightExchange(agg, config.inflight, {
+    id: mesh.id,
+    subjectPrefix: config.mesh!.nats!.subjectPrefix,
+    connection: () => mesh.natsConnection(),
+    pools: services.map((s) => ({ peer: s.peer ?? '', service: s.name })),
+    poolOf: (a) => poolOfAddr(w, a),
+    registry: w.metrics.registry,
+  });
 }
 
 interface Wired {

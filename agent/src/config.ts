@@ -9,6 +9,7 @@ import baseSchema from '../config.schema.json';
 import * as inferenceModule from './inference/schema';
 import { rulesSchema, checkRulesConfig, type RulesConfig } from './rules/schema';
 import { meshSchema, checkMeshConfig, type MeshConfig } from './mesh/schema';
+import { inflightSchema, checkInflightConfig, type InflightConfig } from './mesh/inflight-schema';
 
 export const DEFAULT_CONFIG_PATH = '/etc/switchyard/agent.yaml';
 
@@ -42,6 +43,8 @@ export interface AgentConfig {
   rules?: RulesConfig;
   /** pool collectors over etcd + NATS (agent/src/mesh/schema.ts); absent = mode local */
   mesh?: MeshConfig;
+  /** mesh-wide in-flight: POST /v1/inflight and its bounds (agent/src/mesh/inflight-schema.ts); defaults filled in */
+  inflight: InflightConfig;
 }
 
 /** Deep-partial input accepted by resolveConfig / startAgent. */
@@ -53,6 +56,7 @@ export type AgentConfigInput = {
   inference?: Record<string, unknown>;
   rules?: Record<string, unknown>;
   mesh?: Record<string, unknown>;
+  inflight?: Partial<InflightConfig>;
 };
 
 /** Used when no --config is given and DEFAULT_CONFIG_PATH does not exist: the local rig. */
@@ -88,6 +92,7 @@ export function effectiveSchema(): Record<string, unknown> {
   schema.properties.inference = inferenceSubSchema();
   schema.properties.rules = rulesSchema;
   schema.properties.mesh = meshSchema;
+  schema.properties.inflight = inflightSchema;
   return schema;
 }
 
@@ -185,6 +190,7 @@ function semanticChecks(c: AgentConfig): string[] {
   const problems: string[] = [];
   if (c.inference !== undefined) problems.push(...inferenceChecks(c.inference));
   if (c.rules !== undefined) problems.push(...checkRulesConfig(c.rules, 'rules', c.link.peers.map((p) => p.name)));
+  problems.push(...checkInflightConfig(c.inflight));
   if (c.mesh !== undefined) problems.push(...checkMeshConfig(c.mesh, c.inference as { scrapeIntervalMs?: number; services?: unknown[] } | undefined));
   // instances of a peer whose link is not probed would be routed on a link state nobody measures
   const linkPeers = new Set(c.link.peers.map((p) => p.name));

@@ -17,8 +17,16 @@
 //   least-request (all-seeing)  Envoy LEAST_REQUEST P2C on the exact in-flight counts of every
 //                               request: what a central picker knows (the denominator);
 //   least-request xK            Envoy LEAST_REQUEST in each proxy on its own active requests;
-//   switchyard xK @scrape       today's design: main's filter, each proxy's in-flight counts its own
-//                               plus the agent's scrape (no mesh in-flight).
+//   switchyard xK @scrape       today's design: the filter with mesh in-flight off
+//                               (loadAware.meshReportMs 0): each proxy's in-flight counts its own
+//                               plus the agent's scrape;
+//   switchyard+mesh xK @scrape  mesh in-flight as shipped (loadAware.meshReportMs default): every
+//                               proxy's snapshot writer reports its counts to the agent model on
+//                               POST /v1/inflight (the real agent/src/mesh/inflight.ts aggregation)
+//                               and prices the other proxies' answer.
+//   [--policies today,mesh] [--mesh-report MS] (a tuned report interval: the row is labelled)
+//   [--mesh-agents M]  the mesh row's K proxies report round robin to M agents linked by the real
+//                      NATS exchange (agent/src/mesh/inflight-exchange.ts, 1 ms hop) instead of one
 import { mkdirSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { DEFAULT_AGENT, type AgentSpec } from '../routing/agent-model';
@@ -40,6 +48,14 @@ export interface MeshDesConfig {
   warmupMs: number;
   seed: number;
   wasm: string;
+  /** which filter rows: 'today' (mesh in-flight off), 'mesh' (shipped default) */
+  policies: string[];
+  /** loadAware.meshReportMs for the mesh row; undefined = the filter's default (shipped) */
+  meshReportMs?: number;
+  /** mesh row: the K proxies report to this many agents (round robin) linked by the NATS exchange (1 ms hop); 1 = one agent for all */
+  meshAgents?: number;
+  /** inflight.exchangeMs of those agents (undefined: the agent's default; set: a tuned, labelled row) */
+  exchangeMs?: number;
 }
 
 export interface MeshRow {
@@ -90,12 +106,18 @@ export async function runCell(c: MeshDesConfig, fleetName: string, rho: number, 
     ];
     for (const scrapeMs of c.scrapesMs) {
       const agent: AgentSpec = { ...DEFAULT_AGENT, scrapeIntervalMs: scrapeMs };
-      variants.push({
-        scrapeMs,
-        p: new MultiProxy(`switchyard x${k}`, (i, shared) => new SwitchyardPolicy({
-          wasmPath: c.wasm, agent, seed: seed + i, name: `switchyard x${k} #${i}`, sharedAgent: shared, measuredRange: mr,
-        }), k, { spec: agent, seed }, seed),
-      });
+      for (const pol of c.policies) {
+        const mesh = pol === 'mesh';
+        const agents = mesh ? Math.min(c.meshAgents ?? 1, k) : 1;
+        const name = mesh ? `switchyard+mesh${c.meshReportMs !== undefined ? ` (tuned: report ${c.meshReportMs} ms)` : ''}${agents > 1 ? ` ${agents} agents${c.exchangeMs !== undefined ? ` (tuned: exchange ${c.exchangeMs} ms)` : ''}` : ''} x${k}` : `switchyard x${k}`;
+        const tuning = { meshReportMs: mesh ? c.meshReportMs : 0 };
+        variants.push({
+          scrapeMs,
+          p: new MultiProxy(name, (i, shared) => new SwitchyardPolicy({
+            wasmPath: c.wasm, agent, seed: seed + i, name: `${name} #${i}`, sharedAgent: shared, measuredRange: mr, tuning, inflightGroup: i,
+          }), k, { spec: agent, seed, meshAgents: agents, exchangeMs: c.exchangeMs }, seed),
+        });
+      }
     }
     for (const v of variants) {
       const r = await runPolicy(fleet, sp, v.p);
@@ -115,8 +137,12 @@ export async function runCell(c: MeshDesConfig, fleetName: string, rho: number, 
 /** The issue's table: one line per (fleet, K), one column per (policy, rho, scrape). */
 export function ratioTable(rows: MeshRow[], c: MeshDesConfig): string {
   const cols: Array<{ head: string; pick: (r: MeshRow) => boolean; rho: number }> = [];
-  for (const scrapeMs of c.scrapesMs) for (const rho of c.rhos) {
-    cols.push({ head: `filter ρ ${rho}, ${scrapeMs >= 1000 ? `${scrapeMs / 1000} s` : `${scrapeMs} ms`}`, rho, pick: (r) => r.policy.startsWith('switchyard') && r.scrapeMs === scrapeMs && r.rho === rho });
+  for (const pol of c.policies) for (const scrapeMs of c.scrapesMs) for (const rho of c.rhos) {
+    const mesh = pol === 'mesh';
+    cols.push({
+      head: `${mesh ? 'mesh in-flight' : 'today'} ρ ${rho}, ${scrapeMs >= 1000 ? `${scrapeMs / 1000} s` : `${scrapeMs} ms`}`, rho,
+      pick: (r) => r.policy.startsWith(mesh ? 'switchyard+mesh' : 'switchyard x') && r.scrapeMs === scrapeMs && r.rho === rho,
+    });
   }
   for (const rho of c.rhos) cols.push({ head: `per-proxy LR, ρ ${rho}`, rho, pick: (r) => r.policy.startsWith('least-request x') && r.rho === rho });
   const out = [`| fleet | K | ${cols.map((x) => x.head).join(' | ')} |`, `|---|---|${cols.map(() => '---|').join('')}`];
@@ -151,7 +177,12 @@ async function main(): Promise<void> {
     warmupMs: Number(arg('--warmup', '10000')),
     seed: Number(arg('--seed', '1')),
     wasm: path.resolve(ROOT, arg('--wasm', 'build/switchyard.wasm')),
+    policies: arg('--policies', 'today,mesh').split(','),
+    meshReportMs: process.argv.includes('--mesh-report') ? Number(arg('--mesh-report', '')) : undefined,
+    meshAgents: Number(arg('--mesh-agents', '1')),
+    exchangeMs: process.argv.includes('--exchange-ms') ? Number(arg('--exchange-ms', '')) : undefined,
   };
+  for (const p of c.policies) if (p !== 'today' && p !== 'mesh') throw new Error(`--policies: unknown ${p} (today, mesh)`);
   const out = path.resolve(ROOT, arg('--out', 'build/bench'));
   const t0 = performance.now();
   const w = wasmBytes(c.wasm);
@@ -165,7 +196,7 @@ async function main(): Promise<void> {
     await runCell(c, f, rho, (r) => {
       rows.push(r);
       const s = r.summary;
-      console.log(`  ${(r.policy + (r.scrapeMs ? ` @${r.scrapeMs} ms` : '')).padEnd(34)} P50 ${s.p50Ms.toFixed(0).padStart(5)}  P99 ${s.p99Ms.toFixed(0).padStart(6)}  P99.9 ${s.p999Ms.toFixed(0).padStart(6)} ms  ratio ${r.ratio.toFixed(2)}${r.degradedMeasured ? `  degraded ${r.degradedMeasured}` : ''}  [${(r.wallMs / 1000).toFixed(1)} s]`);
+      console.log(`  ${(r.policy + (r.scrapeMs ? ` @${r.scrapeMs} ms` : '')).padEnd(40)} P50 ${s.p50Ms.toFixed(0).padStart(5)}  P99 ${s.p99Ms.toFixed(0).padStart(6)}  P99.9 ${s.p999Ms.toFixed(0).padStart(6)} ms  ratio ${r.ratio.toFixed(2)}${r.degradedMeasured ? `  degraded ${r.degradedMeasured}` : ''}  [${(r.wallMs / 1000).toFixed(1)} s]`);
     });
   }
   console.log('\nP99 ÷ the all-seeing LEAST_REQUEST P99 (same sample path):');

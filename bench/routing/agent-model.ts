@@ -12,6 +12,10 @@ import { BaselineTracker, type EstimatorState, InstanceEstimator } from '../../a
 import { buildInstanceRecord, imputeFrom, priorFrom } from '../../agent/src/inference/collector';
 import { parseExposition } from '../../agent/src/inference/exposition';
 import { extractSignals, hasLoadSignal, resolveMappings } from '../../agent/src/inference/mappings';
+import { InflightAggregator } from '../../agent/src/mesh/inflight';
+import { InflightExchange } from '../../agent/src/mesh/inflight-exchange';
+import type { NatsConnection } from 'nats';
+import { INFLIGHT_DEFAULTS } from '../../agent/src/mesh/inflight-schema';
 import { encodeSnapshot, type InstanceRecord, type PeerRecord, type Snapshot } from '../../agent/src/snapshot/codec';
 import { mulberry32 } from '../../sim/inference/prng';
 import type { FifoQueueModel } from '../../sim/inference/queue';
@@ -96,6 +100,11 @@ export class AgentModel {
   readonly scrapes: ScrapeRow[] = [];
   publications = 0;
   private ctx!: EngineCtx;
+  private aggs: InflightAggregator[] = [];
+  private exchanges: InflightExchange[] = [];
+  /** mesh in-flight across agents: how many agents' aggregations, and the NATS hop (ms) */
+  private meshAgents = 1;
+  private natsHopMs = 1;
 
   constructor(
     readonly spec: AgentSpec,
@@ -117,6 +126,72 @@ export class AgentModel {
     this.seq = epoch0 * 1000 - 1;
   }
 
+  /**
+   * The agent's mesh in-flight aggregation (agent/src/mesh/inflight.ts, the agent's defaults) on
+   * the virtual clock: every proxy fed by this agent reports to it and is answered from it.
+   */
+  inflight(group = 0): InflightAggregator {
+    if (this.aggs.length === 0) {
+      const known = new Set(this.addrs);
+      for (let g = 0; g < this.meshAgents; g++) {
+        this.aggs.push(new InflightAggregator({
+          maxProxies: INFLIGHT_DEFAULTS.maxProxies, maxInstances: INFLIGHT_DEFAULTS.maxInstances, expireReports: INFLIGHT_DEFAULTS.expireReports,
+          isInstance: (a) => known.has(a), now: () => this.epoch0 + this.ctx.now(),
+        }));
+      }
+    }
+    return this.aggs[group % this.aggs.length];
+  }
+
+  /**
+   * Several agents (e.g. one per node), each aggregating its own proxies' reports, linked by the
+   * real exchange (agent/src/mesh/inflight-exchange.ts, shipped inflight defaults) over an
+   * in-process NATS that delivers each message `hopMs` after it is published. The pool state stays
+   * this one model's (as subscribers serve the leader's). Call before attach().
+   */
+  setMeshAgents(m: number, hopMs = 1, exchangeMs?: number): void {
+    this.meshAgents = Math.max(1, Math.floor(m));
+    this.natsHopMs = hopMs;
+    this.exchangeMs = exchangeMs;
+  }
+  /** inflight.exchangeMs (undefined: the agent's default) */
+  private exchangeMs?: number;
+
+  private startExchanges(): void {
+    if (this.meshAgents <= 1) return;
+    this.inflight();
+    const ctx = this.ctx;
+    const subs = new Map<string, Array<(data: Uint8Array) => void>>();
+    const nc = {
+      subscribe(subject: string, opts: { callback: (err: unknown, msg: { data: Uint8Array }) => void }) {
+        const list = subs.get(subject) ?? [];
+        const fn = (data: Uint8Array): void => opts.callback(null, { data });
+        list.push(fn);
+        subs.set(subject, list);
+        return { unsubscribe() { list.splice(list.indexOf(fn), 1); } };
+      },
+      publish: (subject: string, data: Uint8Array): void => {
+        const copy = Uint8Array.from(data);
+        ctx.at(ctx.now() + this.natsHopMs, () => { for (const f of subs.get(subject) ?? []) f(copy); });
+      },
+      flush: async () => undefined,
+    } as unknown as NatsConnection;
+    const cfg = { ...INFLIGHT_DEFAULTS, ...(this.exchangeMs !== undefined ? { exchangeMs: this.exchangeMs } : {}) };
+    const known = new Set(this.addrs);
+    this.exchanges = this.aggs.map((agg, g) => new InflightExchange(agg, cfg, {
+      id: g + 1, subjectPrefix: 'switchyard.pool', connection: () => nc, pools: [{ peer: '', service: SERVICE }],
+      poolOf: (a) => (known.has(a) ? `_/${SERVICE}` : undefined), now: () => this.epoch0 + ctx.now(),
+    }));
+    // each agent's exchange timer, at its own phase
+    this.exchanges.forEach((x, g) => {
+      const tick = (): void => {
+        x.tick();
+        ctx.at(ctx.now() + cfg.exchangeMs, tick);
+      };
+      ctx.at((g * cfg.exchangeMs) / this.exchanges.length, tick);
+    });
+  }
+
   onPublish(fn: (p: Published) => void): void {
     this.listeners.push(fn);
   }
@@ -127,6 +202,7 @@ export class AgentModel {
     const rng = mulberry32(this.seed ^ 0xa9e47);
     const I = this.spec.scrapeIntervalMs;
     this.publish(0); // 'initial'
+    this.startExchanges();
     if (this.spec.publishMode === 'periodic') this.arm(0);
     // each instance on its own timer, first at a random phase (collector.schedule)
     for (let i = 0; i < this.inst.length; i++) {

@@ -317,7 +317,7 @@ export class MultiProxy implements RoutingPolicy {
     readonly name: string,
     private readonly make: (k: number, agent: AgentModel | undefined) => RoutingPolicy,
     private readonly k: number,
-    private readonly agentOpts: { spec: AgentSpec; seed: number } | undefined,
+    private readonly agentOpts: { spec: AgentSpec; seed: number; meshAgents?: number; exchangeMs?: number } | undefined,
     seed: number,
     private readonly split?: number[],
   ) {
@@ -341,6 +341,7 @@ export class MultiProxy implements RoutingPolicy {
   init(ctx: EngineCtx): void {
     let agent: AgentModel | undefined;
     if (this.agentOpts) agent = new AgentModel(this.agentOpts.spec, ctx.addrs, START_EPOCH_MS, this.agentOpts.seed);
+    if (agent && this.agentOpts?.meshAgents) agent.setMeshAgents(this.agentOpts.meshAgents, 1, this.agentOpts.exchangeMs);
     for (let i = 0; i < this.k; i++) {
       const p = this.make(i, agent);
       p.init(ctx);

@@ -28,6 +28,7 @@ import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { HeaderMap, ProxyWasmHost, type ClusterRequest, type ClusterResponse, type HttpStream } from '../../host/src';
 import { CONTENT_TYPE } from '../../agent/src/snapshot/codec';
+import { INFLIGHT_CONTENT_TYPE } from '../../agent/src/mesh/inflight';
 import { mulberry32, type Rng } from '../../sim/inference/prng';
 import { AgentModel, type AgentSpec, SERVICE, type Published } from './agent-model';
 import { type Answer, type EngineCtx, leastRequestPick, type RoutingPolicy } from './des';
@@ -59,6 +60,8 @@ export interface FilterTuning {
   debug?: boolean;
   /** loadAware.services[].inband (docs/contracts.md), e.g. { enabled: false } for the in-band-off comparison */
   inband?: Record<string, unknown>;
+  /** loadAware.meshReportMs (undefined: the filter's default; 0: mesh in-flight off, each proxy knows its own requests) */
+  meshReportMs?: number;
 }
 
 export function pluginConfig(t: FilterTuning = {}): Record<string, unknown> {
@@ -76,7 +79,7 @@ export function pluginConfig(t: FilterTuning = {}): Record<string, unknown> {
     refreshMs: t.refreshMs ?? 20,
     leaseMs: 1000,
     link: { header: 'x-cross-cloud-status', stalenessMs: 1000, failMode: 'degraded', services: [{ authorities: ['payment-service.prod.svc.cluster.local'], peer: 'cloud-b' }] },
-    loadAware: { services: [svc] },
+    loadAware: { services: [svc], ...(t.meshReportMs !== undefined ? { meshReportMs: t.meshReportMs } : {}) },
   };
 }
 
@@ -108,6 +111,8 @@ export interface SwitchyardStats {
   skipMetrics: Record<string, number>;
   snapshotUpdates: number;
   polls: number;
+  /** mesh in-flight reports the agent answered (POST /v1/inflight) */
+  meshReports: number;
   publications: number;
   vmFailures: number;
   /** fallback count among measured requests */
@@ -138,7 +143,7 @@ export class SwitchyardPolicy implements RoutingPolicy {
     },
   };
   readonly stats: SwitchyardStats = {
-    filterRouted: 0, fallback: 0, choiceMetric: 0, allIneligibleMetric: 0, skipMetrics: {}, snapshotUpdates: 0, polls: 0, publications: 0, vmFailures: 0, fallbackMeasured: 0,
+    filterRouted: 0, fallback: 0, choiceMetric: 0, allIneligibleMetric: 0, skipMetrics: {}, snapshotUpdates: 0, polls: 0, meshReports: 0, publications: 0, vmFailures: 0, fallbackMeasured: 0,
     rhoExcludedWithFreeSlot: 0, freeSlotsExcludedPerDecision: 0,
   };
   /** fallback flag per request id */
@@ -149,6 +154,8 @@ export class SwitchyardPolicy implements RoutingPolicy {
       wasmPath: string; agent: AgentSpec; tuning?: FilterTuning; workers?: number; seed: number; name?: string; measuredRange?: [number, number];
       /** an agent shared with other proxies (its owner attaches it to the engine) */
       sharedAgent?: AgentModel;
+      /** which of the shared agent model's mesh in-flight aggregations (agents) this proxy reports to */
+      inflightGroup?: number;
     },
   ) {
     this.name = opts.name ?? 'switchyard';
@@ -176,8 +183,16 @@ export class SwitchyardPolicy implements RoutingPolicy {
 
   /** GET /v1/snapshot?after=SEQ&waitMs=N, as agent.ts + publisher.wait answer it. */
   private serve(req: ClusterRequest): ClusterResponse | Promise<ClusterResponse> {
-    this.stats.polls++;
     const u = new URL(req.path, 'http://agent');
+    if (u.pathname === '/v1/inflight') {
+      // POST /v1/inflight as agent/src/api/inflight.ts answers it, from the agent's aggregation
+      if (req.method !== 'POST') return { status: 405, body: 'method not allowed\n' };
+      const r = this.agent.inflight(this.opts.inflightGroup ?? 0).report(req.body);
+      if (!r.ok) return { status: r.status, body: `${r.error}\n` };
+      this.stats.meshReports++;
+      return { status: 200, headers: { 'content-type': INFLIGHT_CONTENT_TYPE }, body: r.answer };
+    }
+    this.stats.polls++;
     if (u.pathname !== '/v1/snapshot') return { status: 404, body: 'not found\n' };
     const after = u.searchParams.get('after') ?? undefined;
     const waitMs = Number(u.searchParams.get('waitMs') ?? 0);

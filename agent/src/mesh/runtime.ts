@@ -120,6 +120,11 @@ export class MeshRuntime {
     return this.cfg.mode === 'collector' ? 'collector' : 'subscriber';
   }
 
+  /** The NATS connection while connected (the mesh in-flight exchange shares it), else undefined. */
+  natsConnection(): NatsConnection | undefined {
+    return this.connected && !this.stopped ? this.nc : undefined;
+  }
+
   async start(): Promise<void> {
     if (this.mode === 'collector') {
       await this.startLocal();

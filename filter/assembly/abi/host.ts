@@ -215,14 +215,14 @@ export class HttpCallResult {
   token: u32 = 0;
 }
 
-export function httpCall(cluster: string, headers: ArrayBuffer, timeoutMs: u32): HttpCallResult {
+export function httpCall(cluster: string, headers: ArrayBuffer, timeoutMs: u32, body: ArrayBuffer | null = null): HttpCallResult {
   const c = String.UTF8.encode(cluster);
-  const empty = new ArrayBuffer(0);
+  const empty = body != null ? body! : new ArrayBuffer(0);
   const trailers = serializePairs([], []);
   store<u32>(OUT_U32, 0);
   const res = new HttpCallResult();
   res.status = imports.proxy_http_call(changetype<usize>(c), c.byteLength, changetype<usize>(headers), headers.byteLength,
-    changetype<usize>(empty), 0, changetype<usize>(trailers), trailers.byteLength, timeoutMs, OUT_U32);
+    changetype<usize>(empty), empty.byteLength, changetype<usize>(trailers), trailers.byteLength, timeoutMs, OUT_U32);
   res.token = load<u32>(OUT_U32);
   return res;
 }

@@ -26,6 +26,8 @@ export class AgentConfig {
   pollMs: i32 = 50;
   longPollMs: i32 = 500;
   timeoutMs: i32 = 1500;
+  /** Where the snapshot writer reports this proxy's in-flight counts (loadAware.meshReportMs, lib/mesh-inflight.ts). */
+  inflightPath: string = "/v1/inflight";
 }
 
 export class LinkService {
@@ -109,8 +111,17 @@ export class LoadAwareConfig {
   remoteEndpointHeader: string = "";
   degradedHeader: string = "x-degraded";
   debugHeader: string = "x-switchyard-debug";
+  /**
+   * Mesh-wide in-flight (lib/mesh-inflight.ts): the snapshot writer reports this proxy's in-flight
+   * counts per instance to the agent this often (ms) and prices the other proxies' answer; 0: off
+   * (each proxy knows its own requests only). 0 or 20..10000.
+   */
+  meshReportMs: i32 = DEFAULT_MESH_REPORT_MS;
   services: Array<LoadAwareService> = [];
 }
+
+/** loadAware.meshReportMs default: about the tick (refreshMs 20), see docs/benchmarks/mesh-inflight.md. */
+export const DEFAULT_MESH_REPORT_MS: i32 = 50;
 
 /** Most route headers the filter owns for rule decisions. */
 export const MAX_ROUTE_HEADERS: i32 = 8;
@@ -207,6 +218,10 @@ function parseAgent(r: ObjectReader, c: AgentConfig): void {
   c.path = r.str("path", c.path);
   if (!isAgentPath(c.path)) {
     r.problems.add(join(r.path, "path"), "must start with '/', carry no query or fragment, and hold only visible ASCII (no space, CR/LF or control characters; at most 1024)");
+  }
+  c.inflightPath = r.str("inflightPath", c.inflightPath);
+  if (!isAgentPath(c.inflightPath)) {
+    r.problems.add(join(r.path, "inflightPath"), "must start with '/', carry no query or fragment, and hold only visible ASCII (no space, CR/LF or control characters; at most 1024)");
   }
   c.pollMs = r.int("pollMs", c.pollMs, 10, 60000);
   c.longPollMs = r.int("longPollMs", c.longPollMs, 0, 30000);
@@ -327,6 +342,8 @@ function parseLoadAware(r: ObjectReader, c: LoadAwareConfig): void {
   if (r.has("remoteEndpointHeader")) c.remoteEndpointHeader = parseHeaderField(r, "remoteEndpointHeader", c.remoteEndpointHeader);
   c.degradedHeader = parseHeaderField(r, "degradedHeader", c.degradedHeader);
   c.debugHeader = parseHeaderField(r, "debugHeader", c.debugHeader);
+  c.meshReportMs = r.int("meshReportMs", c.meshReportMs, 0, 10000);
+  if (c.meshReportMs > 0 && c.meshReportMs < 20) r.problems.add(join(r.path, "meshReportMs"), "must be 0 (off) or 20..10000");
   const services = readServices(r);
   if (services == null) return;
   const spath = join(r.path, "services");
@@ -427,14 +444,14 @@ export function parseConfig(text: string): ConfigResult {
   const p = new Problems();
   const r = new ObjectReader(root, "", p, ["agent", "refreshMs", "leaseMs", "link", "loadAware", "rules"]);
   const c = new PluginConfig();
-  const agent = r.obj("agent", ["cluster", "authority", "path", "pollMs", "longPollMs", "timeoutMs"], true);
+  const agent = r.obj("agent", ["cluster", "authority", "path", "inflightPath", "pollMs", "longPollMs", "timeoutMs"], true);
   if (agent != null) parseAgent(agent, c.agent);
   c.refreshMs = r.int("refreshMs", c.refreshMs, 1, 10000);
   c.leaseMs = r.int("leaseMs", c.leaseMs, 100, 600000);
   if (p.ok && c.leaseMs <= c.refreshMs) p.add("leaseMs", "must be greater than refreshMs (" + c.refreshMs.toString() + ")");
   const link = r.obj("link", ["header", "stalenessMs", "failMode", "stripUnmatched", "services"], true);
   if (link != null) parseLink(link, c.link);
-  const la = r.obj("loadAware", ["endpointHeader", "remoteEndpointHeader", "degradedHeader", "debugHeader", "services"]);
+  const la = r.obj("loadAware", ["endpointHeader", "remoteEndpointHeader", "degradedHeader", "debugHeader", "meshReportMs", "services"]);
   if (la != null) parseLoadAware(la, c.loadAware);
   const rules = r.obj("rules", ["routeHeaders", "debug"]);
   if (rules != null) parseRules(rules, c.rules);

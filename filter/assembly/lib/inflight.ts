@@ -9,6 +9,12 @@
 // count × (u8 addrLen, addr, u32 inflight)`; only non-zero counts are written.
 import { AddrSections, AddrSectionWriter, concatSections } from "./shared-doc";
 
+/**
+ * Ticks of in-flight history kept per slot: at refreshMs 20, 640 ms -- a scrape is adopted at most
+ * a publication interval (250 ms) plus the long poll's delivery and a tick after it is taken.
+ */
+export const HISTORY: i32 = 32;
+
 /** Stream handle for "no slot held". */
 export const NO_HOLD: i64 = -1;
 
@@ -18,8 +24,24 @@ export class Inflight {
   private addrs: Array<string> = [];
   local: Array<i32> = [];
   remote: Array<i32> = [];
-  /** local + remote, indexed by slot: what the picker reads. */
+  /** local + remote + the other proxies' increase since the scrape (meshDelta), indexed by slot: what the picker reads. */
   total: Array<i32> = [];
+  /**
+   * Other proxies' in-flight count per slot, from the agent's last answer (lib/mesh-inflight.ts;
+   * -1: unknown -- no answer, expired, or mesh in-flight off), and its value at the scrape in force.
+   */
+  private meshNow: Array<i32> = [];
+  private meshAt: Array<i32> = [];
+  /**
+   * The last HISTORY ticks' counts per slot (own, and the other proxies' -1 = unknown), slot-major,
+   * and the tick times (ring, shared by every slot): rebase takes the counts AT the scrape, not at
+   * the snapshot's adoption up to a publication interval later -- requests sent in between are in
+   * neither the scraped queue nor (were the reference taken at adoption) the increase.
+   */
+  private ownHist: Array<i32> = [];
+  private meshHist: Array<i32> = [];
+  private histAt: StaticArray<f64> = new StaticArray<f64>(HISTORY);
+  private histHead: i32 = -1;
   /**
    * Generation per slot, bumped when the slot is freed: a stream that still holds the old
    * generation releases nothing (its count went with the slot).
@@ -58,6 +80,7 @@ export class Inflight {
       s = this.slots.get(addr);
     } else if (this.freeSlots.length > 0) {
       s = this.freeSlots.pop();
+      this.forgetHistory(s);
       this.slots.set(addr, s);
       this.addrs[s] = addr;
       this.addLive(s);
@@ -68,12 +91,15 @@ export class Inflight {
       this.local.push(0);
       this.remote.push(0);
       this.total.push(0);
+      this.meshNow.push(-1);
+      this.meshAt.push(-1);
       this.gen.push(this.genFloor);
       this.scrapeAt.push(-1);
       this.atScrape.push(0);
       this.usedIn.push(0);
       this.unusedSince.push(-1);
       this.livePos.push(-1);
+      for (let h = 0; h < HISTORY; h++) { this.ownHist.push(-1); this.meshHist.push(-1); }
       this.addLive(s);
     }
     this.usedIn[s] = this.epoch;
@@ -100,6 +126,8 @@ export class Inflight {
       this.local[s] = 0;
       this.remote[s] = 0;
       this.total[s] = 0;
+      this.meshNow[s] = -1;
+      this.meshAt[s] = -1;
       this.gen[s]++;
       this.scrapeAt[s] = -1;
       this.atScrape[s] = 0;
@@ -139,6 +167,8 @@ export class Inflight {
     if (n < this.addrs.length) {
       for (let s = n; s < this.addrs.length; s++) if (this.gen[s] + 1 > this.genFloor) this.genFloor = this.gen[s] + 1;
       this.addrs.length = n; this.local.length = n; this.remote.length = n; this.total.length = n; this.gen.length = n;
+      this.meshNow.length = n; this.meshAt.length = n;
+      this.ownHist.length = n * HISTORY; this.meshHist.length = n * HISTORY;
       this.scrapeAt.length = n; this.atScrape.length = n; this.usedIn.length = n; this.unusedSince.length = n; this.livePos.length = n;
       const kept = new Array<i32>();
       for (let i = 0; i < this.freeSlots.length; i++) if (this.freeSlots[i] < n) kept.push(this.freeSlots[i]);
@@ -159,9 +189,78 @@ export class Inflight {
     const prev = this.scrapeAt[slot];
     if (prev < 0 || Math.abs(scrapeAtMs - prev) > 2) {
       this.scrapeAt[slot] = scrapeAtMs;
-      this.atScrape[slot] = this.total[slot];
+      // the counts at the scrape (the first tick after it), else the counts now
+      const k = this.historyAt(scrapeAtMs);
+      const own = k >= 0 ? unchecked(this.ownHist[slot * HISTORY + k]) : -1;
+      if (own >= 0) {
+        this.atScrape[slot] = own;
+        this.meshAt[slot] = unchecked(this.meshHist[slot * HISTORY + k]);
+      } else {
+        this.atScrape[slot] = this.own(slot);
+        this.meshAt[slot] = this.meshNow[slot];
+      }
+      this.total[slot] = this.own(slot) + meshDelta(this.meshNow[slot], this.meshAt[slot]);
     }
     return this.atScrape[slot];
+  }
+
+  /**
+   * Every tick, after the merge: this tick's counts into the history (HISTORY ints per live slot
+   * and counter; the live fleet).
+   */
+  record(nowMs: f64): void {
+    const head = (this.histHead + 1) % HISTORY;
+    this.histHead = head;
+    unchecked(this.histAt[head] = nowMs);
+    const live = this.liveSlots;
+    for (let k = 0; k < live.length; k++) {
+      const s = unchecked(live[k]);
+      unchecked(this.ownHist[s * HISTORY + head] = this.own(s));
+      unchecked(this.meshHist[s * HISTORY + head] = this.meshNow[s]);
+    }
+  }
+
+  /**
+   * The ring index of the first tick after `t` (the oldest recorded if all are after it); -1: no
+   * tick after it (the scrape is not older than the last tick: the counts now are the closest), or
+   * nothing recorded. After, not before: a request sent in the tick before the scrape is in its
+   * queue, one sent in the tick after counts from the next scrape -- the error is one tick either
+   * way, and this one is what a snapshot adopted within the tick of its scrape always had.
+   */
+  private historyAt(t: f64): i32 {
+    if (this.histHead < 0) return -1;
+    let found = -1;
+    for (let i = 0; i < HISTORY; i++) {
+      const k = (this.histHead - i + HISTORY) % HISTORY;
+      const at = unchecked(this.histAt[k]);
+      if (at <= 0 && i > 0) break; // not filled yet
+      if (at <= t + 2) break; // the same ms rounding as the scrape time (rebase)
+      found = k;
+    }
+    return found;
+  }
+
+  /** A slot given to a new address has no past. */
+  private forgetHistory(s: i32): void {
+    for (let h = 0; h < HISTORY; h++) { unchecked(this.ownHist[s * HISTORY + h] = -1); unchecked(this.meshHist[s * HISTORY + h] = -1); }
+  }
+
+  /** This proxy's own in-flight count to `slot` (this VM's and the other workers'): what it reports to its agent. */
+  own(slot: i32): i32 { return unchecked(this.local[slot]) + unchecked(this.remote[slot]); }
+
+  /** The other proxies' count to `slot` (-1: unknown); read-only. */
+  meshCount(slot: i32): i32 { return unchecked(this.meshNow[slot]); }
+
+  /** Sets the other proxies' in-flight count to `slot` (-1: unknown) and the slot's total. */
+  setMesh(slot: i32, n: i32): void {
+    unchecked(this.meshNow[slot] = n);
+    unchecked(this.total[slot] = this.own(slot) + meshDelta(n, unchecked(this.meshAt[slot])));
+  }
+
+  /** Every live slot's remote count becomes unknown (the agent's answer expired): today's price. */
+  forgetMesh(): void {
+    const live = this.liveSlots;
+    for (let k = 0; k < live.length; k++) this.setMesh(unchecked(live[k]), -1);
   }
 
   inc(slot: i32): void { unchecked(this.local[slot]++); unchecked(this.total[slot]++); }
@@ -223,10 +322,27 @@ export class Inflight {
       // picked up on the tick after we adopt them. Never allocate here: the document is input.
       if (this.slots.has(addr)) this.remote[this.slots.get(addr)] += <i32>load<u32>(r.valuePtr);
     }
-    for (let k = 0; k < live.length; k++) { const i = unchecked(live[k]); unchecked(this.total[i] = this.local[i] + this.remote[i]); }
+    for (let k = 0; k < live.length; k++) {
+      const i = unchecked(live[k]);
+      unchecked(this.total[i] = this.local[i] + this.remote[i] + meshDelta(this.meshNow[i], this.meshAt[i]));
+    }
     r.keep.push(this.encodeOwn(token, nowMs));
     return concatSections(r.keep);
   }
+}
+
+/**
+ * What the other proxies' in-flight count adds to an instance's backlog: its change since the
+ * scrape in force (the scrape's queue already holds the requests in flight then), as our own
+ * count's change is priced: sends since the scrape add, completions since the scrape subtract (a
+ * central picker sees both; clamping the decrease at 0 measured 1.24-1.38x the all-seeing
+ * LEAST_REQUEST at K = 64 instead of 0.99x, docs/benchmarks/mesh-inflight.md). 0 when either
+ * count is unknown (no answer, expired, off): exactly the price without mesh in-flight, so
+ * unknown never makes an instance cheaper. The backlog itself stays >= 0 (plan.ts).
+ */
+export function meshDelta(now: i32, atScrape: i32): i32 {
+  if (now < 0 || atScrape < 0) return 0;
+  return now - atScrape;
 }
 
 /** xorshift32: deterministic, seedable; AssemblyScript's Math.random needs a host seed import Envoy lacks. */

@@ -22,6 +22,7 @@ import { Rng } from "../lib/inflight";
 import { SwitchyardStream } from "./stream";
 import { RequestView } from "./view";
 import { shareInband } from "./inband";
+import { MeshReporter } from "./mesh-report";
 
 const SNAPSHOT_KEY = String.UTF8.encode("switchyard.snapshot.v1");
 const WRITER_KEY = String.UTF8.encode("switchyard.writer.v1");
@@ -34,6 +35,8 @@ export class SwitchyardRoot extends RootContext {
   config: PluginConfig | null = null;
   loadAware: LoadAware = new LoadAware();
   metrics: Metrics | null = null;
+  /** Mesh-wide in-flight: the report to the agent and the other proxies' counts (plugin/mesh-report.ts). */
+  mesh: MeshReporter | null = null;
   /** Everything a request needs; replaced on configuration, refreshed on snapshot changes. */
   requestView: RequestView | null = null;
 
@@ -70,6 +73,7 @@ export class SwitchyardRoot extends RootContext {
     const cfg = parsed.config!;
     this.config = cfg;
     if (this.metrics == null) this.metrics = new Metrics(); // defined once per VM; survives reconfiguration
+    if (this.mesh == null) this.mesh = new MeshReporter();
     this.vmToken = this.allocateVmToken();
     this.loadAware.configure(cfg, this.vmToken ^ <u32>(nowMs() & 0xffffffff));
     const view = new RequestView(cfg, this.loadAware, this.metrics!);
@@ -112,7 +116,11 @@ export class SwitchyardRoot extends RootContext {
     if (cfg.loadAware.enabled) {
       // how long another VM's section counts: at least ten ticks and at least the writer lease
       const maxAge = <u64>(cfg.leaseMs > 10 * cfg.refreshMs ? cfg.leaseMs : 10 * cfg.refreshMs);
+      const meshOn = cfg.loadAware.meshReportMs > 0;
+      if (meshOn) this.mesh!.adopt(now, cfg, this.loadAware.inflight);
       this.shareInflight(now, maxAge);
+      this.loadAware.inflight.record(<f64>now);
+      if (meshOn && this.isWriter) this.mesh!.report(now, cfg, this.loadAware.inflight);
       shareInband(this.loadAware.inband, this.loadAware.inflight);
       this.sharePrefixes(now, maxAge);
       if (this.loadAware.requestAware) this.sharePending(now, maxAge);
@@ -214,7 +222,9 @@ export class SwitchyardRoot extends RootContext {
 
   onHttpCallResponse(token: u32, headers: u32, body_size: u32, trailers: u32): void {
     const cfg = this.config;
-    if (cfg == null || token != this.pollToken || !this.pollInFlight) return;
+    if (cfg == null) return;
+    if (this.mesh != null && this.mesh!.owns(token)) { this.mesh!.onAnswer(nowMs(), headers, body_size, this.loadAware.inflight); return; }
+    if (token != this.pollToken || !this.pollInFlight) return;
     this.pollInFlight = false;
     if (headers == 0) { this.pollFailed("no response (timeout, reset or connect failure)", cfg); return; }
     const status = getHeader(MAP_HTTP_CALL_RESPONSE_HEADERS, STATUS_KEY);

@@ -215,7 +215,7 @@ export class SwitchyardStream extends Context {
         (sp.inbandOn && slot < la.inband.size() ? " inband=" + la.inband.factorOf(slot).toString() + (probe ? " probe" : "") : "");
     }
     this.writeEndpoint(v, sp, p, i);
-    this.sentWith = unchecked(la.inflight.total[slot]);
+    this.sentWith = la.inflight.own(slot); // this proxy's requests: what the in-band pile learns from (not the mesh increase)
     this.held = la.inflight.acquire(slot);
     unchecked(plan.chosen[i]++);
     if (sp.inbandOn && slot < la.inband.size()) {

@@ -1,0 +1,258 @@
+// Mesh-wide in-flight (issue 22 item 2, docs/mesh.md "Mesh-wide in-flight"): the agent's side.
+//
+// Every proxy's snapshot writer POSTs the proxy's in-flight counts per instance on its tick
+// (filter/assembly/lib/mesh-inflight.ts has the same format); the agent keeps the last report of
+// every live proxy and answers each report with the OTHER proxies' counts: the sum over its live
+// proxies minus this one, plus what the other agents of the mesh reported over NATS (their own
+// proxies' sums, agent/src/mesh/inflight-exchange.ts). Bounded: at most maxProxies reports (each
+// expires expireReports × its interval after it came), addresses of the live fleet only (the
+// `isInstance` check) and at most maxInstances of them, at most 65,535 records per document.
+//
+// Wire format (little-endian): u8 version (1), u8 kind (1 report, 2 answer), u16 intervalMs,
+// u32 proxyId, u64 atMs, u16 count, count × (u8 addrLen 1..255, addr UTF-8, u32 count).
+import { randomInt } from 'node:crypto';
+
+export const INFLIGHT_CONTENT_TYPE = 'application/vnd.switchyard.inflight.v1';
+export const INFLIGHT_VERSION = 1;
+export const KIND_REPORT = 1;
+export const KIND_ANSWER = 2;
+/** an agent's own proxies' sums, on NATS (inflight-exchange.ts) */
+export const KIND_AGENT = 3;
+export const HEADER_BYTES = 18;
+export const MAX_RECORDS = 65535;
+/** A report's counts stand at least this long (ms), whatever its interval. */
+export const MIN_EXPIRE_MS = 100;
+
+export interface InflightDoc {
+  kind: number;
+  intervalMs: number;
+  proxyId: number;
+  atMs: number;
+  /** address -> count (> 0) */
+  counts: Map<string, number>;
+}
+
+export class InflightFormatError extends Error {}
+
+/** Decodes a report or answer; throws InflightFormatError naming what is wrong. */
+export function decodeInflight(buf: Buffer): InflightDoc {
+  if (buf.length < HEADER_BYTES) throw new InflightFormatError(`body of ${buf.length} bytes is shorter than the ${HEADER_BYTES}-byte header`);
+  const version = buf.readUInt8(0);
+  if (version !== INFLIGHT_VERSION) throw new InflightFormatError(`version ${version} (expected ${INFLIGHT_VERSION})`);
+  const kind = buf.readUInt8(1);
+  if (kind !== KIND_REPORT && kind !== KIND_ANSWER && kind !== KIND_AGENT) throw new InflightFormatError(`kind ${kind} (expected ${KIND_REPORT} report, ${KIND_ANSWER} answer or ${KIND_AGENT} an agent's sums)`);
+  const count = buf.readUInt16LE(16);
+  const counts = new Map<string, number>();
+  let off = HEADER_BYTES;
+  for (let i = 0; i < count; i++) {
+    if (off + 1 > buf.length) throw new InflightFormatError(`record ${i} of ${count} is cut off`);
+    const len = buf.readUInt8(off);
+    if (len === 0) throw new InflightFormatError(`record ${i} has an empty address`);
+    if (off + 1 + len + 4 > buf.length) throw new InflightFormatError(`record ${i} of ${count} is cut off`);
+    const addr = buf.toString('utf8', off + 1, off + 1 + len);
+    const n = buf.readUInt32LE(off + 1 + len);
+    if (n > 0x7fffffff) throw new InflightFormatError(`record ${i} (${addr}): count ${n} out of range`);
+    if (n > 0) counts.set(addr, (counts.get(addr) ?? 0) + n);
+    off += 1 + len + 4;
+  }
+  if (off !== buf.length) throw new InflightFormatError(`${buf.length - off} bytes after the last record`);
+  return { kind, intervalMs: buf.readUInt16LE(2), proxyId: buf.readUInt32LE(4), atMs: Number(buf.readBigUInt64LE(8)), counts };
+}
+
+/** Encodes a document; zero counts and addresses over 255 bytes are left out, at most MAX_RECORDS records. */
+export function encodeInflight(kind: number, intervalMs: number, proxyId: number, atMs: number, counts: Iterable<[string, number]>): Buffer {
+  const recs: Array<[Buffer, number]> = [];
+  let size = HEADER_BYTES;
+  for (const [addr, n] of counts) {
+    if (!(n > 0) || recs.length >= MAX_RECORDS) continue;
+    const a = Buffer.from(addr, 'utf8');
+    if (a.length === 0 || a.length > 255) continue;
+    recs.push([a, Math.min(n, 0x7fffffff)]);
+    size += 5 + a.length;
+  }
+  const out = Buffer.alloc(size);
+  out.writeUInt8(INFLIGHT_VERSION, 0);
+  out.writeUInt8(kind, 1);
+  out.writeUInt16LE(Math.max(0, Math.min(65535, Math.round(intervalMs))), 2);
+  out.writeUInt32LE(proxyId >>> 0, 4);
+  out.writeBigUInt64LE(BigInt(Math.max(0, Math.floor(atMs))), 8);
+  out.writeUInt16LE(recs.length, 16);
+  let off = HEADER_BYTES;
+  for (const [a, n] of recs) {
+    out.writeUInt8(a.length, off);
+    a.copy(out, off + 1);
+    out.writeUInt32LE(n, off + 1 + a.length);
+    off += 5 + a.length;
+  }
+  return out;
+}
+
+export interface InflightOptions {
+  /** live proxies (reports) kept; a new proxy beyond it is refused */
+  maxProxies: number;
+  /** addresses summed; new ones beyond it are ignored */
+  maxInstances: number;
+  /** a report expires this many of its intervals after it came (at least MIN_EXPIRE_MS) */
+  expireReports: number;
+  /** the live fleet: an address the agent does not know is ignored (default: every address) */
+  isInstance?: (addr: string) => boolean;
+  /** clock (ms) */
+  now?: () => number;
+}
+
+interface Held {
+  counts: Map<string, number>;
+  expiresAt: number;
+}
+
+export type ReportResult =
+  | { ok: true; proxyId: number; answer: Buffer; ignored: number }
+  | { ok: false; status: number; error: string };
+
+/** Adds `counts` (sign +1) or removes them (-1) from `total`; zero entries are deleted. */
+function addInto(total: Map<string, number>, counts: Map<string, number>, sign: 1 | -1): void {
+  for (const [a, n] of counts) {
+    const v = (total.get(a) ?? 0) + sign * n;
+    if (v > 0) total.set(a, v);
+    else total.delete(a);
+  }
+}
+
+export class InflightAggregator {
+  private readonly proxies = new Map<number, Held>();
+  /** Σ over the live proxies' reports */
+  private readonly local = new Map<string, number>();
+  /** per other agent (NATS): its local sum, and Σ over them */
+  private readonly agents = new Map<string, Held>();
+  private readonly remote = new Map<string, number>();
+  private readonly now: () => number;
+  private nextSweepAt = 0;
+  /** counters for /metrics and the tests */
+  readonly stats = { reports: 0, refused: 0, ignoredRecords: 0, expiredProxies: 0, expiredAgents: 0, refusedProxies: 0 };
+  /** called when the local sum changed (the NATS exchange coalesces these) */
+  onLocalChange?: () => void;
+
+  constructor(readonly opts: InflightOptions) {
+    this.now = opts.now ?? Date.now;
+  }
+
+  get proxyCount(): number { return this.proxies.size; }
+  get agentCount(): number { return this.agents.size; }
+  /** this agent's proxies' counts summed (what it tells the other agents) */
+  localTotals(): ReadonlyMap<string, number> { return this.local; }
+
+  private expiryOf(intervalMs: number): number {
+    return Math.max(MIN_EXPIRE_MS, this.opts.expireReports * intervalMs);
+  }
+
+  /** Drops expired reports and agents; runs at most every MIN_EXPIRE_MS / 2 (its cost is the number of proxies). */
+  sweep(now = this.now(), force = false): void {
+    if (!force && now < this.nextSweepAt) return;
+    this.nextSweepAt = now + MIN_EXPIRE_MS / 2;
+    let changed = false;
+    for (const [id, h] of this.proxies) {
+      if (h.expiresAt > now) continue;
+      addInto(this.local, h.counts, -1);
+      this.proxies.delete(id);
+      this.stats.expiredProxies++;
+      changed = true;
+    }
+    for (const [id, h] of this.agents) {
+      if (h.expiresAt > now) continue;
+      addInto(this.remote, h.counts, -1);
+      this.agents.delete(id);
+      this.stats.expiredAgents++;
+    }
+    if (changed) this.onLocalChange?.();
+  }
+
+  /** A proxy's report (the POST body): stores it and returns the answer (the other proxies' counts). */
+  report(body: Buffer): ReportResult {
+    const now = this.now();
+    let doc: InflightDoc;
+    try {
+      doc = decodeInflight(body);
+    } catch (e) {
+      this.stats.refused++;
+      return { ok: false, status: 400, error: (e as Error).message };
+    }
+    if (doc.kind !== KIND_REPORT) {
+      this.stats.refused++;
+      return { ok: false, status: 400, error: `kind ${doc.kind} is not a report (${KIND_REPORT})` };
+    }
+    this.sweep(now);
+    let id = doc.proxyId;
+    const held = id !== 0 ? this.proxies.get(id) : undefined;
+    if (!held && this.proxies.size >= this.opts.maxProxies) {
+      this.stats.refusedProxies++;
+      return { ok: false, status: 503, error: `${this.proxies.size} proxies report already (inflight.maxProxies)` };
+    }
+    if (id === 0) id = this.newId();
+    // the live fleet only, and at most maxInstances addresses summed
+    const counts = new Map<string, number>();
+    let ignored = 0;
+    let added = 0; // addresses this report adds to the sum
+    for (const [a, n] of doc.counts) {
+      const known = this.opts.isInstance ? this.opts.isInstance(a) : true;
+      const isNew = !this.local.has(a);
+      if (!known || (isNew && this.local.size + added >= this.opts.maxInstances)) { ignored++; continue; }
+      if (isNew) added++;
+      counts.set(a, n);
+    }
+    this.stats.ignoredRecords += ignored;
+    if (held) addInto(this.local, held.counts, -1);
+    addInto(this.local, counts, 1);
+    this.proxies.set(id, { counts, expiresAt: now + this.expiryOf(doc.intervalMs) });
+    this.stats.reports++;
+    if (!held || !sameCounts(held.counts, counts)) this.onLocalChange?.();
+    return { ok: true, proxyId: id, ignored, answer: encodeInflight(KIND_ANSWER, 0, id, now, this.othersOf(counts)) };
+  }
+
+  /** Σ over every other proxy of the mesh: local − this one's + the other agents'. */
+  private *othersOf(own: Map<string, number>): Iterable<[string, number]> {
+    for (const [a, n] of this.local) {
+      const v = n - (own.get(a) ?? 0) + (this.remote.get(a) ?? 0);
+      if (v > 0) yield [a, v];
+    }
+    for (const [a, n] of this.remote) if (!this.local.has(a) && n > 0) yield [a, n];
+  }
+
+  /** Another agent's local sums (NATS); `expireMs` after which they no longer count. */
+  agentTotals(agentId: string, counts: Map<string, number>, expireMs: number, maxAgents: number): boolean {
+    const now = this.now();
+    this.sweep(now);
+    const held = this.agents.get(agentId);
+    if (!held && this.agents.size >= maxAgents) return false;
+    const kept = new Map<string, number>();
+    for (const [a, n] of counts) {
+      if (this.opts.isInstance && !this.opts.isInstance(a)) continue;
+      if (kept.size >= this.opts.maxInstances) break;
+      if (n > 0) kept.set(a, n);
+    }
+    if (held) addInto(this.remote, held.counts, -1);
+    addInto(this.remote, kept, 1);
+    this.agents.set(agentId, { counts: kept, expiresAt: now + expireMs });
+    return true;
+  }
+
+  /** The other agents' entry for one agent disappears at once (it said goodbye). */
+  dropAgent(agentId: string): void {
+    const held = this.agents.get(agentId);
+    if (!held) return;
+    addInto(this.remote, held.counts, -1);
+    this.agents.delete(agentId);
+  }
+
+  private newId(): number {
+    for (;;) {
+      const id = randomInt(1, 0xffffffff);
+      if (!this.proxies.has(id)) return id;
+    }
+  }
+}
+
+function sameCounts(a: Map<string, number>, b: Map<string, number>): boolean {
+  if (a.size !== b.size) return false;
+  for (const [k, v] of a) if (b.get(k) !== v) return false;
+  return true;
+}

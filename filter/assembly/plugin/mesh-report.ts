@@ -1,0 +1,116 @@
+// Mesh-wide in-flight, the host side (lib/mesh-inflight.ts holds the format and the decisions).
+//
+// The snapshot writer VM POSTs this proxy's in-flight counts to agent.inflightPath every
+// loadAware.meshReportMs (one call in flight at a time, never on the request path) and shares the
+// agent's answer -- the other proxies' counts -- with the proxy's other VMs through shared data;
+// every VM adopts the newest answer on its tick and forgets it once it is older than
+// meshExpiryMs (then prices as without mesh in-flight). A failed call or a refused answer changes
+// nothing: the last good answer stands until it expires.
+import {
+  log, LOG_INFO, LOG_WARN, getSharedData, setSharedData, getHeader, serializePairs, httpCall, readBuffer,
+  defineMetric, incrementMetric, METRIC_COUNTER, OK, CAS_MISMATCH, MAP_HTTP_CALL_RESPONSE_HEADERS, BUFFER_HTTP_CALL_RESPONSE_BODY,
+} from "../abi/host";
+import { PluginConfig } from "../lib/config";
+import { Inflight } from "../lib/inflight";
+import { encodeReport, checkAnswer, applyAnswer, wrapReceived, receivedAt, unwrapAnswer, meshExpiryMs, MAX_MESH_ANSWER_BYTES } from "../lib/mesh-inflight";
+
+const MESH_KEY = String.UTF8.encode("switchyard.mesh.v1");
+const STATUS_KEY = String.UTF8.encode(":status");
+const CONTENT_TYPE = "application/vnd.switchyard.inflight.v1";
+/** An agent without the endpoint (404) is asked again only this often (ms). */
+const NOT_SERVED_RETRY_MS: u64 = 10000;
+
+export class MeshReporter {
+  inFlight: bool = false;
+  token: u32 = 0;
+  nextAtMs: u64 = 0;
+  /** The id the agent gave this proxy (0: none yet); every VM learns it from the shared answer. */
+  proxyId: u32 = 0;
+  private lastCas: u32 = 0;
+  /** Receive time of the answer in force (0: none). */
+  private heldAtMs: u64 = 0;
+  private known: bool = false;
+  private failing: bool = false;
+  reports: u32 = defineMetric(METRIC_COUNTER, "switchyard.mesh.reports");
+  errors: u32 = defineMetric(METRIC_COUNTER, "switchyard.mesh.report_errors");
+  expired: u32 = defineMetric(METRIC_COUNTER, "switchyard.mesh.expired");
+
+  /** Every VM, every tick (before the workers' counts are merged): the newest answer in, an expired one out. */
+  adopt(now: u64, cfg: PluginConfig, inflight: Inflight): void {
+    const cur = getSharedData(MESH_KEY);
+    if (cur.found && cur.cas != this.lastCas) {
+      this.lastCas = cur.cas;
+      const at = receivedAt(cur.value);
+      if (at > this.heldAtMs) this.take(unwrapAnswer(cur.value), at, inflight);
+    }
+    if (this.known && <f64>(now - this.heldAtMs) > meshExpiryMs(cfg.loadAware.meshReportMs)) {
+      inflight.forgetMesh();
+      this.known = false;
+      incrementMetric(this.expired, 1);
+    }
+  }
+
+  private take(answer: ArrayBuffer, at: u64, inflight: Inflight): bool {
+    const c = checkAnswer(answer);
+    if (!c.ok) return false;
+    applyAnswer(answer, c, inflight);
+    this.heldAtMs = at;
+    this.known = true;
+    this.proxyId = c.proxyId;
+    return true;
+  }
+
+  /** The writer's tick (after the merge, so the counts are the whole proxy's): a report when due. */
+  report(now: u64, cfg: PluginConfig, inflight: Inflight): void {
+    if (this.inFlight || now < this.nextAtMs) return;
+    const a = cfg.agent;
+    const body = encodeReport(inflight, this.proxyId, cfg.loadAware.meshReportMs, now);
+    const headers = serializePairs([":method", ":path", ":authority", "content-type"], ["POST", a.inflightPath, a.authority, CONTENT_TYPE]);
+    // a fixed cadence (the tick quantizes each report, not the interval: 50 ms on 20 ms ticks is
+    // 40/60 ms apart, 50 on average), restarted after a pause longer than the interval
+    const every = <u64>cfg.loadAware.meshReportMs;
+    this.nextAtMs = (this.nextAtMs > 0 && now - this.nextAtMs < every ? this.nextAtMs : now) + every;
+    const r = httpCall(a.cluster, headers, <u32>meshExpiryMs(cfg.loadAware.meshReportMs), body);
+    if (r.status != OK) { this.failed("proxy_http_call to cluster " + a.cluster + " refused (result " + r.status.toString() + ")"); return; }
+    this.inFlight = true;
+    this.token = r.token;
+    incrementMetric(this.reports, 1);
+  }
+
+  owns(token: u32): bool { return this.inFlight && token == this.token; }
+
+  /** The agent's answer to our report (root.onHttpCallResponse hands it over when owns(token)). */
+  onAnswer(now: u64, headers: u32, bodySize: u32, inflight: Inflight): void {
+    this.inFlight = false;
+    if (headers == 0) { this.failed("no answer (timeout, reset or connect failure)"); return; }
+    const status = getHeader(MAP_HTTP_CALL_RESPONSE_HEADERS, STATUS_KEY);
+    const code = status == null ? "none" : String.UTF8.decode(status!);
+    if (code != "200") {
+      if (code == "404") this.nextAtMs = now + NOT_SERVED_RETRY_MS; // an agent without mesh in-flight
+      this.failed("agent answered status " + code);
+      return;
+    }
+    if (bodySize > <u32>MAX_MESH_ANSWER_BYTES) { this.failed("answer of " + bodySize.toString() + " bytes is too large"); return; }
+    const body = bodySize == 0 ? new ArrayBuffer(0) : readBuffer(BUFFER_HTTP_CALL_RESPONSE_BODY, bodySize);
+    if (body == null) { this.failed("cannot read the answer body"); return; }
+    const c = checkAnswer(body!);
+    if (!c.ok) { this.failed("answer refused: " + c.error); return; }
+    if (this.failing) log(LOG_INFO, "switchyard: mesh in-flight report recovered");
+    this.failing = false;
+    // adopt at once here, and hand it to the other VMs (they adopt it on their tick)
+    this.take(body!, now, inflight);
+    const wrapped = wrapReceived(body!, now);
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const cur = getSharedData(MESH_KEY);
+      if (cur.found && receivedAt(cur.value) >= now) return;
+      const r = setSharedData(MESH_KEY, wrapped, cur.found ? cur.cas : 0);
+      if (r != CAS_MISMATCH) return;
+    }
+  }
+
+  private failed(why: string): void {
+    incrementMetric(this.errors, 1);
+    if (!this.failing) log(LOG_WARN, "switchyard: mesh in-flight report failed (the other proxies' counts expire; own counts still price): " + why);
+    this.failing = true;
+  }
+}

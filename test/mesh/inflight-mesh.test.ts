@@ -1,0 +1,123 @@
+// Mesh-wide in-flight end to end (docs/mesh.md "Mesh-wide in-flight"): a real NATS server and a
+// real etcd on random loopback ports, two vLLM simulators, two collector agents A and B (shipped
+// defaults: scrape 1 s, inflight.*), each serving the real filter in the embedded host (shipped
+// loadAware.meshReportMs). Requests held open in A's filter (in flight to instance X) reach B's
+// filter's price of X through A's report, A's agent, NATS, B's agent and B's report's answer --
+// within a few ticks, before the next scrape -- and A's sums expire at B's agent once A's agent
+// is gone (a crash: no goodbye, the expiry of inflight.agentExpireMs).
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import pino from 'pino';
+import { startAgent, type AgentHandle } from '../../agent/src';
+import { HeaderMap, type HttpStream, type ProxyWasmHost } from '../../host/src';
+import { header, pluginConfig, sleep, startHost, until } from '../integration/helpers';
+import { startCountedInstance, startMeshEtcd, startNats, type CountedInstance, type NatsServer } from './servers';
+import type { EtcdServer } from '../rules/etcd-server';
+
+const AUTH = 'inference.example';
+const SUBSET = 'x-gateway-destination-endpoint-subset';
+const HELD = 5;
+let etcd: EtcdServer;
+let nats: NatsServer;
+let insts: CountedInstance[];
+const agents: AgentHandle[] = [];
+const hosts: ProxyWasmHost[] = [];
+const held: HttpStream[] = [];
+const log = pino({ level: 'silent' });
+
+function agentConfig(): Record<string, unknown> {
+  return {
+    listen: { host: '127.0.0.1', port: 0 },
+    link: { peers: [] },
+    inference: { services: [{ name: 'llm', kind: 'vllm', fetchModels: false, models: ['llama'], instances: { static: insts.map((i) => i.addr) } }] },
+    mesh: { mode: 'collector', nats: { servers: [nats.url] }, etcd: { endpoints: [etcd.clientUrl] } },
+  };
+}
+
+/** B's price of `addr` (the debug header's w_ms of a request restricted to it), and the pick */
+async function priceAt(h: ProxyWasmHost, addr: string): Promise<number> {
+  const r = await h.request({ ':method': 'POST', ':path': '/v1/completions', ':authority': AUTH, ':scheme': 'http', [SUBSET]: addr });
+  assert.equal(r.localReply, undefined);
+  assert.equal(header(r.upstreamHeaders, 'x-switchyard-endpoint')[0], addr);
+  const d = header(r.responseHeaders, 'x-switchyard-debug')[0] ?? '';
+  const m = / w_ms=([0-9.]+) /.exec(d);
+  assert.ok(m, `debug header: ${d}`);
+  return Number(m[1]);
+}
+
+/** The scrape time of `addr` in an agent's current snapshot. */
+function scrapeAt(a: AgentHandle, addr: string): number {
+  const s = a.snapshot().snapshot;
+  const r = (s.instances ?? []).find((x) => x.addr === addr);
+  return r ? Number(s.generatedAtMs) - r.dataAgeMs : NaN;
+}
+
+before(async () => {
+  [etcd, nats] = await Promise.all([startMeshEtcd(), startNats()]);
+  insts = await Promise.all([1, 2].map((s) => startCountedInstance(s)));
+  for (let i = 0; i < 2; i++) agents.push(await startAgent(agentConfig() as never, { logger: log, defaultMetrics: false }));
+  for (const a of agents) {
+    hosts.push(await startHost(pluginConfig({ loadAware: { services: [{ authorities: [AUTH], service: 'llm', debug: true, gatewaySubset: true }] } }, { services: [] }), a.port, { workers: 1 }));
+  }
+});
+
+after(async () => {
+  for (const s of held) if (!s.done) s.onUpstreamHeaders(new HeaderMap('response', [[':status', '200'], ['content-length', '0']]), true);
+  for (const h of hosts) await h.close();
+  for (const a of agents) await a.stop();
+  for (const i of insts ?? []) await i.stop();
+  await nats?.dispose();
+  await etcd?.dispose();
+});
+
+test('in-flight held in one agent\'s filter reaches the other agent\'s filter\'s price within ticks, and expires when that agent is gone', async (t) => {
+  const [hA, hB] = hosts;
+  const [aA, aB] = agents;
+  const x = insts[0].addr;
+  // both filters route, and both report to their agents (shipped loadAware.meshReportMs)
+  await until(async () => {
+    for (const h of hosts) {
+      const r = await h.request({ ':method': 'POST', ':path': '/v1/completions', ':authority': AUTH, ':scheme': 'http' });
+      if (header(r.upstreamHeaders, 'x-switchyard-endpoint')[0] === undefined) return false;
+    }
+    return agents.every((a) => (a.inflight?.proxyCount ?? 0) === 1);
+  }, 20_000, 'both filters routing and reporting');
+  const base = await priceAt(hB, x);
+  assert.ok(base > 0, `B's price of an idle instance: ${base}`);
+  const perRequest = base; // E[S]/c: the estimator's prior for an idle instance, one slot (E[S] = w at backlog 0)
+
+  // right after B's agent published a new scrape of x (the window until the next one is ~1 s)
+  const s0 = scrapeAt(aB, x);
+  await until(() => scrapeAt(aB, x) !== s0, 5000, 'a new scrape of x published by B\'s agent');
+  const t0 = performance.now();
+  for (let i = 0; i < HELD; i++) {
+    const hdrs = new HeaderMap('request', [[':method', 'POST'], [':path', '/v1/completions'], [':authority', AUTH], [':scheme', 'http'], [SUBSET, x]]);
+    let chosen: string | undefined;
+    const { stream } = hA.startStream(hdrs, null, true, { headers() {}, data() {}, reset() {} }, { send: (_s, h) => { chosen = h.get('x-switchyard-endpoint'); } }, undefined, () => {});
+    assert.equal(chosen, x, 'A\'s held request went to x');
+    held.push(stream);
+  }
+  // A reports 5 to agent A; A's sums go on NATS; B's agent adds them to the answer B's filter gets
+  let seen = base;
+  const ms = await until(async () => {
+    seen = await priceAt(hB, x);
+    return seen >= base + (HELD - 0.5) * perRequest;
+  }, 900, `B's price of x to rise by ${HELD} requests (from ${base})`);
+  t.diagnostic(`remote in-flight reached B's price ${(performance.now() - t0).toFixed(0)} ms after the sends (${ms.toFixed(0)} ms of polling): w ${base} -> ${seen}`);
+  // what travelled: A's agent holds its filter's report; B's agent holds A's sums from NATS
+  assert.deepEqual(Object.fromEntries(aA.inflight!.localTotals()), { [x]: HELD });
+  assert.equal(aB.inflight!.agentCount, 1, 'B\'s agent holds agent A\'s sums (one pool)');
+  assert.equal(aA.inflight!.agentCount, 0, 'agent A ignores its own messages (B has nothing in flight)');
+  const text = await (await fetch(`${aB.url}/metrics`)).text();
+  assert.match(text, /switchyard_inflight_exchange_messages_total\{direction="received",result="ok"\} [1-9]/);
+
+  // agent A crashes (no goodbye): B's agent drops A's sums after inflight.agentExpireMs (1 s)
+  const t1 = performance.now();
+  await aA.mesh!.crash();
+  const gone = await until(() => aB.inflight!.agentCount === 0, 3000, 'A\'s sums expired at B\'s agent');
+  t.diagnostic(`agent A's sums expired at B's agent ${(performance.now() - t1).toFixed(0)} ms after the crash (${gone.toFixed(0)} ms polled)`);
+  assert.ok(performance.now() - t1 >= 600, 'not before agentExpireMs (1 s) less the keepalive period (1 s / 3)');
+  // and B's filter prices x as without A's requests again (its answers no longer carry them)
+  await until(async () => (await priceAt(hB, x)) <= base + 0.5 * perRequest, 3000, 'B\'s price of x back to its own view');
+  await sleep(10);
+});
