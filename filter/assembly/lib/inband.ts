@@ -10,7 +10,7 @@
 import { OrcaReport } from "./orca";
 import {
   ADJ_STRIDE, WAIT_BUSY, WAIT_MAX_SLOTS, WAIT_STEP, NORMAL_RATIO, SLOW_RUN, SLOW_RUN_RATIO, RECOVERY_ANSWERS, HOLD_ANSWERS,
-  RECOVERY_MEMORY_MS, CALIB_SCRAPES, InbandParams, decay, peakStep, ewmaStep, REF_MIN_SAMPLES, JUDGE_MIN_SAMPLES, fuseFactor,
+  RECOVERY_MEMORY_MS, CALIB_SCRAPES, InbandParams, decay, peakStep, ewmaStep, REF_MIN_SAMPLES, JUDGE_MIN_SAMPLES, answerSlow, levelError,
 } from "./inband-rules";
 import { MAX_PROBE_BACKOFF } from "./inband-probe";
 import { mergeShared } from "./inband-share";
@@ -71,6 +71,17 @@ export class InbandTable {
   rate: Array<f64> = [];
   allRef: Array<f64> = [];
   rateAt: f64 = -1;
+  /**
+   * The pile's parts (fuse): the rate-weighted mean of λ·L over the service's live slots at the
+   * last tick (what a request's instance usually holds of ours), the slowdown the answers say and
+   * level × error -- the send recomputes the factor from them (sent()).
+   */
+  fairN: Array<f64> = [];
+  slowPart: Array<f64> = [];
+  restPart: Array<f64> = [];
+  private grpP: Array<InbandParams> = [];
+  private grpW: Array<f64> = [];
+  private grpS: Array<f64> = [];
   lastSentMs: Array<f64> = [];
   /** Probes: no probe to slot s before probeUntil[s]; consecutive probes without regular traffic. */
   probeUntil: Array<f64> = [];
@@ -116,6 +127,7 @@ export class InbandTable {
       this.slowAt.push(0); this.highRun.push(0); this.slowRun.push(0); this.confirmed.push(false); this.normalRun.push(0); this.normalAt.push(0); this.eosN.push(0);
       this.lastSentMs.push(-Infinity);
       this.outN.push(0); this.sends.push(0); this.rate.push(0); this.allRef.push(0);
+      this.fairN.push(Infinity); this.slowPart.push(1); this.restPart.push(1);
       this.probeUntil.push(-Infinity); this.probeStreak.push(0);
       this.esScrape.push(0); this.calib.push(0); this.slots.push(1); this.scrapeAt.push(-1);
       this.orcaAt.push(-Infinity); this.orcaErr.push(0); this.orcaUtil.push(NaN); this.orcaKv.push(NaN);
@@ -139,6 +151,7 @@ export class InbandTable {
     this.slowAt[s] = 0; this.highRun[s] = 0; this.slowRun[s] = 0; this.confirmed[s] = false; this.normalRun[s] = 0; this.normalAt[s] = 0; this.eosN[s] = 0;
     this.lastSentMs[s] = -Infinity;
     this.outN[s] = 0; this.sends[s] = 0; this.rate[s] = 0; this.allRef[s] = 0;
+    this.fairN[s] = Infinity; this.slowPart[s] = 1; this.restPart[s] = 1;
     this.probeUntil[s] = -Infinity; this.probeStreak[s] = 0;
     this.esScrape[s] = 0; this.calib[s] = 0; this.slots[s] = 1; this.scrapeAt[s] = -1;
     this.orcaAt[s] = -Infinity; this.orcaErr[s] = 0; this.orcaUtil[s] = NaN; this.orcaKv[s] = NaN;
@@ -184,8 +197,14 @@ export class InbandTable {
       unchecked(this.probeStreak[s] = k + 1);
     }
     unchecked(this.lastSentMs[s] = t);
-    unchecked(this.outN[s]++);
+    const n = unchecked(this.outN[s]) + 1;
+    unchecked(this.outN[s] = n);
     unchecked(this.sends[s]++);
+    // the pile counts at once, as peak EWMA's pending count does: between ticks (20 ms) a silent
+    // instance otherwise took every request sent in the meantime at its old price
+    const pile = this.pileOf(s, n);
+    const slow = unchecked(this.slowPart[s]);
+    unchecked(this.adj[s * ADJ_STRIDE] = (pile > slow ? pile : slow) * unchecked(this.restPart[s]));
   }
 
 
@@ -418,10 +437,15 @@ export class InbandTable {
   /** Recomputes slot s's factor at `now` (response path, and every tick for the decay and ages). */
   fuse(s: i32, now: f64): void {
     const recovered = this.recovered(s, now);
-    this.adj[s * ADJ_STRIDE] = fuseFactor(this.paramsOf[s], now,
-      this.hdrPeak[s], this.hdrRef[s], this.hdrAt[s], this.eosPeak[s], this.eosRef[s], this.eosAt[s],
-      this.pile(s), this.esScrape[s], this.err[s], this.errAt[s], this.orcaErr[s], this.orcaAt[s], recovered, this.normalRun[s], this.calib[s],
-      !recovered && this.confirmed[s] && this.slowAt[s] > 0 && now - this.slowAt[s] <= RECOVERY_MEMORY_MS);
+    const held = !recovered && this.confirmed[s] && this.slowAt[s] > 0 && now - this.slowAt[s] <= RECOVERY_MEMORY_MS;
+    const p = this.paramsOf[s];
+    const slow = answerSlow(p, now, this.eosPeak[s], this.eosRef[s], this.eosAt[s], recovered, held);
+    const rest = levelError(p, now, this.eosPeak[s], this.eosRef[s], this.eosAt[s], this.esScrape[s],
+      this.err[s], this.errAt[s], this.orcaErr[s], this.orcaAt[s], recovered, this.normalRun[s], this.calib[s], held);
+    this.slowPart[s] = slow;
+    this.restPart[s] = rest;
+    const pile = this.pile(s);
+    this.adj[s * ADJ_STRIDE] = (pile > slow ? pile : slow) * rest;
   }
 
   /**
@@ -436,12 +460,22 @@ export class InbandTable {
    * rho 0.95: 1.040 -> 1.133x LEAST_REQUEST x4, 5 paths): our requests outlasting the norm there
    * are the queue the others made.
    */
-  pile(s: i32): f64 {
-    const n = this.outN[s];
+  pile(s: i32): f64 { return this.pileOf(s, this.outN[s]); }
+
+  /**
+   * The pile at n outstanding: its λ·L is at most the service's rate-weighted mean (fairN), so an
+   * instance taking more than its share of our requests holds more than a usual one and is dearer
+   * by (n + 1) / (mean + 1) -- peak EWMA's (pending + 1) load feedback, which does not vanish at
+   * large c: without it an instance's share at c = 1000 was set by the rank of its static price
+   * (the recovered one of the Linkerd case came back at 0.7x its fair share).
+   */
+  @inline pileOf(s: i32, n: i32): f64 {
     if (n <= 0) return 1;
-    const L = this.allRef[s] > 0 ? this.allRef[s] : this.esScrape[s];
+    const L = unchecked(this.allRef[s]) > 0 ? unchecked(this.allRef[s]) : unchecked(this.esScrape[s]);
     if (!(L > 0)) return 1;
-    return (<f64>n + 1) / (this.rate[s] * L + 1);
+    const own = unchecked(this.rate[s]) * L;
+    const fair = unchecked(this.fairN[s]);
+    return (<f64>n + 1) / ((own < fair ? own : fair) + 1);
   }
 
   /**
@@ -465,7 +499,37 @@ export class InbandTable {
         this.rate[s] = this.rate[s] * w + (<f64>this.sends[s] / dt) * (1 - w);
         this.sends[s] = 0;
       }
-      this.fuse(s, now);
+    }
+    this.fairAll(live);
+    for (let k = 0; k < nk; k++) {
+      const s = live != null ? unchecked(live[k]) : k;
+      if (s < this.gen.length) this.fuse(s, now);
+    }
+  }
+
+  /**
+   * fairN per slot: per service (its params object), Σ λ²·L / Σ λ over its live slots -- the λ·L
+   * of the instance a request of ours usually goes to (an instance we do not send to weighs
+   * nothing: a priced-out one must not make its peers look piled up). O(live × services).
+   */
+  private fairAll(live: Array<i32> | null): void {
+    const gp = this.grpP, gw = this.grpW, gs = this.grpS;
+    gp.length = 0; gw.length = 0; gs.length = 0;
+    const nk = live != null ? live.length : this.gen.length;
+    for (let k = 0; k < nk; k++) {
+      const s = live != null ? unchecked(live[k]) : k;
+      if (s >= this.gen.length) continue;
+      const L = this.allRef[s] > 0 ? this.allRef[s] : this.esScrape[s];
+      const r = this.rate[s];
+      let g = gp.indexOf(this.paramsOf[s]);
+      if (g < 0) { g = gp.length; gp.push(this.paramsOf[s]); gw.push(0); gs.push(0); }
+      if (L > 0 && r > 0) { gw[g] += r; gs[g] += r * r * L; }
+    }
+    for (let k = 0; k < nk; k++) {
+      const s = live != null ? unchecked(live[k]) : k;
+      if (s >= this.gen.length) continue;
+      const g = gp.indexOf(this.paramsOf[s]);
+      this.fairN[s] = gw[g] > 0 ? gs[g] / gw[g] : Infinity;
     }
   }
 
