@@ -144,6 +144,34 @@ describe("in-band fusion moves the choice", () => {
     }
   });
 
+  it("an instance taking more than its share of our requests is dearer at c = 1000 (peak EWMA's pending + 1), and a send counts at once", () => {
+    const t = new InbandTable();
+    t.sync(4, [0, 0, 0, 0]);
+    for (let s = 0; s < 4; s++) t.onScrape(s, 0, 80, 1000);
+    t.fuseAll(0);
+    // slot 0 gets 3 requests per 20 ms tick, slots 1-3 one each; every one is answered in one
+    // piece 80 ms after it was sent
+    const pend: Array<Array<f64>> = [[], [], [], []];
+    let now: f64 = 0;
+    for (let k = 0; k < 150; k++) {
+      for (let s = 0; s < 4; s++) for (let j = 0; j < (s == 0 ? 3 : 1); j++) { t.sent(s, now); pend[s].push(now); }
+      if (k == 149) break;
+      now += 20;
+      for (let s = 0; s < 4; s++) while (pend[s].length > 0 && pend[s][0] + 80 <= now) {
+        const a = pend[s].shift();
+        t.headers(s, a, a + 80, 200); t.done(s, a, a + 80, a + 80, true, 200);
+      }
+      t.fuseAll(now);
+    }
+    // right after its sends slot 0 holds 12 of ours: by its own rate (12 usual) the pile is 1, the
+    // old rule; a request usually finds 8 (the rate-weighted mean), so 13 / 9
+    expect(t.factorOf(0)).toBeGreaterThan(1.35);
+    expect(t.factorOf(1)).toBeCloseTo(1, 2);
+    // ten more sends to slot 1 before the next tick raise its price at once (no tick, no answer)
+    for (let k = 0; k < 10; k++) t.sent(1, now);
+    expect(t.factorOf(1)).toBeGreaterThan(2.5);
+  });
+
   it("a silent instance (requests outstanding, none answered) never looks cheaper than a peer that answers, at c = 1000", () => {
     const f = new Fixture(80, 0, 80, 0, 1000);
     let t = f.warm(0);
@@ -563,6 +591,24 @@ describe("the slowness verdict (slow, held, recovered)", () => {
     expect(off.countdown).toBe(0);
   });
 
+  it("an instance recovering from a verdict is probed again as soon as its probe has answered, not after idleMs", () => {
+    const f = new Fixture(800, 0, 80, 0); // a priced out (10x b)
+    const t: f64 = 5000;
+    f.table.fuseAll(t);
+    f.table.sent(1, t);
+    f.table.sent(0, t - 200, 1000);      // the probe 200 ms ago ...
+    f.table.slowAt[0] = t - 2000;        // ... answered normally after a verdict 2 s ago (judge(): the backoff ends)
+    f.table.normalRun[0] = 1;
+    f.table.probeUntil[0] = -Infinity;
+    expect(f.table.recovering(0, t)).toBe(true);
+    f.inflight[0] = 1;                   // a probe still outstanding: one at a time
+    expect(probePick(f.plan, f.table, new Prober(100, 1000), f.inflight.dataStart, t, f.rng)).toBe(-1);
+    f.inflight[0] = 0;                   // answered: the next probe is due now
+    expect(probePick(f.plan, f.table, new Prober(100, 1000), f.inflight.dataStart, t, f.rng)).toBe(0);
+    f.table.slowAt[0] = 0;               // merely dear, no verdict: idleMs still applies
+    expect(probePick(f.plan, f.table, new Prober(100, 1000), f.inflight.dataStart, t, f.rng)).toBe(-1);
+  });
+
   it("a probe to an instance judged slow with no normal answer since waits the longest backoff at once", () => {
     const f = new Fixture(80, 0, 80, 1);
     let t = episode(f);
@@ -603,11 +649,11 @@ describe("probe share (no absorbing state)", () => {
     f.table.fuseAll(0);
     const pr = new Prober(100, 1000);
     const t: f64 = 5000;
-    f.table.sent(1, t);
+    f.table.lastSentMs[1] = t;              // b not idle (a send would price b's pile of one)
     expect(probePick(f.plan, f.table, pr, f.inflight.dataStart, t, f.rng)).toBe(-1);
     const g = new Fixture(200, 0, 80, 0);   // 2.5x: priced out, probed
     g.table.fuseAll(0);
-    g.table.sent(1, t);
+    g.table.lastSentMs[1] = t;
     expect(probePick(g.plan, g.table, pr, g.inflight.dataStart, t, g.rng)).toBe(0);
   });
 
