@@ -180,7 +180,7 @@ export function answerSlow(p: InbandParams, now: f64, eosPeak: f64, eosRef: f64,
 /** fuseFactor's level × error (the parts that do not change with a send). */
 export function levelError(p: InbandParams, now: f64, eosPeak: f64, eosRef: f64, eosAt: f64,
   esScrapeMs: f64, err: f64, errAt: f64, orcaErr: f64, orcaAt: f64, recovered: bool,
-  normalRun: f64, calib: f64, held: bool): f64 {
+  normalRun: f64, calib: f64, held: bool, errScale: f64 = 1, lastErr: bool = false): f64 {
   let level: f64 = 1;
   const esNormal = eosRef * (calib > 0 ? calib : 1);
   if (recovered && esScrapeMs > 0 && esNormal > 0 && esNormal < esScrapeMs) {
@@ -193,8 +193,18 @@ export function levelError(p: InbandParams, now: f64, eosPeak: f64, eosRef: f64,
     if (level < p.minLevel) level = p.minLevel;
   }
   let e = err > 0 ? err * decay(now, errAt, p.errorTauMs) : 0;
+  // while the latest answer was an error nothing says the instance is better: the rate fades no
+  // lower than one answer's weight (an error answered at the last probe priced a black hole
+  // below its peers again within ~4 s: c = 1 and 4, 80-130 errors per episode against 43-87
+  // before the pile). A 2xx answer (a probe's: probePick) ends the floor.
+  if (lastErr && e < p.errorStep) e = p.errorStep;
   if (orcaErr > 0) e = Math.max(e, orcaErr * decay(now, orcaAt, p.errorTauMs));
   if (e > 0.99) e = 0.99;
-  const error = 1 + p.errorWeight * e / (1 - e);
+  // errScale (>= 1): the service's usual E[S] over this instance's scraped one. The time to a fast
+  // 5xx is no service time: a black hole's scraped E[S] falls to its 2 ms answers within the
+  // agent's window, and its price e / (1 − e) x that E[S] then fell below its answering peers'
+  // between two probes (the errors faded): bursts of 60-80 requests to it per 500 ms (c = 4,
+  // matrix). A failed request costs a retry at a usual instance, whatever the failing one's E[S].
+  const error = 1 + p.errorWeight * (e / (1 - e)) * (errScale > 1 ? errScale : 1);
   return level * error;
 }

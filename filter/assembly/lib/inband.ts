@@ -44,6 +44,8 @@ export class InbandTable {
   eosAt: Array<f64> = [];
   err: Array<f64> = [];
   errAt: Array<f64> = [];
+  /** Whether this VM's latest answer from the slot was an error (levelError: the rate's floor). */
+  errLast: Array<bool> = [];
   /**
    * Start time of the latest request whose answer was slow (pair minimum above slowdownThreshold ×
    * norm; 0: none), normal answers in a row to requests started after it, and the latest start time
@@ -77,11 +79,14 @@ export class InbandTable {
    * level × error -- the send recomputes the factor from them (sent()).
    */
   fairN: Array<f64> = [];
+  /** The service's rate-weighted mean scraped E[S] (fairAll): what an error answer costs (levelError's errScale). */
+  esTyp: Array<f64> = [];
   slowPart: Array<f64> = [];
   restPart: Array<f64> = [];
   private grpP: Array<InbandParams> = [];
   private grpW: Array<f64> = [];
   private grpS: Array<f64> = [];
+  private grpE: Array<f64> = [];
   lastSentMs: Array<f64> = [];
   /** Probes: no probe to slot s before probeUntil[s]; consecutive probes without regular traffic. */
   probeUntil: Array<f64> = [];
@@ -123,11 +128,11 @@ export class InbandTable {
       this.hdrPeak.push(0); this.hdrRef.push(0); this.hdrAt.push(0); this.hdrPrev.push(0); this.eosPrev.push(0);
       this.hdrFloor.push(NaN); this.qAt.push(-Infinity);
       this.eosPeak.push(0); this.eosRef.push(0); this.eosAt.push(0);
-      this.err.push(0); this.errAt.push(0);
+      this.err.push(0); this.errAt.push(0); this.errLast.push(false);
       this.slowAt.push(0); this.highRun.push(0); this.slowRun.push(0); this.confirmed.push(false); this.normalRun.push(0); this.normalAt.push(0); this.eosN.push(0);
       this.lastSentMs.push(-Infinity);
       this.outN.push(0); this.sends.push(0); this.rate.push(0); this.allRef.push(0);
-      this.fairN.push(Infinity); this.slowPart.push(1); this.restPart.push(1);
+      this.fairN.push(Infinity); this.esTyp.push(0); this.slowPart.push(1); this.restPart.push(1);
       this.probeUntil.push(-Infinity); this.probeStreak.push(0);
       this.esScrape.push(0); this.calib.push(0); this.slots.push(1); this.scrapeAt.push(-1);
       this.orcaAt.push(-Infinity); this.orcaErr.push(0); this.orcaUtil.push(NaN); this.orcaKv.push(NaN);
@@ -147,11 +152,11 @@ export class InbandTable {
     this.hdrPeak[s] = 0; this.hdrRef[s] = 0; this.hdrAt[s] = 0; this.hdrPrev[s] = 0; this.eosPrev[s] = 0;
     this.hdrFloor[s] = NaN; this.qAt[s] = -Infinity;
     this.eosPeak[s] = 0; this.eosRef[s] = 0; this.eosAt[s] = 0;
-    this.err[s] = 0; this.errAt[s] = 0;
+    this.err[s] = 0; this.errAt[s] = 0; this.errLast[s] = false;
     this.slowAt[s] = 0; this.highRun[s] = 0; this.slowRun[s] = 0; this.confirmed[s] = false; this.normalRun[s] = 0; this.normalAt[s] = 0; this.eosN[s] = 0;
     this.lastSentMs[s] = -Infinity;
     this.outN[s] = 0; this.sends[s] = 0; this.rate[s] = 0; this.allRef[s] = 0;
-    this.fairN[s] = Infinity; this.slowPart[s] = 1; this.restPart[s] = 1;
+    this.fairN[s] = Infinity; this.esTyp[s] = 0; this.slowPart[s] = 1; this.restPart[s] = 1;
     this.probeUntil[s] = -Infinity; this.probeStreak[s] = 0;
     this.esScrape[s] = 0; this.calib[s] = 0; this.slots[s] = 1; this.scrapeAt[s] = -1;
     this.orcaAt[s] = -Infinity; this.orcaErr[s] = 0; this.orcaUtil[s] = NaN; this.orcaKv[s] = NaN;
@@ -410,6 +415,7 @@ export class InbandTable {
     e += p.errorStep * ((isError ? 1.0 : 0.0) - e);
     this.err[s] = e;
     this.errAt[s] = t;
+    this.errLast[s] = isError;
     if (isError) this.errors++;
   }
 
@@ -441,7 +447,8 @@ export class InbandTable {
     const p = this.paramsOf[s];
     const slow = answerSlow(p, now, this.eosPeak[s], this.eosRef[s], this.eosAt[s], recovered, held);
     const rest = levelError(p, now, this.eosPeak[s], this.eosRef[s], this.eosAt[s], this.esScrape[s],
-      this.err[s], this.errAt[s], this.orcaErr[s], this.orcaAt[s], recovered, this.normalRun[s], this.calib[s], held);
+      this.err[s], this.errAt[s], this.orcaErr[s], this.orcaAt[s], recovered, this.normalRun[s], this.calib[s], held,
+      this.errScale(s), this.errLast[s]);
     this.slowPart[s] = slow;
     this.restPart[s] = rest;
     const pile = this.pile(s);
@@ -461,6 +468,21 @@ export class InbandTable {
    * are the queue the others made.
    */
   pile(s: i32): f64 { return this.pileOf(s, this.outN[s]); }
+
+  /**
+   * What an error answer of slot s costs, over its own scraped E[S] (levelError): a retry at a
+   * usual instance of the service -- its E[S] (esTyp) and the wait for the backlog it usually has
+   * (fairN of ours per slot). At c = 1 a usual peer costs ~6 E[S] at rho 0.85: a black hole priced
+   * at e / (1 − e) × its own 2 ms answers (or the usual E[S] alone) stayed cheaper than a loaded
+   * peer and took ~250 requests per 15 s episode (87 before the pile made loaded peers dearer).
+   */
+  errScale(s: i32): f64 {
+    const es = this.esScrape[s];
+    const typ = this.esTyp[s];
+    if (!(es > 0) || !(typ > 0)) return 1;
+    const n = this.fairN[s];
+    return typ * (1 + (n < Infinity ? n / this.slots[s] : 0)) / es;
+  }
 
   /**
    * The pile at n outstanding: its λ·L is at most the service's rate-weighted mean (fairN), so an
@@ -508,13 +530,13 @@ export class InbandTable {
   }
 
   /**
-   * fairN per slot: per service (its params object), Σ λ²·L / Σ λ over its live slots -- the λ·L
-   * of the instance a request of ours usually goes to (an instance we do not send to weighs
+   * fairN and esTyp per slot: per service (its params object), Σ λ²·L / Σ λ and Σ λ·E[S] / Σ λ
+   * over its live slots -- the λ·L and the scraped E[S] of the instance a request of ours usually goes to (an instance we do not send to weighs
    * nothing: a priced-out one must not make its peers look piled up). O(live × services).
    */
   private fairAll(live: Array<i32> | null): void {
-    const gp = this.grpP, gw = this.grpW, gs = this.grpS;
-    gp.length = 0; gw.length = 0; gs.length = 0;
+    const gp = this.grpP, gw = this.grpW, gs = this.grpS, ge = this.grpE;
+    gp.length = 0; gw.length = 0; gs.length = 0; ge.length = 0;
     const nk = live != null ? live.length : this.gen.length;
     for (let k = 0; k < nk; k++) {
       const s = live != null ? unchecked(live[k]) : k;
@@ -522,14 +544,15 @@ export class InbandTable {
       const L = this.allRef[s] > 0 ? this.allRef[s] : this.esScrape[s];
       const r = this.rate[s];
       let g = gp.indexOf(this.paramsOf[s]);
-      if (g < 0) { g = gp.length; gp.push(this.paramsOf[s]); gw.push(0); gs.push(0); }
-      if (L > 0 && r > 0) { gw[g] += r; gs[g] += r * r * L; }
+      if (g < 0) { g = gp.length; gp.push(this.paramsOf[s]); gw.push(0); gs.push(0); ge.push(0); }
+      if (L > 0 && r > 0) { gw[g] += r; gs[g] += r * r * L; ge[g] += r * this.esScrape[s]; }
     }
     for (let k = 0; k < nk; k++) {
       const s = live != null ? unchecked(live[k]) : k;
       if (s >= this.gen.length) continue;
       const g = gp.indexOf(this.paramsOf[s]);
       this.fairN[s] = gw[g] > 0 ? gs[g] / gw[g] : Infinity;
+      this.esTyp[s] = gw[g] > 0 ? ge[g] / gw[g] : 0;
     }
   }
 
