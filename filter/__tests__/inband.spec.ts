@@ -219,6 +219,31 @@ describe("in-band fusion moves the choice", () => {
     expect(f.table.errors).toBe(5);
   });
 
+  it("an error costs a retry at a usual instance, whatever the failing one's own E[S]; the price holds until a 2xx answer", () => {
+    const t = new InbandTable();
+    t.sync(2, [0, 0]);
+    t.onScrape(0, 0, 2, 1);              // slot 0 answers in 2 ms (soon its 503s: what the scrape then says)
+    t.onScrape(1, 0, 80, 1);             // slot 1: 80 ms, c = 1
+    t.fuseAll(0);
+    let now: f64 = 0;
+    for (let k = 0; k < 50; k++) {       // one request to each per 20 ms tick
+      t.sent(0, now); t.headers(0, now, now + 2, 200); t.done(0, now, now + 2, now + 2, true, 200);
+      t.sent(1, now); t.headers(1, now, now + 80, 200); t.done(1, now, now + 80, now + 80, true, 200);
+      now += 20; t.fuseAll(now);
+    }
+    t.sent(0, now); t.headers(0, now, now + 2, 503); t.done(0, now, now + 2, now + 2, true, 503);
+    // one error in four answers: a retry at a usual instance (E[S] ~41 ms at these rates, and
+    // the backlog it usually has) per three successes -- dearer than slot 1 at once
+    expect(t.factorOf(0) * 2).toBeGreaterThan(3 * 80);
+    // no answer for 10 s: nothing says it is better, the rate fades no lower than one answer's weight
+    now += 10000; t.fuseAll(now);
+    expect(t.factorOf(0)).toBeGreaterThan(4);
+    // a 2xx (a probe's) ends that: the rate fades as before
+    t.sent(0, now); t.headers(0, now, now + 2, 200); t.done(0, now, now + 2, now + 2, true, 200);
+    t.fuseAll(now + 2);
+    expect(t.factorOf(0)).toBeLessThan(1.1);
+  });
+
   it("fresh fast answers correct a scrape that remembers a slow episode", () => {
     const f = new Fixture(800, 0, 80, 14); // the scrape: a is 10x slower; corrected, a costs 4x its answers (LEVEL_MARGIN)
     f.table.fuseAll(0);
