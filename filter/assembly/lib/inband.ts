@@ -14,6 +14,7 @@ import {
 } from "./inband-rules";
 import { MAX_PROBE_BACKOFF } from "./inband-probe";
 import { mergeShared } from "./inband-share";
+import { readWait, fairShares } from "./inband-load";
 export {
   ADJ_STRIDE, WAIT_BUSY, WAIT_MAX_SLOTS, WAIT_STEP, LEVEL_MARGIN, NORMAL_RATIO, SLOW_RUN, SLOW_RUN_RATIO, RECOVERY_ANSWERS, HOLD_ANSWERS,
   RECOVERY_MEMORY_MS, CALIB_SCRAPES, InbandParams, peakStep, ewmaStep, REF_MIN_SAMPLES, JUDGE_MIN_SAMPLES, fuseFactor,
@@ -83,10 +84,6 @@ export class InbandTable {
   esTyp: Array<f64> = [];
   slowPart: Array<f64> = [];
   restPart: Array<f64> = [];
-  private grpP: Array<InbandParams> = [];
-  private grpW: Array<f64> = [];
-  private grpS: Array<f64> = [];
-  private grpE: Array<f64> = [];
   lastSentMs: Array<f64> = [];
   /** Probes: no probe to slot s before probeUntil[s]; consecutive probes without regular traffic. */
   probeUntil: Array<f64> = [];
@@ -223,7 +220,7 @@ export class InbandTable {
     this.error(s, t, false);
     const x = t - start;
     if (!(x >= 0)) return;
-    if (sentWith >= 0) this.waitQueue(s, start, x, sentWith);
+    if (sentWith >= 0) readWait(this, s, start, x, sentWith);
     const dt = t - this.hdrAt[s];
     const p = this.paramsOf[s];
     const prev = this.hdrPrev[s];
@@ -363,52 +360,6 @@ export class InbandTable {
     return this.recovered(slot, this.nowMs) && pile <= NORMAL_RATIO && unchecked(this.adj[slot * ADJ_STRIDE]) <= (pile > 1 ? pile : 1);
   }
 
-  /**
-   * The other proxies' load from the time to headers `x` of a request started at `start`: the
-   * wait (x − floor) is the queue ahead of it in units of E[S]/c, so the instance then held about
-   * c − 1 + wait · c / E[S] requests besides this one, `sentWith` of them ours (our in-flight
-   * count when it was sent); without a wait it had a free slot: at most c − 1. The first replaces
-   * the scraped queue (as an ORCA queue does) and the second caps it, until a scrape taken after
-   * `start`; an ORCA report newer than the scrape takes precedence (it counts the whole queue, at
-   * its answer).
-   */
-  private waitQueue(s: i32, start: f64, x: f64, sentWith: i32): void {
-    const f = this.hdrFloor[s];
-    this.hdrFloor[s] = f == f ? (x < f ? f + 0.5 * (x - f) : f + 0.01 * (x - f)) : x;
-    // the unit of the wait is the instance's usual E[S] / c (calib × norm, when known): a slowed
-    // instance's scrape is stale, and its own inflated service time would hide its wait
-    const cal = this.calib[s] * this.eosRef[s];
-    const es = cal > 0 && cal < this.esScrape[s] ? cal : this.esScrape[s];
-    const c = this.slots[s];
-    if (!(es > 0) || f != f) return;
-    if (this.orcaAt[s] > this.scrapeAt[s] || start <= this.qAt[s] || start <= this.scrapeAt[s]) return;
-    // a slowed instance is priced by the slowdown (fuseFactor); its long waits are its own
-    // service, not other proxies' load, and its free slots no news
-    if (this.slowAt[s] > 0 && start - this.slowAt[s] <= RECOVERY_MEMORY_MS && this.normalRun[s] == 0) return;
-    const unit = es / c;
-    // a queue is told apart from the request's own time to headers only when a busy instance's
-    // departure interval exceeds the unqueued time to headers (the floor): with c large or answers
-    // in one piece every wait read as "all c slots busy" (a phantom queue of c − 1 on every
-    // instance that answers, none on one that is silent: issue 21)
-    if (unit <= f) return;
-    const w = x - f;
-    const base = this.adj[s * ADJ_STRIDE + 1];
-    const fresh = base == base && this.qAt[s] > this.scrapeAt[s];
-    if (w > WAIT_BUSY * unit) {
-      let ahead = w / unit;
-      if (ahead > WAIT_MAX_SLOTS * c) ahead = WAIT_MAX_SLOTS * c;
-      // the others' share then (never below none: the wait is a noisy reading of the queue)
-      const q = Math.max(0, c - 1 + ahead - <f64>sentWith);
-      this.adj[s * ADJ_STRIDE + 1] = fresh ? base + WAIT_STEP * (q - base) : q;
-      this.adj[s * ADJ_STRIDE + 2] = Infinity;
-    } else {
-      // a free slot at its start: what the scrape says, at most c − 1 in the instance
-      this.adj[s * ADJ_STRIDE + 1] = NaN;
-      this.adj[s * ADJ_STRIDE + 2] = Math.max(0, c - 1 - <f64>sentWith);
-    }
-    this.qAt[s] = start;
-  }
-
   private error(s: i32, t: f64, isError: bool): void {
     const p = this.paramsOf[s];
     let e = this.err[s] * decay(t, this.errAt[s], p.errorTauMs);
@@ -522,37 +473,10 @@ export class InbandTable {
         this.sends[s] = 0;
       }
     }
-    this.fairAll(live);
+    fairShares(this, live);
     for (let k = 0; k < nk; k++) {
       const s = live != null ? unchecked(live[k]) : k;
       if (s < this.gen.length) this.fuse(s, now);
-    }
-  }
-
-  /**
-   * fairN and esTyp per slot: per service (its params object), Σ λ²·L / Σ λ and Σ λ·E[S] / Σ λ
-   * over its live slots -- the λ·L and the scraped E[S] of the instance a request of ours usually goes to (an instance we do not send to weighs
-   * nothing: a priced-out one must not make its peers look piled up). O(live × services).
-   */
-  private fairAll(live: Array<i32> | null): void {
-    const gp = this.grpP, gw = this.grpW, gs = this.grpS, ge = this.grpE;
-    gp.length = 0; gw.length = 0; gs.length = 0; ge.length = 0;
-    const nk = live != null ? live.length : this.gen.length;
-    for (let k = 0; k < nk; k++) {
-      const s = live != null ? unchecked(live[k]) : k;
-      if (s >= this.gen.length) continue;
-      const L = this.allRef[s] > 0 ? this.allRef[s] : this.esScrape[s];
-      const r = this.rate[s];
-      let g = gp.indexOf(this.paramsOf[s]);
-      if (g < 0) { g = gp.length; gp.push(this.paramsOf[s]); gw.push(0); gs.push(0); ge.push(0); }
-      if (L > 0 && r > 0) { gw[g] += r; gs[g] += r * r * L; ge[g] += r * this.esScrape[s]; }
-    }
-    for (let k = 0; k < nk; k++) {
-      const s = live != null ? unchecked(live[k]) : k;
-      if (s >= this.gen.length) continue;
-      const g = gp.indexOf(this.paramsOf[s]);
-      this.fairN[s] = gw[g] > 0 ? gs[g] / gw[g] : Infinity;
-      this.esTyp[s] = gw[g] > 0 ? ge[g] / gw[g] : 0;
     }
   }
 
