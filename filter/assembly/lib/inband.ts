@@ -446,7 +446,9 @@ export class InbandTable {
     if (n <= 0) return 1;
     const L = unchecked(this.allRef[s]) > 0 ? unchecked(this.allRef[s]) : unchecked(this.esScrape[s]);
     if (!(L > 0)) return 1;
-    const own = unchecked(this.rate[s]) * L;
+    // the sends since the last tick are outstanding at the usual latency too (the tick folds them
+    // into the rate): without them a burst between two ticks read as a pile on an idle instance
+    const own = unchecked(this.rate[s]) * L + <f64>unchecked(this.sends[s]);
     const fair = unchecked(this.fairN[s]);
     return (<f64>n + 1) / ((own < fair ? own : fair) + 1);
   }
