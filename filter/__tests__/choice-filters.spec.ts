@@ -115,6 +115,20 @@ describe("filter-saturated", () => {
     expect(pick(plan, [1, 0], 0, PICKER_BAND, 0, new Rng(1)).index).toBe(1); // ours fills the 4th
     expect(plan.skipped[SKIP_SATURATED]).toBe(1);
   });
+
+  it("a free instance priced out by in-band evidence (a black hole: errors, a free slot always) does not make the hot ones drop out", () => {
+    const s = good(); s.rho = 0.97; s.queueDepth = 4; s.slots = 4; s.esMs = 100;
+    const t = good(); t.rho = 0.2; t.queueDepth = 0; t.slots = 4; t.esMs = 2;  // its 2 ms 503s
+    const a = candidateFrom(s, MODEL_CONDITIONAL, 5000, 0, false); a.slot = 0;
+    const b = candidateFrom(t, MODEL_CONDITIONAL, 5000, 0, false); b.slot = 1;
+    const plan = new Plan([a, b]);
+    // in-band adj per slot [factor, queue override, queue cap]: b's errors price it at 1000x
+    const adj: Array<f64> = [1, NaN, Infinity, 1000, NaN, Infinity];
+    for (let k = 0; k < 20; k++) expect(pick(plan, [0, 0], 0, PICKER_P2C, 0, new Rng(k), adj).index).toBe(0);
+    // without the evidence b is a free slot, and the hot a drops out as before
+    const none: Array<f64> = [1, NaN, Infinity, 1, NaN, Infinity];
+    expect(pick(plan, [0, 0], 0, PICKER_P2C, 0, new Rng(1), none).index).toBe(1);
+  });
 });
 
 describe("filter-stale on the default picker's O(1) path", () => {

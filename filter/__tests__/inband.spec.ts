@@ -144,6 +144,35 @@ describe("in-band fusion moves the choice", () => {
     }
   });
 
+  it("an instance taking more than its share of our requests is dearer at c = 1000 (peak EWMA's pending + 1), and a send counts at once", () => {
+    const t = new InbandTable();
+    t.sync(4, [0, 0, 0, 0]);
+    for (let s = 0; s < 4; s++) t.onScrape(s, 0, 80, 1000);
+    t.fuseAll(0);
+    // slot 0 gets 3 requests per 20 ms tick, slots 1-3 one each; every one is answered in one
+    // piece 80 ms after it was sent
+    const pend: Array<Array<f64>> = [[], [], [], []];
+    let now: f64 = 0;
+    for (let k = 0; k < 150; k++) {
+      for (let s = 0; s < 4; s++) for (let j = 0; j < (s == 0 ? 3 : 1); j++) { t.sent(s, now); pend[s].push(now); }
+      if (k == 149) break;
+      now += 20;
+      for (let s = 0; s < 4; s++) while (pend[s].length > 0 && pend[s][0] + 80 <= now) {
+        const a = pend[s].shift();
+        t.headers(s, a, a + 80, 200); t.done(s, a, a + 80, a + 80, true, 200);
+      }
+      t.fuseAll(now);
+    }
+    // right after its sends slot 0 holds 12 of ours: by its own rate (12 usual) the pile is 1, the
+    // old rule; a request usually finds 8 (the rate-weighted mean), so 13 / 9
+    expect(t.factorOf(0)).toBeGreaterThan(1.35);
+    expect(t.factorOf(1)).toBeCloseTo(1, 2);
+    // ten more sends to slot 1 before the next tick raise its price at once (no tick, no answer):
+    // they are expected outstanding too, but above the usual share (8) they count, 15 / 9
+    for (let k = 0; k < 10; k++) t.sent(1, now);
+    expect(t.factorOf(1)).toBeGreaterThan(1.6);
+  });
+
   it("a silent instance (requests outstanding, none answered) never looks cheaper than a peer that answers, at c = 1000", () => {
     const f = new Fixture(80, 0, 80, 0, 1000);
     let t = f.warm(0);
@@ -189,6 +218,31 @@ describe("in-band fusion moves the choice", () => {
     f.table.sent(1, t);
     f.table.done(1, t, 0, t + 1, false, 0);
     expect(f.table.errors).toBe(5);
+  });
+
+  it("an error costs a retry at a usual instance, whatever the failing one's own E[S]; the price holds until a 2xx answer", () => {
+    const t = new InbandTable();
+    t.sync(2, [0, 0]);
+    t.onScrape(0, 0, 2, 1);              // slot 0 answers in 2 ms (soon its 503s: what the scrape then says)
+    t.onScrape(1, 0, 80, 1);             // slot 1: 80 ms, c = 1
+    t.fuseAll(0);
+    let now: f64 = 0;
+    for (let k = 0; k < 50; k++) {       // one request to each per 20 ms tick
+      t.sent(0, now); t.headers(0, now, now + 2, 200); t.done(0, now, now + 2, now + 2, true, 200);
+      t.sent(1, now); t.headers(1, now, now + 80, 200); t.done(1, now, now + 80, now + 80, true, 200);
+      now += 20; t.fuseAll(now);
+    }
+    t.sent(0, now); t.headers(0, now, now + 2, 503); t.done(0, now, now + 2, now + 2, true, 503);
+    // one error in four answers: a retry at a usual instance (E[S] ~41 ms at these rates, and
+    // the backlog it usually has) per three successes -- dearer than slot 1 at once
+    expect(t.factorOf(0) * 2).toBeGreaterThan(3 * 80);
+    // no answer for 10 s: nothing says it is better, the rate fades no lower than one answer's weight
+    now += 10000; t.fuseAll(now);
+    expect(t.factorOf(0)).toBeGreaterThan(4);
+    // a 2xx (a probe's) ends that: the rate fades as before
+    t.sent(0, now); t.headers(0, now, now + 2, 200); t.done(0, now, now + 2, now + 2, true, 200);
+    t.fuseAll(now + 2);
+    expect(t.factorOf(0)).toBeLessThan(1.1);
   });
 
   it("fresh fast answers correct a scrape that remembers a slow episode", () => {
@@ -563,6 +617,24 @@ describe("the slowness verdict (slow, held, recovered)", () => {
     expect(off.countdown).toBe(0);
   });
 
+  it("an instance recovering from a verdict is probed again as soon as its probe has answered, not after idleMs", () => {
+    const f = new Fixture(800, 0, 80, 0); // a priced out (10x b)
+    const t: f64 = 5000;
+    f.table.fuseAll(t);
+    f.table.sent(1, t);
+    f.table.sent(0, t - 200, 1000);      // the probe 200 ms ago ...
+    f.table.slowAt[0] = t - 2000;        // ... answered normally after a verdict 2 s ago (judge(): the backoff ends)
+    f.table.normalRun[0] = 1;
+    f.table.probeUntil[0] = -Infinity;
+    expect(f.table.recovering(0, t)).toBe(true);
+    f.inflight[0] = 1;                   // a probe still outstanding: one at a time
+    expect(probePick(f.plan, f.table, new Prober(100, 1000), f.inflight.dataStart, t, f.rng)).toBe(-1);
+    f.inflight[0] = 0;                   // answered: the next probe is due now
+    expect(probePick(f.plan, f.table, new Prober(100, 1000), f.inflight.dataStart, t, f.rng)).toBe(0);
+    f.table.slowAt[0] = 0;               // merely dear, no verdict: idleMs still applies
+    expect(probePick(f.plan, f.table, new Prober(100, 1000), f.inflight.dataStart, t, f.rng)).toBe(-1);
+  });
+
   it("a probe to an instance judged slow with no normal answer since waits the longest backoff at once", () => {
     const f = new Fixture(80, 0, 80, 1);
     let t = episode(f);
@@ -603,11 +675,11 @@ describe("probe share (no absorbing state)", () => {
     f.table.fuseAll(0);
     const pr = new Prober(100, 1000);
     const t: f64 = 5000;
-    f.table.sent(1, t);
+    f.table.lastSentMs[1] = t;              // b not idle (a send would price b's pile of one)
     expect(probePick(f.plan, f.table, pr, f.inflight.dataStart, t, f.rng)).toBe(-1);
     const g = new Fixture(200, 0, 80, 0);   // 2.5x: priced out, probed
     g.table.fuseAll(0);
-    g.table.sent(1, t);
+    g.table.lastSentMs[1] = t;
     expect(probePick(g.plan, g.table, pr, g.inflight.dataStart, t, g.rng)).toBe(0);
   });
 

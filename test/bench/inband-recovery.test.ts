@@ -12,7 +12,8 @@ import { runPolicy } from '../../bench/routing/des';
 import { SwitchyardPolicy } from '../../bench/routing/switchyard';
 import { episodeStats, fairShare, windowCounts } from '../../bench/routing/episodes';
 import { BLACKHOLE_SCENARIO, SLOW_SCENARIO, scenarioPath } from '../../bench/routing/inband';
-import { makePath } from '../../bench/robustness/common';
+import { agentSpec, makePath, measuredErrors } from '../../bench/robustness/common';
+import { defaultCells, endOf, episodesOf, fleetOf, lambdaOf, TIMING } from '../../bench/robustness/matrix';
 import { LINKERD_EPISODE, LINKERD_FLEET } from '../../bench/robustness/linkerd';
 
 // SWITCHYARD_WASM: another build (to show a test fails on the build before a fix)
@@ -79,4 +80,26 @@ test('Linkerd-style case: a slowed instance that has not answered yet is priced 
   assert.ok(first.sent < 0.2 * fair, `sent ${first.sent} in the first 2 s, fair ${fair.toFixed(0)}`);
   const st = episodeStats(r, fleet, e, 15_000);
   assert.ok(st.recoverMs !== null && st.recoverMs <= 10_000, `back to half its fair share after ${st.recoverMs} ms`);
+  // issue 21's done-when on this path: no more than peak EWMA's 22 in the first 2 s (the branch
+  // before the pile's load feedback: 25), and at least half its fair share in the 10 s after the
+  // recovery (before: 0.45x; the recovered instance's share was set by the rank of its static price)
+  assert.ok(first.sent <= 22, `sent ${first.sent} in the first 2 s, peak EWMA 22`);
+  const after = windowCounts(r, e.inst, e.toMs, e.toMs + 10_000);
+  assert.ok(after.sent >= 0.5 * fairShare(fleet, e.inst) * after.all, `${after.sent} in the 10 s after recovery, fair ${(fairShare(fleet, e.inst) * after.all).toFixed(0)}`);
+});
+
+// Issue 21, the black hole at c = 4 (bench/robustness matrix cell lognormals1.1/c4/r0.85/blackhole,
+// one path): the hot peers had no free slot and the black hole, answering 503 at once, always had
+// one -- the saturation filter dropped the peers and it took requests whatever its error price
+// (the branch before: 69 on this path, 88 per path on 3; 80bf6a5: 43 per path; here 35).
+test('black hole at c = 4, rho 0.85: a free slot on an instance priced out by its errors does not draw the requests', { timeout: 300_000 }, async () => {
+  const cell = defaultCells().find((c) => c.id === 'lognormals1.1/c4/r0.85/blackhole/p1/s1000')!;
+  const fleet = fleetOf(cell);
+  const seed = 20261201;
+  const sp = makePath({ law: cell.law, meanMs: fleet.meanMs, lambdaPerS: lambdaOf(cell, fleet), rho: cell.rho, seed, warmupMs: TIMING.warmupMs, endMs: endOf(cell, TIMING) });
+  const sy = new SwitchyardPolicy({ wasmPath: WASM, agent: agentSpec(cell.scrapeMs, cell.c), seed, measuredRange: [sp.firstMeasured, sp.firstMeasured + sp.measured] });
+  const r = await runPolicy(fleet, sp, sy, { episodes: episodesOf(cell, TIMING), ttftFraction: 0.1 });
+  assert.equal(sy.stats.vmFailures, 0);
+  const errors = measuredErrors(r);
+  assert.ok(errors <= 50, `${errors} errors (80bf6a5: 43 per path on 3 paths)`);
 });

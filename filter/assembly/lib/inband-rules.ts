@@ -146,14 +146,22 @@ export function fuseFactor(p: InbandParams, now: f64,
   hdrPeak: f64, hdrRef: f64, hdrAt: f64, eosPeak: f64, eosRef: f64, eosAt: f64,
   pile: f64, esScrapeMs: f64, err: f64, errAt: f64, orcaErr: f64, orcaAt: f64, recovered: bool = false,
   normalRun: f64 = RECOVERY_ANSWERS, calib: f64 = 0, held: bool = false): f64 {
+  const slow = answerSlow(p, now, eosPeak, eosRef, eosAt, recovered, held);
+  return (pile > slow ? pile : slow) * levelError(p, now, eosPeak, eosRef, eosAt, esScrapeMs, err, errAt, orcaErr, orcaAt, recovered, normalRun, calib, held);
+}
+
+/**
+ * The slowdown the answers say (fuseFactor's `slow` without the pile): the request path takes the
+ * larger of it and the pile at each send (InbandTable.sent), so it is kept apart.
+ */
+export function answerSlow(p: InbandParams, now: f64, eosPeak: f64, eosRef: f64, eosAt: f64, recovered: bool, held: bool): f64 {
   // Time to headers carries the queue ahead of the request, which the backlog term already prices:
   // in the slowdown it made loaded instances look slow (4 proxies at rho 0.95: 1.46x / 1.71x
-  // LEAST_REQUEST instead of 1.0x / 1.26x, docs/inband.md). It is kept (hdr*), not priced.
-  // Two kinds of evidence, each gated by slowdownThreshold and priced as ratio / threshold above
-  // it: the pair-minimum peak over the norm, and the age of requests still answering. Priced as
-  // the whole ratio, the false alarms of healthy instances (a pair above the gate: ~1 in 600 at
-  // lognormal sigma 1.1, every few seconds in an 8-instance fleet) cost them 5-7x for a second and
-  // sent their requests to the sick instance (measured: more requests to it during the episode).
+  // LEAST_REQUEST instead of 1.0x / 1.26x, docs/inband.md). It is not priced.
+  // The pair-minimum peak over the norm is gated by slowdownThreshold and priced as ratio /
+  // threshold above it: priced as the whole ratio, the false alarms of healthy instances (a pair
+  // above the gate: ~1 in 600 at lognormal sigma 1.1, every few seconds in an 8-instance fleet)
+  // cost them 5-7x for a second and sent their requests to the sick instance.
   let slow: f64 = 1;
   if (eosRef > 0 && eosPeak > 0) {
     const r = eosPeak / eosRef;
@@ -166,9 +174,13 @@ export function fuseFactor(p: InbandParams, now: f64,
       if (up > p.slowdownThreshold) slow = up / p.slowdownThreshold;
     }
   }
-  // the pile of our outstanding requests (InbandTable.pile): evidence before any answer, priced
-  // at its whole ratio like peak EWMA's (outstanding + 1); the larger of the two says the slowdown
-  if (pile > slow) slow = pile;
+  return slow;
+}
+
+/** fuseFactor's level × error (the parts that do not change with a send). */
+export function levelError(p: InbandParams, now: f64, eosPeak: f64, eosRef: f64, eosAt: f64,
+  esScrapeMs: f64, err: f64, errAt: f64, orcaErr: f64, orcaAt: f64, recovered: bool,
+  normalRun: f64, calib: f64, held: bool, errScale: f64 = 1, lastErr: bool = false): f64 {
   let level: f64 = 1;
   const esNormal = eosRef * (calib > 0 ? calib : 1);
   if (recovered && esScrapeMs > 0 && esNormal > 0 && esNormal < esScrapeMs) {
@@ -181,8 +193,18 @@ export function fuseFactor(p: InbandParams, now: f64,
     if (level < p.minLevel) level = p.minLevel;
   }
   let e = err > 0 ? err * decay(now, errAt, p.errorTauMs) : 0;
+  // while the latest answer was an error nothing says the instance is better: the rate fades no
+  // lower than one answer's weight (an error answered at the last probe priced a black hole
+  // below its peers again within ~4 s: c = 1 and 4, 80-130 errors per episode against 43-87
+  // before the pile). A 2xx answer (a probe's: probePick) ends the floor.
+  if (lastErr && e < p.errorStep) e = p.errorStep;
   if (orcaErr > 0) e = Math.max(e, orcaErr * decay(now, orcaAt, p.errorTauMs));
   if (e > 0.99) e = 0.99;
-  const error = 1 + p.errorWeight * e / (1 - e);
-  return slow * level * error;
+  // errScale (>= 1): the service's usual E[S] over this instance's scraped one. The time to a fast
+  // 5xx is no service time: a black hole's scraped E[S] falls to its 2 ms answers within the
+  // agent's window, and its price e / (1 − e) x that E[S] then fell below its answering peers'
+  // between two probes (the errors faded): bursts of 60-80 requests to it per 500 ms (c = 4,
+  // matrix). A failed request costs a retry at a usual instance, whatever the failing one's E[S].
+  const error = 1 + p.errorWeight * (e / (1 - e)) * (errScale > 1 ? errScale : 1);
+  return level * error;
 }

@@ -10,10 +10,11 @@
 import { OrcaReport } from "./orca";
 import {
   ADJ_STRIDE, WAIT_BUSY, WAIT_MAX_SLOTS, WAIT_STEP, NORMAL_RATIO, SLOW_RUN, SLOW_RUN_RATIO, RECOVERY_ANSWERS, HOLD_ANSWERS,
-  RECOVERY_MEMORY_MS, CALIB_SCRAPES, InbandParams, decay, peakStep, ewmaStep, REF_MIN_SAMPLES, JUDGE_MIN_SAMPLES, fuseFactor,
+  RECOVERY_MEMORY_MS, CALIB_SCRAPES, InbandParams, decay, peakStep, ewmaStep, REF_MIN_SAMPLES, JUDGE_MIN_SAMPLES, answerSlow, levelError,
 } from "./inband-rules";
 import { MAX_PROBE_BACKOFF } from "./inband-probe";
 import { mergeShared } from "./inband-share";
+import { readWait, fairShares } from "./inband-load";
 export {
   ADJ_STRIDE, WAIT_BUSY, WAIT_MAX_SLOTS, WAIT_STEP, LEVEL_MARGIN, NORMAL_RATIO, SLOW_RUN, SLOW_RUN_RATIO, RECOVERY_ANSWERS, HOLD_ANSWERS,
   RECOVERY_MEMORY_MS, CALIB_SCRAPES, InbandParams, peakStep, ewmaStep, REF_MIN_SAMPLES, JUDGE_MIN_SAMPLES, fuseFactor,
@@ -44,6 +45,8 @@ export class InbandTable {
   eosAt: Array<f64> = [];
   err: Array<f64> = [];
   errAt: Array<f64> = [];
+  /** Whether this VM's latest answer from the slot was an error (levelError: the rate's floor). */
+  errLast: Array<bool> = [];
   /**
    * Start time of the latest request whose answer was slow (pair minimum above slowdownThreshold ×
    * norm; 0: none), normal answers in a row to requests started after it, and the latest start time
@@ -71,6 +74,16 @@ export class InbandTable {
   rate: Array<f64> = [];
   allRef: Array<f64> = [];
   rateAt: f64 = -1;
+  /**
+   * The pile's parts (fuse): the rate-weighted mean of λ·L over the service's live slots at the
+   * last tick (what a request's instance usually holds of ours), the slowdown the answers say and
+   * level × error -- the send recomputes the factor from them (sent()).
+   */
+  fairN: Array<f64> = [];
+  /** The service's rate-weighted mean scraped E[S] (fairAll): what an error answer costs (levelError's errScale). */
+  esTyp: Array<f64> = [];
+  slowPart: Array<f64> = [];
+  restPart: Array<f64> = [];
   lastSentMs: Array<f64> = [];
   /** Probes: no probe to slot s before probeUntil[s]; consecutive probes without regular traffic. */
   probeUntil: Array<f64> = [];
@@ -112,10 +125,11 @@ export class InbandTable {
       this.hdrPeak.push(0); this.hdrRef.push(0); this.hdrAt.push(0); this.hdrPrev.push(0); this.eosPrev.push(0);
       this.hdrFloor.push(NaN); this.qAt.push(-Infinity);
       this.eosPeak.push(0); this.eosRef.push(0); this.eosAt.push(0);
-      this.err.push(0); this.errAt.push(0);
+      this.err.push(0); this.errAt.push(0); this.errLast.push(false);
       this.slowAt.push(0); this.highRun.push(0); this.slowRun.push(0); this.confirmed.push(false); this.normalRun.push(0); this.normalAt.push(0); this.eosN.push(0);
       this.lastSentMs.push(-Infinity);
       this.outN.push(0); this.sends.push(0); this.rate.push(0); this.allRef.push(0);
+      this.fairN.push(Infinity); this.esTyp.push(0); this.slowPart.push(1); this.restPart.push(1);
       this.probeUntil.push(-Infinity); this.probeStreak.push(0);
       this.esScrape.push(0); this.calib.push(0); this.slots.push(1); this.scrapeAt.push(-1);
       this.orcaAt.push(-Infinity); this.orcaErr.push(0); this.orcaUtil.push(NaN); this.orcaKv.push(NaN);
@@ -135,10 +149,11 @@ export class InbandTable {
     this.hdrPeak[s] = 0; this.hdrRef[s] = 0; this.hdrAt[s] = 0; this.hdrPrev[s] = 0; this.eosPrev[s] = 0;
     this.hdrFloor[s] = NaN; this.qAt[s] = -Infinity;
     this.eosPeak[s] = 0; this.eosRef[s] = 0; this.eosAt[s] = 0;
-    this.err[s] = 0; this.errAt[s] = 0;
+    this.err[s] = 0; this.errAt[s] = 0; this.errLast[s] = false;
     this.slowAt[s] = 0; this.highRun[s] = 0; this.slowRun[s] = 0; this.confirmed[s] = false; this.normalRun[s] = 0; this.normalAt[s] = 0; this.eosN[s] = 0;
     this.lastSentMs[s] = -Infinity;
     this.outN[s] = 0; this.sends[s] = 0; this.rate[s] = 0; this.allRef[s] = 0;
+    this.fairN[s] = Infinity; this.esTyp[s] = 0; this.slowPart[s] = 1; this.restPart[s] = 1;
     this.probeUntil[s] = -Infinity; this.probeStreak[s] = 0;
     this.esScrape[s] = 0; this.calib[s] = 0; this.slots[s] = 1; this.scrapeAt[s] = -1;
     this.orcaAt[s] = -Infinity; this.orcaErr[s] = 0; this.orcaUtil[s] = NaN; this.orcaKv[s] = NaN;
@@ -184,8 +199,14 @@ export class InbandTable {
       unchecked(this.probeStreak[s] = k + 1);
     }
     unchecked(this.lastSentMs[s] = t);
-    unchecked(this.outN[s]++);
+    const n = unchecked(this.outN[s]) + 1;
+    unchecked(this.outN[s] = n);
     unchecked(this.sends[s]++);
+    // the pile counts at once, as peak EWMA's pending count does: between ticks (20 ms) a silent
+    // instance otherwise took every request sent in the meantime at its old price
+    const pile = this.pileOf(s, n);
+    const slow = unchecked(this.slowPart[s]);
+    unchecked(this.adj[s * ADJ_STRIDE] = (pile > slow ? pile : slow) * unchecked(this.restPart[s]));
   }
 
 
@@ -199,7 +220,7 @@ export class InbandTable {
     this.error(s, t, false);
     const x = t - start;
     if (!(x >= 0)) return;
-    if (sentWith >= 0) this.waitQueue(s, start, x, sentWith);
+    if (sentWith >= 0) readWait(this, s, start, x, sentWith);
     const dt = t - this.hdrAt[s];
     const p = this.paramsOf[s];
     const prev = this.hdrPrev[s];
@@ -339,58 +360,13 @@ export class InbandTable {
     return this.recovered(slot, this.nowMs) && pile <= NORMAL_RATIO && unchecked(this.adj[slot * ADJ_STRIDE]) <= (pile > 1 ? pile : 1);
   }
 
-  /**
-   * The other proxies' load from the time to headers `x` of a request started at `start`: the
-   * wait (x − floor) is the queue ahead of it in units of E[S]/c, so the instance then held about
-   * c − 1 + wait · c / E[S] requests besides this one, `sentWith` of them ours (our in-flight
-   * count when it was sent); without a wait it had a free slot: at most c − 1. The first replaces
-   * the scraped queue (as an ORCA queue does) and the second caps it, until a scrape taken after
-   * `start`; an ORCA report newer than the scrape takes precedence (it counts the whole queue, at
-   * its answer).
-   */
-  private waitQueue(s: i32, start: f64, x: f64, sentWith: i32): void {
-    const f = this.hdrFloor[s];
-    this.hdrFloor[s] = f == f ? (x < f ? f + 0.5 * (x - f) : f + 0.01 * (x - f)) : x;
-    // the unit of the wait is the instance's usual E[S] / c (calib × norm, when known): a slowed
-    // instance's scrape is stale, and its own inflated service time would hide its wait
-    const cal = this.calib[s] * this.eosRef[s];
-    const es = cal > 0 && cal < this.esScrape[s] ? cal : this.esScrape[s];
-    const c = this.slots[s];
-    if (!(es > 0) || f != f) return;
-    if (this.orcaAt[s] > this.scrapeAt[s] || start <= this.qAt[s] || start <= this.scrapeAt[s]) return;
-    // a slowed instance is priced by the slowdown (fuseFactor); its long waits are its own
-    // service, not other proxies' load, and its free slots no news
-    if (this.slowAt[s] > 0 && start - this.slowAt[s] <= RECOVERY_MEMORY_MS && this.normalRun[s] == 0) return;
-    const unit = es / c;
-    // a queue is told apart from the request's own time to headers only when a busy instance's
-    // departure interval exceeds the unqueued time to headers (the floor): with c large or answers
-    // in one piece every wait read as "all c slots busy" (a phantom queue of c − 1 on every
-    // instance that answers, none on one that is silent: issue 21)
-    if (unit <= f) return;
-    const w = x - f;
-    const base = this.adj[s * ADJ_STRIDE + 1];
-    const fresh = base == base && this.qAt[s] > this.scrapeAt[s];
-    if (w > WAIT_BUSY * unit) {
-      let ahead = w / unit;
-      if (ahead > WAIT_MAX_SLOTS * c) ahead = WAIT_MAX_SLOTS * c;
-      // the others' share then (never below none: the wait is a noisy reading of the queue)
-      const q = Math.max(0, c - 1 + ahead - <f64>sentWith);
-      this.adj[s * ADJ_STRIDE + 1] = fresh ? base + WAIT_STEP * (q - base) : q;
-      this.adj[s * ADJ_STRIDE + 2] = Infinity;
-    } else {
-      // a free slot at its start: what the scrape says, at most c − 1 in the instance
-      this.adj[s * ADJ_STRIDE + 1] = NaN;
-      this.adj[s * ADJ_STRIDE + 2] = Math.max(0, c - 1 - <f64>sentWith);
-    }
-    this.qAt[s] = start;
-  }
-
   private error(s: i32, t: f64, isError: bool): void {
     const p = this.paramsOf[s];
     let e = this.err[s] * decay(t, this.errAt[s], p.errorTauMs);
     e += p.errorStep * ((isError ? 1.0 : 0.0) - e);
     this.err[s] = e;
     this.errAt[s] = t;
+    this.errLast[s] = isError;
     if (isError) this.errors++;
   }
 
@@ -418,10 +394,16 @@ export class InbandTable {
   /** Recomputes slot s's factor at `now` (response path, and every tick for the decay and ages). */
   fuse(s: i32, now: f64): void {
     const recovered = this.recovered(s, now);
-    this.adj[s * ADJ_STRIDE] = fuseFactor(this.paramsOf[s], now,
-      this.hdrPeak[s], this.hdrRef[s], this.hdrAt[s], this.eosPeak[s], this.eosRef[s], this.eosAt[s],
-      this.pile(s), this.esScrape[s], this.err[s], this.errAt[s], this.orcaErr[s], this.orcaAt[s], recovered, this.normalRun[s], this.calib[s],
-      !recovered && this.confirmed[s] && this.slowAt[s] > 0 && now - this.slowAt[s] <= RECOVERY_MEMORY_MS);
+    const held = !recovered && this.confirmed[s] && this.slowAt[s] > 0 && now - this.slowAt[s] <= RECOVERY_MEMORY_MS;
+    const p = this.paramsOf[s];
+    const slow = answerSlow(p, now, this.eosPeak[s], this.eosRef[s], this.eosAt[s], recovered, held);
+    const rest = levelError(p, now, this.eosPeak[s], this.eosRef[s], this.eosAt[s], this.esScrape[s],
+      this.err[s], this.errAt[s], this.orcaErr[s], this.orcaAt[s], recovered, this.normalRun[s], this.calib[s], held,
+      this.errScale(s), this.errLast[s]);
+    this.slowPart[s] = slow;
+    this.restPart[s] = rest;
+    const pile = this.pile(s);
+    this.adj[s * ADJ_STRIDE] = (pile > slow ? pile : slow) * rest;
   }
 
   /**
@@ -436,12 +418,39 @@ export class InbandTable {
    * rho 0.95: 1.040 -> 1.133x LEAST_REQUEST x4, 5 paths): our requests outlasting the norm there
    * are the queue the others made.
    */
-  pile(s: i32): f64 {
-    const n = this.outN[s];
+  pile(s: i32): f64 { return this.pileOf(s, this.outN[s]); }
+
+  /**
+   * What an error answer of slot s costs, over its own scraped E[S] (levelError): a retry at a
+   * usual instance of the service -- its E[S] (esTyp) and the wait for the backlog it usually has
+   * (fairN of ours per slot). At c = 1 a usual peer costs ~6 E[S] at rho 0.85: a black hole priced
+   * at e / (1 − e) × its own 2 ms answers (or the usual E[S] alone) stayed cheaper than a loaded
+   * peer and took ~250 requests per 15 s episode (87 before the pile made loaded peers dearer).
+   */
+  errScale(s: i32): f64 {
+    const es = this.esScrape[s];
+    const typ = this.esTyp[s];
+    if (!(es > 0) || !(typ > 0)) return 1;
+    const n = this.fairN[s];
+    return typ * (1 + (n < Infinity ? n / this.slots[s] : 0)) / es;
+  }
+
+  /**
+   * The pile at n outstanding: its λ·L is at most the service's rate-weighted mean (fairN), so an
+   * instance taking more than its share of our requests holds more than a usual one and is dearer
+   * by (n + 1) / (mean + 1) -- peak EWMA's (pending + 1) load feedback, which does not vanish at
+   * large c: without it an instance's share at c = 1000 was set by the rank of its static price
+   * (the recovered one of the Linkerd case came back at 0.7x its fair share).
+   */
+  @inline pileOf(s: i32, n: i32): f64 {
     if (n <= 0) return 1;
-    const L = this.allRef[s] > 0 ? this.allRef[s] : this.esScrape[s];
+    const L = unchecked(this.allRef[s]) > 0 ? unchecked(this.allRef[s]) : unchecked(this.esScrape[s]);
     if (!(L > 0)) return 1;
-    return (<f64>n + 1) / (this.rate[s] * L + 1);
+    // the sends since the last tick are outstanding at the usual latency too (the tick folds them
+    // into the rate): without them a burst between two ticks read as a pile on an idle instance
+    const own = unchecked(this.rate[s]) * L + <f64>unchecked(this.sends[s]);
+    const fair = unchecked(this.fairN[s]);
+    return (<f64>n + 1) / ((own < fair ? own : fair) + 1);
   }
 
   /**
@@ -465,7 +474,11 @@ export class InbandTable {
         this.rate[s] = this.rate[s] * w + (<f64>this.sends[s] / dt) * (1 - w);
         this.sends[s] = 0;
       }
-      this.fuse(s, now);
+    }
+    fairShares(this, live);
+    for (let k = 0; k < nk; k++) {
+      const s = live != null ? unchecked(live[k]) : k;
+      if (s < this.gen.length) this.fuse(s, now);
     }
   }
 

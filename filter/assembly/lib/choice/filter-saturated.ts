@@ -6,7 +6,8 @@
 import { Plan, Scan } from "./plan";
 import { backlogAt } from "./scorer-wait";
 import { SKIP_SATURATED } from "./skip";
-import { ptr, f64At, setF64At } from "./flat";
+import { ptr, f64At, setF64At, i32At } from "./flat";
+import { inbandFactor, PRICED_OUT } from "./scorer-inband";
 
 /** satAt for a candidate: slots when ρ is at or above the limit (compared in f32, as sent), else +Inf. */
 export function saturationThreshold(rho: f64, maxUtilization: f64, slots: f64): f64 {
@@ -27,8 +28,12 @@ export function dropSaturated(plan: Plan, inflightP: usize, scan: Scan, adjP: us
   if (scan.saturated < scan.eligible) {
     for (let i = 0; i < n; i++) {
       if (f64At(costP, i) == Infinity) continue;
-      // not hot (satAt +Inf), and a slot free
-      if (f64At(satP, i) == Infinity && backlogAt(plan, inflightP, i, adjP) < f64At(slotsP, i)) freeNonSat++;
+      // not hot (satAt +Inf), a slot free, and not priced out by in-band evidence: a black hole
+      // answers at once, so it always has a free slot -- counted, it made every hot peer drop
+      // out and took the request whatever its error price (c = 1 and 4 at rho 0.85: 80-250
+      // errors per 15 s episode instead of a handful)
+      if (f64At(satP, i) == Infinity && backlogAt(plan, inflightP, i, adjP) < f64At(slotsP, i)
+        && inbandFactor(adjP, i32At(ptr(plan.slot), i)) < PRICED_OUT) freeNonSat++;
     }
   }
   if (scan.saturated < scan.eligible && freeNonSat == 0) return;

@@ -72,8 +72,14 @@ export function probePick(plan: Plan, table: InbandTable, prober: Prober, inflig
     if (skip == SKIP_NONE && f64At(bwP, i) * inbandFactor(adjP, slot) < PRICED_OUT * minBase) continue;
     const b = f64At(qP, i) + <f64>i32At(inflightP, slot);
     if (b >= f64At(slotsP, i)) continue;
-    if (unchecked(table.lastSentMs[slot]) > since || nowMs < unchecked(table.probeUntil[slot])) {
-      if (table.recovering(slot, nowMs)) waiting = true;
+    // an instance recovering from a verdict (a normal answer since) is probed again as soon as
+    // nothing of ours is outstanding there, not after idleMs: recovery needs RECOVERY_ANSWERS
+    // normal answers, and waiting idleMs for each kept the recovered instance of the Linkerd
+    // case out for ~2 s more (a slow one answers in turn: one probe at a time)
+    const recovering = table.recovering(slot, nowMs);
+    const idle = unchecked(table.lastSentMs[slot]) <= since || (recovering && i32At(inflightP, slot) == 0);
+    if (!idle || nowMs < unchecked(table.probeUntil[slot])) {
+      if (recovering) waiting = true;
       continue;
     }
     prober.cursor = (e + 1) % m;
