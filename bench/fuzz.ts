@@ -181,7 +181,9 @@ export async function fuzzSnapshots(count: number, seed = 1): Promise<FuzzReport
       // found a free slot caps the queue), so decisions would legitimately differ from state A's
       loadAware: { services: [{ authorities: [LLM], service: 'llm', stalenessMs: 3_600_000, picker: 'band', band: 0, debug: true, inband: { enabled: false } }] },
     }),
-    clusters: { switchyard_agent: { handler: () => { polls++; return { status: 200, body }; } } },
+    // the mesh in-flight reports (POST, shipped on) get the answer of an agent without the
+    // aggregation; only the snapshot polls count, pollOnce waits for one of those
+    clusters: { switchyard_agent: { handler: (q) => { if (q.method !== 'GET') return { status: 404 }; polls++; return { status: 200, body }; } } },
   });
   const metric = (n: string) => host.metric(n) ?? 0;
   const pollOnce = () => { const p = polls; for (let i = 0; i < 100 && polls === p; i++) host.advanceSync(10); host.advanceSync(1); };
