@@ -45,6 +45,9 @@ before(async () => {
       s.llm!.every((l) => l.models.length >= 2);
   }, 15_000, 'four healthy instances with their model lists');
   await until(async () => endpoint(await send('mistral-7b')).join() === M.addr, 10_000, 'the filter routes by model');
+  // and it holds the document in which the llama servers' lists are known too (the one that routed
+  // mistral may be an earlier publication, with only M's list: llama then had no eligible instance)
+  await until(async () => [L1.addr, L2.addr, L3.addr].includes(endpoint(await send('llama-3-8b')).join()), 10_000, 'the filter routes llama-3-8b');
 });
 
 /** The real agent scraping `fleet` (service llm) and the real filter polling it, request-aware. */

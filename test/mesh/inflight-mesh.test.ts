@@ -74,11 +74,13 @@ test('in-flight held in one agent\'s filter reaches the other agent\'s filter\'s
   const [hA, hB] = hosts;
   const [aA, aB] = agents;
   const x = insts[0].addr;
-  // both filters route, and both report to their agents (shipped loadAware.meshReportMs)
+  // both filters route to x (its first scrape is in both agents' snapshots: until then x is not
+  // eligible and a request restricted to it is refused), and both report to their agents
+  // (shipped loadAware.meshReportMs)
   await until(async () => {
     for (const h of hosts) {
-      const r = await h.request({ ':method': 'POST', ':path': '/v1/completions', ':authority': AUTH, ':scheme': 'http' });
-      if (header(r.upstreamHeaders, 'x-switchyard-endpoint')[0] === undefined) return false;
+      const r = await h.request({ ':method': 'POST', ':path': '/v1/completions', ':authority': AUTH, ':scheme': 'http', [SUBSET]: x });
+      if (header(r.upstreamHeaders, 'x-switchyard-endpoint')[0] !== x) return false;
     }
     return agents.every((a) => (a.inflight?.proxyCount ?? 0) === 1);
   }, 20_000, 'both filters routing and reporting');
