@@ -4,51 +4,34 @@
 // unknown: priced with the configured fallback prefill rate).
 import { Snapshot, InstanceState } from "../assembly/lib/snapshot";
 import { InstanceLlm, MODEL_BASE } from "../assembly/lib/snapshot-llm";
-import { Candidate, candidateFrom, Plan, MODEL_CONDITIONAL, PICKER_BAND } from "../assembly/lib/choose";
-import { LlmPlan, buildLlmPlan } from "../assembly/lib/choice/plan-llm";
+import { PICKER_BAND } from "../assembly/lib/choose";
 import { RequestCost, CostParams } from "../assembly/lib/choice/score-request";
 import { pickForRequest, RequestPick } from "../assembly/lib/choose-request";
 import { CRIT_STANDARD } from "../assembly/lib/criticality";
 import { Rng } from "../assembly/lib/inflight";
-import { PendingPrefill } from "../assembly/lib/pending-prefill";
 import { SharedPrefill, sharedPendingMs } from "../assembly/lib/shared-prefill";
+import { PendingPrefill } from "../assembly/lib/pending-prefill";
+import { LlmFixture } from "./llm-fixture";
 
 const N = 8;
 const NH = 142; // 2,271 tokens at 16 tokens per 64-byte block
 
-class Fleet {
-  plan: Plan = new Plan([]);
-  lp: LlmPlan = new LlmPlan();
-  inflight: Array<i32> = [];
-  pending: PendingPrefill = new PendingPrefill();
-  /** `warm`: per-token terms measured (0.1 ms prefill, 20 ms decode); else a cold fleet (none, slots a floor) */
-  constructor(warm: bool) {
-    const snap = new Snapshot();
-    const cands = new Array<Candidate>();
-    const es = new Array<f64>(), w = new Array<f64>();
-    for (let i = 0; i < N; i++) {
-      const a = "10.0.0." + (i + 1).toString() + ":80";
-      const s = new InstanceState();
-      s.service = "llm"; s.addr = a; s.healthy = true; s.rho = 0; s.esMs = 1000; s.es2Ms2 = 2e6; s.queueDepth = 0;
-      s.slots = warm ? 32 : 1; s.slotsFloor = !warm;
-      snap.instances.push(s);
-      const l = new InstanceLlm();
-      l.service = "llm"; l.addr = a; l.models = ["m"]; l.modelFlags = [MODEL_BASE]; l.maxLoras = 0; l.kvCacheUsage = 0.01;
-      if (warm) { l.prefillMsPerToken = 0.1; l.decodeMsPerToken = 20; }
-      else { l.prefillMsPerToken = NaN; l.decodeMsPerToken = NaN; }
-      snap.llm.push(l);
-    }
-    for (let i = 0; i < N; i++) {
-      const c = candidateFrom(snap.instances[i], MODEL_CONDITIONAL, 60000, 0, false);
-      c.slot = i;
-      cands.push(c);
-      es.push(c.perItemMs * c.slots);
-      w.push(c.weight);
-    }
-    this.plan = new Plan(cands);
-    this.lp = buildLlmPlan(this.plan, "llm", snap.llm, es, w);
-    this.inflight = new Array<i32>(N);
+/** `warm`: per-token terms measured (0.1 ms prefill, 20 ms decode); else a cold fleet (none, slots a floor) */
+function fleet(warm: bool): LlmFixture {
+  const snap = new Snapshot();
+  for (let i = 0; i < N; i++) {
+    const a = "10.0.0." + (i + 1).toString() + ":80";
+    const s = new InstanceState();
+    s.service = "llm"; s.addr = a; s.healthy = true; s.rho = 0; s.esMs = 1000; s.es2Ms2 = 2e6; s.queueDepth = 0;
+    s.slots = warm ? 32 : 1; s.slotsFloor = !warm;
+    snap.instances.push(s);
+    const l = new InstanceLlm();
+    l.service = "llm"; l.addr = a; l.models = ["m"]; l.modelFlags = [MODEL_BASE]; l.maxLoras = 0; l.kvCacheUsage = 0.01;
+    if (warm) { l.prefillMsPerToken = 0.1; l.decodeMsPerToken = 20; }
+    else { l.prefillMsPerToken = NaN; l.decodeMsPerToken = NaN; }
+    snap.llm.push(l);
   }
+  return new LlmFixture(snap);
 }
 
 /** Chain hashes of a group's prompt: blocks 0..127 the group's prefix, the rest the request's own question. */
@@ -58,7 +41,7 @@ function hashes(group: u64, question: u64): StaticArray<u64> {
   return h;
 }
 
-function request(f: Fleet, h: StaticArray<u64>, nh: i32): RequestCost {
+function request(f: LlmFixture, h: StaticArray<u64>, nh: i32): RequestCost {
   const rc = new RequestCost();
   rc.modelCol = f.lp.modelColumn("m");
   rc.cachedBlocks = new StaticArray<i32>(N);
@@ -78,7 +61,7 @@ function noShed(): CostParams {
 /** The group's first request, then its second (whose prefix the index records at the first's
  *  instance) at the same instant; returns [first's instance, second's]. `nh` 0: no hashes. */
 function twoOfAGroup(warm: bool, nh: i32, band: f64 = 0.1): StaticArray<i32> {
-  const f = new Fleet(warm);
+  const f = fleet(warm);
   const out = new RequestPick();
   const a = request(f, hashes(1, 1), nh);
   pickForRequest(f.plan, f.lp, f.inflight, f.pending, 1000, PICKER_BAND, 0.1, new Rng(7), a, noShed(), CRIT_STANDARD, out);
