@@ -18,6 +18,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, test } from 'node:test';
 import { EnvoyProxy, parseEnvoyConfig } from '../../host/src';
+import { freePort as deadPort } from '../rules/etcd-server'; // a port bound, then closed: connecting is refused
 
 interface Backend { name: string; port: number; server: http.Server; hits: number }
 
@@ -32,14 +33,6 @@ async function backend(name: string, status = 200): Promise<Backend> {
   return b;
 }
 
-/** A port nothing listens on (bound, then closed): connecting is refused. */
-async function deadPort(): Promise<number> {
-  const s = http.createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const port = (s.address() as AddressInfo).port;
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
-}
 
 function get(port: number, headers: Record<string, string>) {
   return new Promise<{ status: number; backend: string }>((resolve, reject) => {

@@ -14,6 +14,7 @@ import YAML from 'yaml';
 import { encodeSnapshot, type InstanceRecord } from '../../agent/src/snapshot/codec';
 import { EnvoyProxy } from '../../host/src';
 import { ROOT, WASM } from './helpers';
+import { freePort as deadPort } from '../rules/etcd-server'; // a port bound, then closed: connecting is refused
 
 const AUTH = 'inference.prod.svc.cluster.local';
 
@@ -28,13 +29,6 @@ async function backend(name: string): Promise<Backend> {
   await new Promise<void>((r) => b.server.listen(0, '127.0.0.1', r));
   b.port = (b.server.address() as AddressInfo).port;
   return b;
-}
-async function deadPort(): Promise<number> {
-  const s = http.createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const port = (s.address() as AddressInfo).port;
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
 }
 
 function inst(port: number, esMs: number): InstanceRecord {
