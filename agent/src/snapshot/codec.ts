@@ -19,6 +19,7 @@ import * as zlib from 'node:zlib';
 import { decodeLines, LLM_DECODE_SECTION, LLM_SECTION, llmToJson, mergeDecodeLines, sanitizeLlm, SECTION_LLM, SECTION_LLM_DECODE, type InstanceLlmRecord, type LlmDecodeRecord } from './llm';
 import { firstInvalidNumber, isEndpointAddress, judge, normalizeRtt, SLOTS_RULE, type InstanceNumberField } from './rules';
 import { RULES_SECTION, SECTION_RULES_TYPE } from './rules-section';
+import { readEndpoint, readRecords, writeRecords } from './records';
 import type { RuleDecision } from '../rules/engine';
 
 export const MAGIC = Buffer.from('SWY1', 'ascii');
@@ -341,9 +342,7 @@ export const PEERS_SECTION: SectionCodec<PeerRecord[]> = {
   type: SECTION_PEERS,
   name: 'PEERS',
   write(w, peers) {
-    w.u16(checkUint(peers.length, 0xffff, 'peers.length'));
-    w.u16(0);
-    peers.forEach((p, i) => {
+    writeRecords(w, 'peers', peers, (p, i) => {
       if (!p.name) throw new RangeError(`peers[${i}].name: must not be empty`);
       w.str(p.name, `peers[${i}].name`);
       if (p.state !== 'normal' && p.state !== 'degraded') throw new RangeError(`peers[${i}].state: must be normal|degraded`);
@@ -355,24 +354,20 @@ export const PEERS_SECTION: SectionCodec<PeerRecord[]> = {
     });
   },
   read(r) {
-    const count = r.u16();
-    r.u16();
-    const peers: PeerRecord[] = [];
-    for (let i = 0; i < count; i++) {
+    return readRecords(r, 'peers', (i): PeerRecord => {
       const name = r.str('peers', i, 'name');
       if (!name) r.fail(`peers[${i}]: empty name`);
       const st = r.u8();
       if (st > 1) r.fail(`peers[${i}]: bad state ${st}`);
-      peers.push({
+      return {
         name,
         state: st === 1 ? 'degraded' : 'normal',
         lastRttMs: r.f32(),
         avgRttMs: r.f32(),
         recoverStreak: r.u16(),
         lastSampleAtMs: r.u64('peers', i, 'lastSampleAtMs'),
-      });
-    }
-    return peers;
+      };
+    });
   },
 };
 
@@ -389,9 +384,7 @@ export const INSTANCES_SECTION: SectionCodec<InstanceRecord[]> = {
   type: SECTION_INSTANCES,
   name: 'INSTANCES',
   write(w, instances) {
-    w.u16(checkUint(instances.length, 0xffff, 'instances.length'));
-    w.u16(0);
-    instances.forEach((r, i) => {
+    writeRecords(w, 'instances', instances, (r, i) => {
       if (!r.service) throw new RangeError(`instances[${i}].service: must not be empty`);
       const src = SLOTS_SOURCES.indexOf(r.slotsSource ?? 'inferred');
       if (src < 0) throw new RangeError(`instances[${i}].slotsSource: must be one of ${SLOTS_SOURCES.join('|')}`);
@@ -412,23 +405,17 @@ export const INSTANCES_SECTION: SectionCodec<InstanceRecord[]> = {
     });
   },
   read(r) {
-    const count = r.u16();
-    r.u16();
-    const out: InstanceRecord[] = [];
-    for (let i = 0; i < count; i++) {
-      const service = r.str('instances', i, 'service');
-      const addr = r.str('instances', i, 'addr');
+    return readRecords(r, 'instances', (i): InstanceRecord => {
+      const { service, addr } = readEndpoint(r, 'instances', i);
       const peer = r.str('instances', i, 'peer');
       const flags = r.u8();
       const reasonCode = r.u8();
-      if (!service) r.fail(`instances[${i}]: empty service`);
-      if (!isEndpointAddress(addr)) r.fail(`instances[${i}]: address ${JSON.stringify(addr)} is not ip:port`);
       const reason = INSTANCE_REASONS[reasonCode];
       if (reason === undefined) r.fail(`instances[${i}]: unknown reason code ${reasonCode}`);
       if ((flags & FLAG_HEALTHY) === FLAG_HEALTHY && reasonCode !== 0) r.fail(`instances[${i}]: healthy with failure reason ${reasonCode}`);
       const slotsSource = SLOTS_SOURCES[(flags >> SLOTS_SOURCE_SHIFT) & SLOTS_SOURCE_MASK];
       if (slotsSource === undefined) r.fail(`instances[${i}]: unknown slots source ${(flags >> SLOTS_SOURCE_SHIFT) & SLOTS_SOURCE_MASK}`);
-      out.push({
+      return {
         service,
         addr,
         peer,
@@ -450,9 +437,8 @@ export const INSTANCES_SECTION: SectionCodec<InstanceRecord[]> = {
         // only when set: documents without them decode as before
         ...((flags & FLAG_SLOTS_FLOOR) !== 0 ? { slotsFloor: true } : {}),
         ...((flags & FLAG_QUEUE_GROWING) !== 0 ? { queueGrowing: true } : {}),
-      });
-    }
-    return out;
+      };
+    });
   },
 };
 

@@ -8,6 +8,7 @@
 // defects (strings, addresses, the model-count bound) reject a document.
 import { isEndpointAddress, judge } from './rules';
 import type { Reader, SectionCodec, Writer } from './codec';
+import { readEndpoint, readRecords, writeRecords } from './records';
 
 export const SECTION_LLM = 4;
 /** models (base models and adapters) per instance on the wire; the agent keeps the first ones (loaded, waiting, base, then the rest) */
@@ -71,10 +72,7 @@ export const LLM_DECODE_SECTION: SectionCodec<LlmDecodeRecord[]> = {
   type: SECTION_LLM_DECODE,
   name: 'LLM_DECODE',
   write(w: Writer, records) {
-    if (!Number.isInteger(records.length) || records.length > 0xffff) throw new RangeError('llmDecode.length: must be an integer in 0..65535');
-    w.u16(records.length);
-    w.u16(0);
-    records.forEach((r, i) => {
+    writeRecords(w, 'llmDecode', records, (r, i) => {
       if (!r.service) throw new RangeError(`llmDecode[${i}].service: must not be empty`);
       w.str(r.service, `llmDecode[${i}].service`);
       w.str(r.addr, `llmDecode[${i}].addr`);
@@ -83,17 +81,10 @@ export const LLM_DECODE_SECTION: SectionCodec<LlmDecodeRecord[]> = {
     });
   },
   read(r: Reader) {
-    const count = r.u16();
-    r.u16();
-    const out: LlmDecodeRecord[] = [];
-    for (let i = 0; i < count; i++) {
-      const service = r.str('llmDecode', i, 'service');
-      const addr = r.str('llmDecode', i, 'addr');
-      if (!service) r.fail(`llmDecode[${i}]: empty service`);
-      if (!isEndpointAddress(addr)) r.fail(`llmDecode[${i}]: address ${JSON.stringify(addr)} is not ip:port`);
-      out.push({ service, addr, decodeIdleMs: r.f32(), decodeMsPerSeq: r.f32() });
-    }
-    return out;
+    return readRecords(r, 'llmDecode', (i): LlmDecodeRecord => {
+      const { service, addr } = readEndpoint(r, 'llmDecode', i);
+      return { service, addr, decodeIdleMs: r.f32(), decodeMsPerSeq: r.f32() };
+    });
   },
 };
 
@@ -147,10 +138,7 @@ export const LLM_SECTION: SectionCodec<InstanceLlmRecord[]> = {
   type: SECTION_LLM,
   name: 'LLM',
   write(w: Writer, records) {
-    if (!Number.isInteger(records.length) || records.length > 0xffff) throw new RangeError('llm.length: must be an integer in 0..65535');
-    w.u16(records.length);
-    w.u16(0);
-    records.forEach((r, i) => {
+    writeRecords(w, 'llm', records, (r, i) => {
       if (!r.service) throw new RangeError(`llm[${i}].service: must not be empty`);
       if (r.models.length > MAX_LLM_MODELS) throw new RangeError(`llm[${i}].models: more than ${MAX_LLM_MODELS}`);
       w.str(r.service, `llm[${i}].service`);
@@ -169,14 +157,8 @@ export const LLM_SECTION: SectionCodec<InstanceLlmRecord[]> = {
     });
   },
   read(r: Reader) {
-    const count = r.u16();
-    r.u16();
-    const out: InstanceLlmRecord[] = [];
-    for (let i = 0; i < count; i++) {
-      const service = r.str('llm', i, 'service');
-      const addr = r.str('llm', i, 'addr');
-      if (!service) r.fail(`llm[${i}]: empty service`);
-      if (!isEndpointAddress(addr)) r.fail(`llm[${i}]: address ${JSON.stringify(addr)} is not ip:port`);
+    return readRecords(r, 'llm', (i): InstanceLlmRecord => {
+      const { service, addr } = readEndpoint(r, 'llm', i);
       const prefillMsPerToken = r.f32();
       const decodeMsPerToken = r.f32();
       const kvCacheUsage = r.f32();
@@ -191,9 +173,8 @@ export const LLM_SECTION: SectionCodec<InstanceLlmRecord[]> = {
         if (!name) r.fail(`llm[${i}]: empty model name`);
         models.push({ name, flags });
       }
-      out.push({ service, addr, prefillMsPerToken, decodeMsPerToken, kvCacheUsage, kvSeqs, maxLoras, models });
-    }
-    return out;
+      return { service, addr, prefillMsPerToken, decodeMsPerToken, kvCacheUsage, kvSeqs, maxLoras, models };
+    });
   },
 };
 

@@ -4,6 +4,7 @@
 // bounds the filter applies (filter/assembly/lib/rule-decisions.ts decisionProblem): a section
 // that breaks one is a structural defect, the whole document is refused (D1).
 import type { Reader, SectionCodec, Writer } from './codec';
+import { readRecords, writeRecords } from './records';
 import type { RuleDecision } from '../rules/engine';
 import type { RuleAction } from '../rules/actions';
 
@@ -91,9 +92,7 @@ export const RULES_SECTION: SectionCodec<RuleDecision[]> = {
   name: 'RULES',
   write(w: Writer, decisions: RuleDecision[]) {
     if (decisions.length > MAX_RULE_SETS) throw new RangeError(`rules: at most ${MAX_RULE_SETS} rule sets`);
-    w.u16(decisions.length);
-    w.u16(0);
-    decisions.forEach((d, i) => {
+    writeRecords(w, 'rules', decisions, (d, i) => {
       const f = `rules[${i}]`;
       w.str(d.set, `${f}.set`);
       if (d.authorities.length > MAX_SET_AUTHORITIES) throw new RangeError(`${f}.authorities: at most ${MAX_SET_AUTHORITIES}`);
@@ -154,12 +153,8 @@ export const RULES_SECTION: SectionCodec<RuleDecision[]> = {
     });
   },
   read(r: Reader): RuleDecision[] {
-    const count = r.u16();
-    r.u16();
-    if (count > MAX_RULE_SETS) r.fail(`at most ${MAX_RULE_SETS} rule sets, got ${count}`);
-    const out: RuleDecision[] = [];
     const seen = new Set<string>();
-    for (let i = 0; i < count; i++) {
+    return readRecords(r, 'rules', (i): RuleDecision => {
       const set = r.str('rules', i, 'set');
       const nAuth = r.u8();
       const authorities: string[] = [];
@@ -219,8 +214,7 @@ export const RULES_SECTION: SectionCodec<RuleDecision[]> = {
       if (problem) r.fail(problem);
       if (seen.has(set)) r.fail(`duplicate rule set ${set}`);
       seen.add(set);
-      out.push(d);
-    }
-    return out;
+      return d;
+    }, MAX_RULE_SETS);
   },
 };
