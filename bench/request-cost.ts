@@ -2,7 +2,11 @@
 // no-op Proxy-Wasm filter (same SDK, same runtime) in one run; rounds are interleaved and the
 // added cost is the median of per-round paired differences, so machine noise hits both sides.
 //
-//   tsx bench/request-cost.ts [--rounds 30] [--batch 2000] [--quick]
+//   tsx bench/request-cost.ts [--rounds 30] [--batch 2000] [--quick] [--baseline build/prev/<sha>/switchyard.wasm]
+//
+// --baseline PATH: another build of the filter (e.g. the robustness bench's previous build) runs the
+// load-aware 256 rows with in-band on and off in the same interleaved rounds, so the in-band
+// increment of both builds is measured side by side under the same machine noise.
 //
 // --quick: 8 rounds, and only the synchronous per-request tables (no adoption or async sections).
 // Every batch is timed in wall time and in process CPU time (the figure to quote on a shared
@@ -28,6 +32,7 @@ const arg = (name: string, def: number): number => {
 const QUICK = process.argv.includes('--quick');
 const ROUNDS = arg('--rounds', QUICK ? 8 : 30);
 const BATCH = arg('--batch', 2000);
+const BASELINE = ((i) => (i >= 0 ? path.resolve(process.argv[i + 1]) : undefined))(process.argv.indexOf('--baseline'));
 
 function instances(n: number): InstanceRecord[] {
   const out: InstanceRecord[] = [];
@@ -67,10 +72,10 @@ function config(loadAware: boolean, picker = 'p2c', inband = true): string {
 }
 
 /** picker 'band' scans every instance on every request: the cost p2c has when it must scan (a drawn candidate saturated). */
-async function switchyardHost(n: number | null, picker = 'p2c', rules?: RuleDecision[], inband = true): Promise<ProxyWasmHost> {
+async function switchyardHost(n: number | null, picker = 'p2c', rules?: RuleDecision[], inband = true, wasm = path.join(ROOT, 'build/switchyard.wasm')): Promise<ProxyWasmHost> {
   const body = snapshotBody(n ?? 0, rules);
   const host = await ProxyWasmHost.create({
-    wasm: path.join(ROOT, 'build/switchyard.wasm'), pluginConfig: config(n !== null, picker, inband), workers: 1, mainThread: false, canary: false,
+    wasm, pluginConfig: config(n !== null, picker, inband), workers: 1, mainThread: false, canary: false,
     clock: 'manual', startTimeMs: 1_000_000, clusters: { switchyard_agent: { handler: () => ({ status: 200, body }) } },
   });
   for (let i = 0; i < 10; i++) await host.advance(20); // poll, adopt, publish
@@ -207,6 +212,12 @@ async function main(): Promise<void> {
   variants.push({ name: 'no-op filter, realistic headers', host: noop, headers: realRq('payment.example'), samples: [], cpu: [], opts: realOpts });
   variants.push({ name: 'link (matched), realistic headers', host: link, headers: realRq('payment.example'), samples: [], cpu: [], opts: realOpts });
   variants.push({ name: 'load-aware 256, realistic headers', host: variants[LA + 2].host, headers: realRq('inference.example'), samples: [], cpu: [], opts: realOpts });
+  // --baseline: the other build's in-band on / off rows, in the same rounds
+  const BASE = variants.length;
+  if (BASELINE) {
+    variants.push({ name: 'baseline: load-aware, 256', host: await switchyardHost(256, 'p2c', undefined, true, BASELINE), headers: rq('inference.example'), samples: [], cpu: [] });
+    variants.push({ name: 'baseline: load-aware, 256, in-band off', host: await switchyardHost(256, 'p2c', undefined, false, BASELINE), headers: rq('inference.example'), samples: [], cpu: [] });
+  }
   // sanity: the variants do what they claim
   const hdr = (v: Variant, name: string) => v.host.requestSync(v.headers).upstreamHeaders!.filter(([k]) => k === name).map(([, x]) => x).join();
   if (hdr(variants[1], 'x-cross-cloud-status') !== 'normal') throw new Error('link variant did not set the status');
@@ -240,6 +251,12 @@ async function main(): Promise<void> {
     const orcaAdded = median(added(variants[LA + 5], off));
     console.log(`in-band learning at 256 instances (request + response side, 3 clock reads), added vs in-band off: ${inbandAdded.toFixed(2)} µs ` +
       `(target <= 3 µs: ${inbandAdded <= 3 ? 'MET' : 'NOT MET'}); with an ORCA TEXT report parsed and stripped: ${orcaAdded.toFixed(2)} µs`);
+    if (BASELINE) {
+      const b = median(added(variants[BASE], variants[BASE + 1]));
+      const both = added(variants[LA + 2], off).map((x, i) => x - added(variants[BASE], variants[BASE + 1])[i]);
+      console.log(`baseline ${path.relative(ROOT, BASELINE)}: in-band added vs in-band off ${b.toFixed(2)} µs; this build minus the baseline, per round: ` +
+        `median ${median(both).toFixed(2)} µs (${q(both, 0.1).toFixed(2)}..${q(both, 0.9).toFixed(2)})`);
+    }
     const rl = median(added(variants[REAL + 1], variants[REAL]));
     const rla = median(added(variants[REAL + 2], variants[REAL]));
     console.log(`realistic headers (${Object.keys(realRq('x')).length} request, ${Object.keys(REAL_RESPONSE).length + 1} response), added vs the no-op filter with the same headers: ` +
@@ -250,7 +267,7 @@ async function main(): Promise<void> {
     console.log(`rules (issue 8): added over the link-status path, median (p10..p90): route ${median(rulesAdded).toFixed(2)} µs (${q(rulesAdded, 0.1).toFixed(2)}..${q(rulesAdded, 0.9).toFixed(2)}), ` +
       `split ${median(splitAdded).toFixed(2)} µs; target route <= 1 µs -> ${median(rulesAdded) <= 1 ? 'MET' : 'NOT MET'}`);
   }
-  phases([variants[0], variants[1], variants[LA + 2], variants[LA + 4], variants[LA + 5], variants[REAL], variants[REAL + 1], variants[REAL + 2]]);
+  phases([variants[0], variants[1], variants[LA + 2], variants[LA + 4], variants[LA + 5], variants[REAL], variants[REAL + 1], variants[REAL + 2], ...(BASELINE ? [variants[BASE], variants[BASE + 1]] : [])]);
   if (QUICK) {
     for (const v of new Set(variants.map((x) => x.host))) await v.close();
     return;
