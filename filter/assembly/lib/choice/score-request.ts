@@ -189,8 +189,15 @@ export function scoreRequest(plan: Plan, lp: LlmPlan, inflightP: usize, pending:
       // uncached share of its prompt. A miss where prefill is queued costs the fleet its prefix
       // again (205 ms of a 2,271-token prompt) for every request behind it; a hit, its suffix.
       const queued = ahead > 0 ? ahead : 0;
-      const behind = rc.promptTokens > 0 ? queued * (own / (rc.promptTokens * pf)) : 0;
+      const behind = own * pending.requestsIn(slot, queued, rc.promptTokens * pf);
       c = unchecked(lp.restMs[i]) * inv + (own + extra) * inv + decode + slotWait * inv + (queued + behind) * inv;
+      // the part of the price the band leaves alone (picker-band.ts): the decode, and the prefill
+      // this VM itself sent ahead with the delay it adds — known here live, and one pool rate
+      // scales every candidate's queue alike, so no error of the rate reverses their order
+      let mine = pending.ownAheadMs(slot, nowMs) - shared;
+      if (mine > queued) mine = queued;
+      if (mine < 0) mine = 0;
+      unchecked(rc.decodeOf[i] = decode + (mine + (queued > 0 ? behind * mine / queued : 0)) * inv);
     } else {
       unchecked(rc.prefillMs[i] = 0);
       unchecked(rc.blockMsOf[i] = 0); unchecked(rc.sharedOf[i] = 0); unchecked(rc.decodeOf[i] = 0);
