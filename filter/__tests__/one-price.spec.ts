@@ -159,12 +159,14 @@ describe("one price in ms: the pool's engine model", () => {
     }
     // The holder is chosen while its expected time to first token — the group's prefix computed
     // once (shared) plus each request's own 223 uncached tokens (22.3 ms at the fallback rate) —
-    // (with the delay each suffix adds behind it) stays under a whole prefill elsewhere (227 ms):
-    // the first ten. Before: the first request
+    // with the delay each suffix adds to as many requests behind it as are queued ahead (each
+    // queued suffix counted as one request since round 7: ten before, when 22.3 ms of suffixes
+    // counted as a tenth of a request) stays under a whole prefill at an idle worker (227 ms): the
+    // first eight. Before round 6: the first request
     // charged nothing ahead (no prefill rate measured) and each one in flight was priced
     // E[S] = 1000 ms against a 213 ms saving: 2 of 16 stayed (with the span of the prefix evicted
     // by the fourth suffix after it, as on llm-sticky-exp: 5).
-    expect(at[first]).toBe(10);
+    expect(at[first]).toBe(8);
   });
 
   it("the band is a share of the time to first token: a worker prefilling a request is not drawn", () => {
@@ -198,16 +200,18 @@ describe("one price in ms: the pool's engine model", () => {
     expect(holder).toBe(200);
   });
 
-  it("a miss where prefill is queued is priced with the delay it adds to the requests behind it", () => {
-    // a saturated burst: 2 s of prefill queued at every worker, 2.6 s at the holder of the prompt's
-    // 2,048-token prefix (worker 2): 395 ms dearer by its own time to first token, beyond the band;
-    // but a miss computes the prefix again (205 ms) ahead of every request that queues behind it
-    // there — as many as are ahead of it now: ahead × the uncached share of its prompt
+  it("a miss where hits are queued is priced with the delay it adds to each of them: the requests ahead are counted, not sized as this one", () => {
+    // a saturated burst: at every worker 100 requests queued ahead of 20 ms each (2 s, suffixes of
+    // groups whose prefix is cached there), 250 of them (5 s) at the holder of the prompt's
+    // 2,048-token prefix (worker 2): 2.8 s dearer by its own time to first token; but a miss
+    // computes the prefix again (205 ms) ahead of as many requests as are queued there now (100),
+    // a hit only its 22 ms suffix ahead of 250
     const f = new LlmFixture(warmSnap(4, 64, true));
-    for (let i = 0; i < N; i++) f.pending.charge(i, 1000, i == 2 ? 2600 : 2000);
+    for (let i = 0; i < N; i++) for (let k = 0; k < (i == 2 ? 250 : 100); k++) f.pending.charge(i, 1000, 20);
     const rc = request(f, 2271, null);
     rc.cachedBlocks[2] = 128;
-    // before: its own time to first token alone, a worker with the shortest queue
+    // before (round 6): ahead ÷ the prefill of a whole 2,271-token prompt counted the 100 queued
+    // suffixes as 9 requests, and the miss went to a worker 2 s ahead
     expect(send(f, rc, 1000, 1)).toBe(2);
     // where nothing is queued, its own time to first token alone: an idle worker, not the holder 600 ms behind
     const g = new LlmFixture(warmSnap(4, 64, true));
@@ -215,6 +219,20 @@ describe("one price in ms: the pool's engine model", () => {
     const rg = request(g, 2271, null);
     rg.cachedBlocks[2] = 128;
     expect(send(g, rg, 1000, 1)).not.toBe(2);
+  });
+
+  it("the band leaves the prefill this VM sent ahead alone: the shortest queue is chosen every time", () => {
+    // a cold burst (nothing measured): 2 s of this VM's prefill queued at every worker, 1.95 s at
+    // worker 5; no prefix anywhere. This VM knows its own queues live, and one pool rate scales
+    // them alike, so their difference is no estimate error for the band to spread
+    let shortest = 0;
+    for (let k = 0; k < 200; k++) {
+      const f = new LlmFixture(coldSnap());
+      for (let i = 0; i < N; i++) f.pending.charge(i, 1000, i == 5 ? 1950 : 2000);
+      if (send(f, request(f, 2271, null), 1000, <u32>(k + 1)) == 5) shortest++;
+    }
+    // before: 10 % of the ~4.1 s price (wait, prefill, delay behind) spanned every worker, and worker 5 was drawn ~1 in 8
+    expect(shortest).toBe(200);
   });
 
   it("a slot wait only beyond a known capacity", () => {

@@ -344,7 +344,10 @@ describe("score-request: size, prefix and KV cache in one pass", () => {
     expect(f.plan.cost[0]).toBeCloseTo(200 + 1000);
     f.pending.charge(1, 1000, 100);           // and this VM's own on top
     scoreRequest(f.plan, f.lp, f.inflight.dataStart, f.pending, 1000, rc, new CostParams());
-    expect(f.plan.cost[1]).toBeCloseTo(200 + 1000 + 2 * 400);
+    // the wait (400) and the delay behind: this VM's one request ahead (its mean charge, 100 ms) and
+    // the other VM's 300 ms as 1.5 requests this size (200 ms of prefill), each delayed by its 200 ms
+    // prefill (before round 7: 400 ms as 2 requests this size, 200 + 1000 + 2 × 400)
+    expect(f.plan.cost[1]).toBeCloseTo(200 + 1000 + 400 + 200 * (1 + 1.5));
     // with it, a critical request (the cheapest) goes to instance 0, not 1
     const out = new RequestPick();
     f.pending.own[2] = 1500;

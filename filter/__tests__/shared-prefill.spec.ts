@@ -141,3 +141,25 @@ describe("shared pending prefill", () => {
     expect(r[1]).not.toBe(r[0]);
   });
 });
+
+describe("requests queued ahead (PendingPrefill.requestsIn)", () => {
+  it("counts this VM's queue by its mean charge in the busy period; a new period starts when the queue empties", () => {
+    const p = new PendingPrefill();
+    p.grow(2);
+    // a group's first request (227 ms) and three suffixes (13 ms) at one instant: 4 requests, 266 ms
+    p.charge(0, 1000, 227);
+    p.charge(0, 1000, 13); p.charge(0, 1000, 13); p.charge(0, 1000, 13);
+    expect(p.requestsIn(0, p.aheadMs(0, 1000), 227)).toBeCloseTo(4);
+    // half of it done: as many requests as that much of the mean charge
+    expect(p.requestsIn(0, p.aheadMs(0, 1133), 227)).toBeCloseTo(2);
+    // the queue emptied (done at 1266): the next charge starts a new period
+    p.charge(0, 2000, 100);
+    expect(p.requestsIn(0, p.aheadMs(0, 2000), 227)).toBeCloseTo(1);
+    // no charge of this VM there (another VM's prefill): in prefills of the request's size
+    expect(p.requestsIn(1, 454, 227)).toBeCloseTo(2);
+    expect(p.requestsIn(1, 0, 227)).toBe(0);
+    // a freed and reused slot forgets its period (sync with a new generation)
+    p.sync(2, [0, 7]);
+    expect(p.requestsIn(1, 454, 227)).toBeCloseTo(2);
+  });
+});

@@ -57,6 +57,34 @@ test('prefix hit: the second request sharing a 2048-token system prompt gets TTF
   assert.equal(off.requests[1].cachedTokens, 0);
 });
 
+test('same step: a request scheduled after its twin in one step reuses the full blocks the twin computes in it (vLLM V1 caches a full block at allocation)', () => {
+  // vLLM docs/design/prefix_caching.md, "Block Allocation": an allocated block already full of
+  // tokens is added to the cache at once "so that the block can be reused by other requests in the
+  // same batch" — two requests of one group arriving together compute the shared blocks once
+  const sys = text(1024);
+  const a = tokenize(sys + text(64));
+  const b = tokenize(sys + text(64));
+  const r = runVirtual({ maxNumBatchedTokens: 8192 }, [
+    { atMs: 0, spec: { model: 'sim-llm', promptTokens: a, maxTokens: 4 } },
+    { atMs: 0, spec: { model: 'sim-llm', promptTokens: b, maxTokens: 4 } },
+  ]);
+  const [x, y] = r.requests;
+  assert.equal(x.cachedTokens, 0);
+  assert.equal(y.cachedTokens, 1024);
+  // one step computes both: the first's 1088 tokens and the second's 64
+  assert.equal(x.firstTokenMs, y.firstTokenMs);
+  const c = DEFAULT_LLM_CONFIG;
+  assert.ok(Math.abs((y.firstTokenMs as number) - (c.stepBaseMs + (1088 + 64) * c.prefillMsPerToken)) < 1e-9, String(y.firstTokenMs));
+  assert.equal(r.engine.stats.prefixHits, 1024);
+  // a block only partly scheduled in the step is not findable: the budget ends inside the prefix
+  const cut = runVirtual({ maxNumBatchedTokens: 1000 }, [
+    { atMs: 0, spec: { model: 'sim-llm', promptTokens: a, maxTokens: 4 } },
+    { atMs: 0, spec: { model: 'sim-llm', promptTokens: b, maxTokens: 4 } },
+  ]);
+  // step 1: a's first 1000 tokens (62 full blocks); step 2: a's last 88 and b, which finds a's 64 full prefix blocks
+  assert.equal(cut.requests[1].cachedTokens, 1024);
+});
+
 test('a fully cached prompt still computes its last block (logits for the first token)', () => {
   const p = tokenize(text(64));
   const r = runVirtual({}, [

@@ -23,6 +23,10 @@ export class PendingPrefill {
   own: StaticArray<f64> = new StaticArray<f64>(0);
   /** Per slot: when the prefill the other VMs sent there is done, as of the last exchange (0: none). */
   others: StaticArray<f64> = new StaticArray<f64>(0);
+  /** Per slot: the prefill this VM charged there since its queue was last empty, and how many
+   *  charges (requests) that was: the mean charge, which turns the ms ahead into requests ahead. */
+  busyMs: StaticArray<f64> = new StaticArray<f64>(0);
+  busyN: StaticArray<f64> = new StaticArray<f64>(0);
   /** Per slot: the in-flight generation the values belong to (a freed and reused slot starts empty). */
   private gen: StaticArray<u32> = new StaticArray<u32>(0);
   /** Records of other VMs skipped: a value not finite or negative (written by a broken VM). */
@@ -38,12 +42,17 @@ export class PendingPrefill {
   grow(n: i32): void {
     if (this.own.length >= n) return;
     const o = new StaticArray<f64>(n), r = new StaticArray<f64>(n), g = new StaticArray<u32>(n);
+    const bm = new StaticArray<f64>(n), bn = new StaticArray<f64>(n);
     for (let k = 0; k < this.own.length; k++) {
+      unchecked(bm[k] = this.busyMs[k]);
+      unchecked(bn[k] = this.busyN[k]);
       unchecked(o[k] = this.own[k]);
       unchecked(r[k] = this.others[k]);
       unchecked(g[k] = this.gen[k]);
     }
     this.own = o;
+    this.busyMs = bm;
+    this.busyN = bn;
     this.others = r;
     this.gen = g;
     this.spans.grow(n);
@@ -55,7 +64,7 @@ export class PendingPrefill {
     const n = min(capacity, gen.length);
     // slots the in-flight table gave back at its top (Inflight trimTail): forgotten once, as a
     // freed slot is (a slot regrown there has a new generation and is cleared again below)
-    for (let s = n; s < this.synced && s < this.own.length; s++) { unchecked(this.own[s] = 0); unchecked(this.others[s] = 0); this.spans.clear(s); }
+    for (let s = n; s < this.synced && s < this.own.length; s++) { unchecked(this.own[s] = 0); unchecked(this.others[s] = 0); unchecked(this.busyN[s] = 0); this.spans.clear(s); }
     this.synced = n;
     // the live slots only when given (issue 24 #2): a free slot is cleared when it is reused
     const m = live != null ? live.length : n;
@@ -67,6 +76,7 @@ export class PendingPrefill {
       unchecked(this.gen[s] = g);
       unchecked(this.own[s] = 0);
       unchecked(this.others[s] = 0);
+      unchecked(this.busyN[s] = 0);
       this.spans.clear(s);
     }
   }
@@ -78,12 +88,35 @@ export class PendingPrefill {
     return (a > 0 ? a : 0) + (b > 0 ? b : 0);
   }
 
+  /** The part of aheadMs this VM sent itself (live here, not as of the last exchange). */
+  @inline ownAheadMs(slot: i32, nowMs: f64): f64 {
+    if (slot < 0 || slot >= this.own.length) return 0;
+    const a = unchecked(this.own[slot]) - nowMs;
+    return a > 0 ? a : 0;
+  }
+
   /** This VM sent `ms` of prefill to `slot` at `nowMs`: it queues behind what this VM sent before. */
   charge(slot: i32, nowMs: f64, ms: f64): void {
     if (slot < 0 || !(ms > 0) || ms == Infinity) return;
     if (slot >= this.own.length) this.grow(slot + 1);
     const at = unchecked(this.own[slot]);
     unchecked(this.own[slot] = (at > nowMs ? at : nowMs) + ms);
+    // a charge into an empty queue starts a busy period
+    if (at > nowMs && unchecked(this.busyN[slot]) > 0) { unchecked(this.busyMs[slot] += ms); unchecked(this.busyN[slot] += 1); }
+    else { unchecked(this.busyMs[slot] = ms); unchecked(this.busyN[slot] = 1); }
+  }
+
+  /**
+   * How many requests `ms` of prefill queued at `slot` is: ms over the mean charge this VM made
+   * there in the current busy period (a cached prefix makes most charges a few blocks, so ms over
+   * a whole prompt's prefill would count 10 queued hits as half a request). No charge in the
+   * period (the prefill is other VMs'): `wholeMs`, the prefill of a request of this size.
+   */
+  requestsIn(slot: i32, ms: f64, wholeMs: f64): f64 {
+    if (!(ms > 0)) return 0;
+    let mean = wholeMs;
+    if (slot >= 0 && slot < this.busyN.length && unchecked(this.busyN[slot]) > 0) mean = unchecked(this.busyMs[slot]) / unchecked(this.busyN[slot]);
+    return mean > 0 ? ms / mean : 0;
   }
 
   /**

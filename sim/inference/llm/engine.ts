@@ -2,7 +2,9 @@
 // token-level chunked prefill and decode, continuous batching under a per-step token budget
 // (vLLM's max_num_batched_tokens / max_num_seqs), a paged KV cache with block-level prefix reuse
 // (chain-hashed full blocks, LRU eviction of unreferenced cached blocks, as vLLM's automatic
-// prefix caching does), recompute-preemption when the cache runs out, and LoRA adapters with a
+// prefix caching does; a full block is findable from the step that schedules it, so a twin
+// scheduled later in the same step reuses it, as vLLM V1 caches full blocks at allocation),
+// recompute-preemption when the cache runs out, and LoRA adapters with a
 // load time and a cap on adapters resident at once (max_loras).
 //
 // Nothing here reads a clock or sleeps: the HTTP wrapper (llm-server.ts) drives it in real time,
@@ -297,6 +299,7 @@ export class LlmEngine {
         continue;
       }
       plan.push({ r, prefill: remaining > 0 ? n : 0 });
+      if (remaining > 0) this.registerFullBlocks(r, r.computed + n);
       budget -= n;
     }
     // 2. waiting requests, FIFO, while sequences, budget, KV blocks and LoRA slots allow
@@ -325,6 +328,11 @@ export class LlmEngine {
       this.stats.prefixQueries += r.target.length;
       this.stats.prefixHits += hit.tokens;
       this.allocate(r, hit.tokens + n);
+      // as vLLM V1 (docs/design/prefix_caching.md, "Block Allocation": a newly allocated block
+      // already full of tokens is added to the cache at once, "so that the block can be reused by
+      // other requests in the same batch"): the full blocks this step computes are findable by the
+      // requests scheduled after it in the same step
+      this.registerFullBlocks(r, hit.tokens + n);
       r.phase = 'running';
       r.firstScheduledMs ??= start;
       if (r.adapter) this.touchAdapter(r.adapter);
@@ -355,7 +363,6 @@ export class LlmEngine {
       if (prefill > 0) {
         r.computed += prefill;
         r.kvLen += prefill;
-        this.registerFullBlocks(r);
         if (r.computed < r.target.length) continue; // more prefill chunks to come
       } else r.kvLen++;
       // a token is produced: the first one when the prompt has just been completed
@@ -487,10 +494,11 @@ export class LlmEngine {
     r.blocks = [];
   }
 
-  /** Register r's newly completed full prompt blocks in the prefix cache. */
-  private registerFullBlocks(r: LlmRequest): void {
+  /** Register r's full prompt blocks below `tokens` (those computed and those scheduled to be in
+   *  this step, as vLLM V1's allocate_slots caches them) in the prefix cache. */
+  private registerFullBlocks(r: LlmRequest, tokens: number): void {
     if (!this.cfg.enablePrefixCaching) return;
-    const full = Math.floor(r.computed / this.cfg.blockSize);
+    const full = Math.floor(tokens / this.cfg.blockSize);
     const hashes = this.hashesOf(r);
     for (let i = 0; i < full; i++) {
       const b = this.blocks[r.blocks[i]];

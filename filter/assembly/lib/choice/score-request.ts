@@ -2,7 +2,8 @@
 // static filters as in score.ts, the model filter, and one price in ms built on the request's own
 // size (docs/inference-llm.md, "One price in ms"). Where the snapshot has an LLM section:
 //   cost_i = rest_i + (P_i + modelCost_i)/weight_i + O·d(b_i)/weight_i + max(0, b_i + 1 − cap_i)·E[S]_i/cap_i/weight_i
-//            + max(0, ahead_i − shared_i)·(1 + (P − cached_i)/P)/weight_i   (the wait, and the delay its prefill adds behind it)
+//            + (q_i + own_i·n_i)/weight_i   (q_i = max(0, ahead_i − shared_i): the wait; own_i·n_i: the delay its
+//              prefill adds to as many requests behind it as are ahead, n_i counted by PendingPrefill.requestsIn)
 //   P_i = uncached prompt tokens × the pool's prefill ms/token (plan-llm.ts poolTerms; none measured:
 //         request.fallbackPrefillMsPerToken), d(b) = the pool's decode line idle + perSeq·(1 + b)
 //         (no line: the occupancy rule on the pool's time per token; none measured: 0 for all),
@@ -69,7 +70,7 @@ export class RequestCost {
   /** The prompt's chain hashes (lib/request/prefix.ts hashPromptBlocks), `nh` of them: which blocks a pending prefill shares (shared-prefill.ts). */
   hashes: StaticArray<u64> = new StaticArray<u64>(0);
   nh: i32 = 0;
-  /** Scratch, per candidate: the decode part of its price (ms, de-weighted): the band is a share of the rest (picker-band.ts). */
+  /** Scratch, per candidate: the part of its price the band leaves alone (ms, de-weighted: its decode, and the prefill this VM sent ahead with the delay it adds): the band is a share of the rest (picker-band.ts). */
   decodeOf: StaticArray<f64> = new StaticArray<f64>(0);
   /** Scratch, per candidate: prefill ms per prompt block there (0: per-token terms unknown). */
   blockMsOf: StaticArray<f64> = new StaticArray<f64>(0);
@@ -184,13 +185,25 @@ export function scoreRequest(plan: Plan, lp: LlmPlan, inflightP: usize, pending:
       const decode = rc.outTokens * perToken * inv;
       unchecked(rc.decodeOf[i] = decode);
       // The delay its own prefill adds to the requests that queue behind it there: at a steady
-      // queue as many arrive behind it during its wait as are ahead of it now (ahead ÷ the
-      // prefill of a request its size, P·a), each delayed by its uncached prefill — ahead × the
-      // uncached share of its prompt. A miss where prefill is queued costs the fleet its prefix
-      // again (205 ms of a 2,271-token prompt) for every request behind it; a hit, its suffix.
+      // queue as many arrive behind it during its wait as are ahead of it now, each delayed by its
+      // uncached prefill. The requests ahead are counted, not sized as this one: this VM's part
+      // over the mean charge it made there in the queue's busy period (pending-prefill.ts
+      // requestsIn; where a cached prefix makes most of them a 131-token suffix, ahead ÷ a whole
+      // prompt's prefill counted 10 queued hits as half a request), the other VMs' part in
+      // prefills of this request's size. A miss where hits are queued costs the fleet its prefix
+      // again (205 ms of a 2,271-token prompt) for every one of them; a hit, its suffix.
       const queued = ahead > 0 ? ahead : 0;
-      const behind = rc.promptTokens > 0 ? queued * (own / (rc.promptTokens * pf)) : 0;
+      let mine = pending.ownAheadMs(slot, nowMs) - shared;
+      if (mine > queued) mine = queued;
+      if (mine < 0) mine = 0;
+      const whole = rc.promptTokens * pf;
+      const behindMine = own * pending.requestsIn(slot, mine, whole);
+      const behind = behindMine + (whole > 0 ? own * (queued - mine) / whole : 0);
       c = unchecked(lp.restMs[i]) * inv + (own + extra) * inv + decode + slotWait * inv + (queued + behind) * inv;
+      // the part of the price the band leaves alone (picker-band.ts): the decode, and the prefill
+      // this VM itself sent ahead with the delay it adds — known here live, and one pool rate
+      // scales every candidate's queue alike, so no error of the rate reverses their order
+      unchecked(rc.decodeOf[i] = decode + (mine + behindMine) * inv);
     } else {
       unchecked(rc.prefillMs[i] = 0);
       unchecked(rc.blockMsOf[i] = 0); unchecked(rc.sharedOf[i] = 0); unchecked(rc.decodeOf[i] = 0);
