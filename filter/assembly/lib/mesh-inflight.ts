@@ -8,7 +8,8 @@
 // other proxies' (Inflight.setMesh / rebase). Nothing here runs per request.
 //
 // Wire format (both directions, little-endian):
-//   u8 version (1), u8 kind (1 report, 2 answer), u16 intervalMs (report: meshReportMs; answer: 0),
+//   u8 version (1), u8 kind (1 report, 2 answer), u16 intervalMs (report: meshReportMs; answer: the
+//   count-weighted mean age in ms, at least 1, of the counts it sums; 0 = not stated),
 //   u32 proxyId (report: the id the agent gave, 0 = none yet; answer: this proxy's id),
 //   u64 atMs (the sender's clock), u16 count, count × (u8 addrLen (1..255), addr UTF-8, u32 count).
 // Only non-zero counts travel; an address absent from an answer has 0 in flight from other proxies.
@@ -79,6 +80,18 @@ export class MeshAnswer {
   error: string = "";
   proxyId: u32 = 0;
   count: i32 = 0;
+  /** How old (ms) the agent says the counts it sums are (the u16 after the kind; 0: not stated). */
+  ageMs: i32 = 0;
+}
+
+/**
+ * When (ms, the receiver's clock) the counts of an answer received at `receivedAtMs` were taken:
+ * the agent's stated age of them, or (0: an agent that does not state it) half a report interval --
+ * each other proxy's last report is up to one interval old when the agent answers.
+ */
+export function answerInfoMs(receivedAtMs: f64, ageMs: i32, reportMs: i32): f64 {
+  const age = ageMs > 0 ? <f64>ageMs : <f64>reportMs / 2;
+  return receivedAtMs - age;
 }
 
 /**
@@ -110,6 +123,7 @@ export function checkAnswer(doc: ArrayBuffer): MeshAnswer {
   a.ok = true;
   a.proxyId = load<u32>(p + 4);
   a.count = count;
+  a.ageMs = <i32>load<u16>(p + 2);
   return a;
 }
 

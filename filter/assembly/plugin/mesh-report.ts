@@ -12,7 +12,7 @@ import {
 } from "../abi/host";
 import { PluginConfig } from "../lib/config";
 import { Inflight } from "../lib/inflight";
-import { encodeReport, checkAnswer, applyAnswer, wrapReceived, receivedAt, unwrapAnswer, meshExpiryMs, MAX_MESH_ANSWER_BYTES } from "../lib/mesh-inflight";
+import { encodeReport, checkAnswer, applyAnswer, answerInfoMs, wrapReceived, receivedAt, unwrapAnswer, meshExpiryMs, MAX_MESH_ANSWER_BYTES } from "../lib/mesh-inflight";
 
 const MESH_KEY = String.UTF8.encode("switchyard.mesh.v1");
 const STATUS_KEY = String.UTF8.encode(":status");
@@ -41,7 +41,7 @@ export class MeshReporter {
     if (cur.found && cur.cas != this.lastCas) {
       this.lastCas = cur.cas;
       const at = receivedAt(cur.value);
-      if (at > this.heldAtMs) this.take(unwrapAnswer(cur.value), at, inflight);
+      if (at > this.heldAtMs) this.take(unwrapAnswer(cur.value), at, inflight, cfg.loadAware.meshReportMs);
     }
     if (this.known && <f64>(now - this.heldAtMs) > meshExpiryMs(cfg.loadAware.meshReportMs)) {
       inflight.forgetMesh();
@@ -50,10 +50,11 @@ export class MeshReporter {
     }
   }
 
-  private take(answer: ArrayBuffer, at: u64, inflight: Inflight): bool {
+  private take(answer: ArrayBuffer, at: u64, inflight: Inflight, reportMs: i32): bool {
     const c = checkAnswer(answer);
     if (!c.ok) return false;
     applyAnswer(answer, c, inflight);
+    inflight.meshInfoMs = answerInfoMs(<f64>at, c.ageMs, reportMs);
     this.heldAtMs = at;
     this.known = true;
     this.proxyId = c.proxyId;
@@ -80,7 +81,7 @@ export class MeshReporter {
   owns(token: u32): bool { return this.inFlight && token == this.token; }
 
   /** The agent's answer to our report (root.onHttpCallResponse hands it over when owns(token)). */
-  onAnswer(now: u64, headers: u32, bodySize: u32, inflight: Inflight): void {
+  onAnswer(now: u64, headers: u32, bodySize: u32, inflight: Inflight, reportMs: i32): void {
     this.inFlight = false;
     if (headers == 0) { this.failed("no answer (timeout, reset or connect failure)"); return; }
     const status = getHeader(MAP_HTTP_CALL_RESPONSE_HEADERS, STATUS_KEY);
@@ -98,7 +99,7 @@ export class MeshReporter {
     if (this.failing) log(LOG_INFO, "switchyard: mesh in-flight report recovered");
     this.failing = false;
     // adopt at once here, and hand it to the other VMs (they adopt it on their tick)
-    this.take(body!, now, inflight);
+    this.take(body!, now, inflight, reportMs);
     const wrapped = wrapReceived(body!, now);
     for (let attempt = 0; attempt < 3; attempt++) {
       const cur = getSharedData(MESH_KEY);
