@@ -51,7 +51,7 @@ async function main(): Promise<void> {
     const t = new Traced(pol);
     const r = await runPolicy(fleet, sp, t);
     const s = summarize(r.responseMs);
-    const rows = [];
+    const rows: Array<{ id: number; inst: number; resp: number; svc: number; wait: number; nAt: number; excess: number; at: number }> = [];
     for (let j = 0; j < sp.measured; j++) {
       const id = sp.firstMeasured + j;
       const inst = r.choice[id];

@@ -8,7 +8,9 @@
 //
 // Subject per pool: <nats.subjectPrefix>.<peer or _>.<service>.inflight (5 tokens: never a pool
 // state subject, which has 4). Message: the in-flight document (inflight.ts format), kind
-// KIND_AGENT, proxyId = the agent's mesh id, intervalMs = exchangeMs.
+// KIND_AGENT, proxyId = the agent's mesh id, intervalMs = the age of its sums (ms, the weighted
+// mean age of its proxies' last reports; an agent before round 7 wrote exchangeMs there, the same
+// order).
 import type { NatsConnection, Subscription } from 'nats';
 import * as promClient from 'prom-client';
 import type { Registry } from 'prom-client';
@@ -101,7 +103,7 @@ export class InflightExchange {
       const key = JSON.stringify(counts);
       if (!force && !goodbye && this.sent.get(pool) === key) continue;
       this.sent.set(pool, key);
-      const data = encodeInflight(KIND_AGENT, this.cfg.exchangeMs, this.deps.id, this.now(), counts);
+      const data = encodeInflight(KIND_AGENT, this.agg.localAgeMs(this.now()), this.deps.id, this.now(), counts);
       try {
         nc.publish(this.subjects.get(pool)!, data);
       } catch {
@@ -132,7 +134,7 @@ export class InflightExchange {
     for (const [a, n] of doc.counts) if (this.deps.poolOf(a) === pool) counts.set(a, n);
     const key = `${doc.proxyId}/${pool}`;
     if (counts.size === 0) this.agg.dropAgent(key);
-    else if (!this.agg.agentTotals(key, counts, this.cfg.agentExpireMs, this.cfg.maxAgents)) {
+    else if (!this.agg.agentTotals(key, counts, this.cfg.agentExpireMs, this.cfg.maxAgents, doc.intervalMs)) {
       this.stats.rejected++;
       this.m?.messages.inc({ direction: 'received', result: 'rejected' });
       return;

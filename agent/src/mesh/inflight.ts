@@ -8,7 +8,9 @@
 // expires expireReports × its interval after it came), addresses of the live fleet only (the
 // `isInstance` check) and at most maxInstances of them, at most 65,535 records per document.
 //
-// Wire format (little-endian): u8 version (1), u8 kind (1 report, 2 answer), u16 intervalMs,
+// Wire format (little-endian): u8 version (1), u8 kind (1 report, 2 answer), u16 intervalMs (a
+// report: its interval; an answer or an agent's sums: the weighted mean age in ms, >= 1, of the
+// counts it sums, 0 = not stated -- the filter dates the counts by it),
 // u32 proxyId, u64 atMs, u16 count, count × (u8 addrLen 1..255, addr UTF-8, u32 count).
 import { randomInt } from 'node:crypto';
 
@@ -103,6 +105,33 @@ export interface InflightOptions {
 interface Held {
   counts: Map<string, number>;
   expiresAt: number;
+  /** when its counts were taken (ms, this agent's clock): a report's receipt; another agent's receipt minus its stated age */
+  takenAt: number;
+  /** its weight in the answers' age: Σ counts + 1 (a proxy with nothing in flight still says "0 now") */
+  weight: number;
+}
+
+/** Σ weight and Σ weight × takenAt over some Held entries: their weighted mean taking time, kept incrementally. */
+class AgeSum {
+  w = 0;
+  wt = 0;
+  add(h: Held, sign: 1 | -1): void {
+    this.w += sign * h.weight;
+    this.wt += sign * h.weight * h.takenAt;
+  }
+  reset(): void { this.w = 0; this.wt = 0; }
+}
+
+function weightOf(counts: Map<string, number>): number {
+  let w = 1;
+  for (const n of counts.values()) w += n;
+  return w;
+}
+
+/** The u16 age field of an answer or an agent's sums: ≥ 1 ms when stated (0 = not stated). */
+export function encodeAgeMs(ageMs: number): number {
+  if (!Number.isFinite(ageMs)) return 0;
+  return Math.max(1, Math.min(65535, Math.round(ageMs)));
 }
 
 export type ReportResult =
@@ -125,6 +154,9 @@ export class InflightAggregator {
   /** per other agent (NATS): its local sum, and Σ over them */
   private readonly agents = new Map<string, Held>();
   private readonly remote = new Map<string, number>();
+  /** the answers' age (docs/mesh.md "Delays"): the weighted mean time the summed counts were taken */
+  private readonly localAge = new AgeSum();
+  private readonly remoteAge = new AgeSum();
   private readonly now: () => number;
   private nextSweepAt = 0;
   /** counters for /metrics and the tests */
@@ -150,15 +182,18 @@ export class InflightAggregator {
     if (!force && now < this.nextSweepAt) return;
     this.nextSweepAt = now + MIN_EXPIRE_MS / 2;
     let changed = false;
+    // the age sums are recomputed here (the loops visit every entry anyway): no drift accumulates
+    this.localAge.reset();
+    this.remoteAge.reset();
     for (const [id, h] of this.proxies) {
-      if (h.expiresAt > now) continue;
+      if (h.expiresAt > now) { this.localAge.add(h, 1); continue; }
       addInto(this.local, h.counts, -1);
       this.proxies.delete(id);
       this.stats.expiredProxies++;
       changed = true;
     }
     for (const [id, h] of this.agents) {
-      if (h.expiresAt > now) continue;
+      if (h.expiresAt > now) { this.remoteAge.add(h, 1); continue; }
       addInto(this.remote, h.counts, -1);
       this.agents.delete(id);
       this.stats.expiredAgents++;
@@ -200,12 +235,34 @@ export class InflightAggregator {
       counts.set(a, n);
     }
     this.stats.ignoredRecords += ignored;
-    if (held) addInto(this.local, held.counts, -1);
+    if (held) { addInto(this.local, held.counts, -1); this.localAge.add(held, -1); }
     addInto(this.local, counts, 1);
-    this.proxies.set(id, { counts, expiresAt: now + this.expiryOf(doc.intervalMs) });
+    const h: Held = { counts, expiresAt: now + this.expiryOf(doc.intervalMs), takenAt: now, weight: weightOf(counts) };
+    this.localAge.add(h, 1);
+    this.proxies.set(id, h);
     this.stats.reports++;
     if (!held || !sameCounts(held.counts, counts)) this.onLocalChange?.();
-    return { ok: true, proxyId: id, ignored, answer: encodeInflight(KIND_ANSWER, 0, id, now, this.othersOf(counts)) };
+    return { ok: true, proxyId: id, ignored, answer: encodeInflight(KIND_ANSWER, this.othersAgeMs(h, now), id, now, this.othersOf(counts)) };
+  }
+
+  /**
+   * How old (ms) the counts an answer to the proxy of `own` sums are: the weighted mean age of the
+   * other proxies' last reports and of the other agents' sums (their age when sent plus the time
+   * since). The filter dates the answer's counts by it (lib/mesh-inflight.ts answerInfoMs). 0 (not
+   * stated) when nothing else is summed.
+   */
+  private othersAgeMs(own: Held | undefined, now: number): number {
+    let w = this.localAge.w + this.remoteAge.w;
+    let wt = this.localAge.wt + this.remoteAge.wt;
+    if (own) { w -= own.weight; wt -= own.weight * own.takenAt; }
+    if (!(w >= 0.5)) return 0;
+    return encodeAgeMs(now - wt / w);
+  }
+
+  /** The weighted mean age (ms) of this agent's own proxies' counts (what it tells the other agents with its sums; 0: none). */
+  localAgeMs(now = this.now()): number {
+    if (!(this.localAge.w >= 0.5)) return 0;
+    return encodeAgeMs(now - this.localAge.wt / this.localAge.w);
   }
 
   /** Σ over every other proxy of the mesh: local − this one's + the other agents'. */
@@ -218,7 +275,7 @@ export class InflightAggregator {
   }
 
   /** Another agent's local sums (NATS); `expireMs` after which they no longer count. */
-  agentTotals(agentId: string, counts: Map<string, number>, expireMs: number, maxAgents: number): boolean {
+  agentTotals(agentId: string, counts: Map<string, number>, expireMs: number, maxAgents: number, ageMs = 0): boolean {
     const now = this.now();
     this.sweep(now);
     const held = this.agents.get(agentId);
@@ -229,9 +286,11 @@ export class InflightAggregator {
       if (kept.size >= this.opts.maxInstances) break;
       if (n > 0) kept.set(a, n);
     }
-    if (held) addInto(this.remote, held.counts, -1);
+    if (held) { addInto(this.remote, held.counts, -1); this.remoteAge.add(held, -1); }
     addInto(this.remote, kept, 1);
-    this.agents.set(agentId, { counts: kept, expiresAt: now + expireMs });
+    const h: Held = { counts: kept, expiresAt: now + expireMs, takenAt: now - (ageMs > 0 ? ageMs : 0), weight: weightOf(kept) };
+    this.remoteAge.add(h, 1);
+    this.agents.set(agentId, h);
     return true;
   }
 
@@ -240,6 +299,7 @@ export class InflightAggregator {
     const held = this.agents.get(agentId);
     if (!held) return;
     addInto(this.remote, held.counts, -1);
+    this.remoteAge.add(held, -1);
     this.agents.delete(agentId);
   }
 
