@@ -65,6 +65,8 @@ export interface AgentHandle {
   mesh?: MeshRuntime;
   /** mesh-wide in-flight: the filters' reports (docs/mesh.md), when config.inflight.enabled */
   inflight?: InflightAggregator;
+  /** mesh mode: the NATS exchange of the in-flight sums (docs/mesh.md), when config.inflight.enabled */
+  inflightExchange?: InflightExchange;
   stop(): Promise<void>;
 }
 
@@ -133,6 +135,7 @@ export async function startAgent(input: AgentConfigInput | AgentConfig = {}, opt
     rules: w.rules,
     mesh: w.mesh,
     inflight,
+    inflightExchange: exchange,
     stop,
   };
 }
@@ -169,6 +172,7 @@ function inflightExchange(config: AgentConfig, w: Wired, agg: InflightAggregator
     connection: () => mesh.natsConnection(),
     pools: services.map((s) => ({ peer: s.peer ?? '', service: s.name })),
     poolOf: (a) => poolOfAddr(w, a),
+    isLeader: (pool) => mesh.isLeader(pool),
     registry: w.metrics.registry,
   });
 }

@@ -20,6 +20,14 @@ export const KIND_REPORT = 1;
 export const KIND_ANSWER = 2;
 /** an agent's own proxies' sums, on NATS (inflight-exchange.ts) */
 export const KIND_AGENT = 3;
+/** a pool leader's mesh-wide totals, on NATS (inflight-exchange.ts, inflight.exchange leader) */
+export const KIND_TOTAL = 4;
+/**
+ * The age field of an answer whose agent does not know the rest of the mesh's counts (leader mode:
+ * no current total from the pool's leader, NATS lost): the filter prices without mesh in-flight at
+ * once (lib/mesh-inflight.ts), never on a partial sum -- that would be cheaper than the truth.
+ */
+export const AGE_UNKNOWN = 65535;
 export const HEADER_BYTES = 18;
 export const MAX_RECORDS = 65535;
 /** A report's counts stand at least this long (ms), whatever its interval. */
@@ -42,7 +50,7 @@ export function decodeInflight(buf: Buffer): InflightDoc {
   const version = buf.readUInt8(0);
   if (version !== INFLIGHT_VERSION) throw new InflightFormatError(`version ${version} (expected ${INFLIGHT_VERSION})`);
   const kind = buf.readUInt8(1);
-  if (kind !== KIND_REPORT && kind !== KIND_ANSWER && kind !== KIND_AGENT) throw new InflightFormatError(`kind ${kind} (expected ${KIND_REPORT} report, ${KIND_ANSWER} answer or ${KIND_AGENT} an agent's sums)`);
+  if (kind !== KIND_REPORT && kind !== KIND_ANSWER && kind !== KIND_AGENT && kind !== KIND_TOTAL) throw new InflightFormatError(`kind ${kind} (expected ${KIND_REPORT} report, ${KIND_ANSWER} answer, ${KIND_AGENT} an agent's sums or ${KIND_TOTAL} a leader's totals)`);
   const count = buf.readUInt16LE(16);
   const counts = new Map<string, number>();
   let off = HEADER_BYTES;
@@ -131,11 +139,11 @@ function weightOf(counts: Map<string, number>): number {
 /** The u16 age field of an answer or an agent's sums: ≥ 1 ms when stated (0 = not stated). */
 export function encodeAgeMs(ageMs: number): number {
   if (!Number.isFinite(ageMs)) return 0;
-  return Math.max(1, Math.min(65535, Math.round(ageMs)));
+  return Math.max(1, Math.min(AGE_UNKNOWN - 1, Math.round(ageMs)));
 }
 
 export type ReportResult =
-  | { ok: true; proxyId: number; answer: Buffer; ignored: number }
+  | { ok: true; proxyId: number; answer: Buffer; ignored: number; remoteUnknown?: boolean }
   | { ok: false; status: number; error: string };
 
 /** Adds `counts` (sign +1) or removes them (-1) from `total`; zero entries are deleted. */
@@ -163,6 +171,8 @@ export class InflightAggregator {
   readonly stats = { reports: 0, refused: 0, ignoredRecords: 0, expiredProxies: 0, expiredAgents: 0, refusedProxies: 0 };
   /** called when the local sum changed (the NATS exchange coalesces these) */
   onLocalChange?: () => void;
+  /** set by the NATS exchange (leader mode): false while the rest of the mesh's counts are unknown */
+  remoteKnown?: () => boolean;
 
   constructor(readonly opts: InflightOptions) {
     this.now = opts.now ?? Date.now;
@@ -242,6 +252,8 @@ export class InflightAggregator {
     this.proxies.set(id, h);
     this.stats.reports++;
     if (!held || !sameCounts(held.counts, counts)) this.onLocalChange?.();
+    // the report is kept (its counts travel to the other agents) but the answer says "unknown"
+    if (this.remoteKnown && !this.remoteKnown()) return { ok: true, proxyId: id, ignored, remoteUnknown: true, answer: encodeInflight(KIND_ANSWER, AGE_UNKNOWN, id, now, []) };
     return { ok: true, proxyId: id, ignored, answer: encodeInflight(KIND_ANSWER, this.othersAgeMs(h, now), id, now, this.othersOf(counts)) };
   }
 
@@ -293,6 +305,9 @@ export class InflightAggregator {
     this.agents.set(agentId, h);
     return true;
   }
+
+  /** Whether another agent's (or a leader's total) entry is held. */
+  hasAgent(agentId: string): boolean { return this.agents.has(agentId); }
 
   /** The other agents' entry for one agent disappears at once (it said goodbye). */
   dropAgent(agentId: string): void {

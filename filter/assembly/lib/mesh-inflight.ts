@@ -9,7 +9,8 @@
 //
 // Wire format (both directions, little-endian):
 //   u8 version (1), u8 kind (1 report, 2 answer), u16 intervalMs (report: meshReportMs; answer: the
-//   count-weighted mean age in ms, at least 1, of the counts it sums; 0 = not stated),
+//   count-weighted mean age in ms, at least 1, of the counts it sums; 0 = not stated; 65535 = the
+//   agent does not know the rest of the mesh: unknown),
 //   u32 proxyId (report: the id the agent gave, 0 = none yet; answer: this proxy's id),
 //   u64 atMs (the sender's clock), u16 count, count × (u8 addrLen (1..255), addr UTF-8, u32 count).
 // Only non-zero counts travel; an address absent from an answer has 0 in flight from other proxies.
@@ -83,6 +84,13 @@ export class MeshAnswer {
   /** How old (ms) the agent says the counts it sums are (the u16 after the kind; 0: not stated). */
   ageMs: i32 = 0;
 }
+
+/**
+ * The age an agent states when it does not know the rest of the mesh's counts (its pool leader's
+ * totals are missing, NATS is lost): the answer carries none, and the other proxies' counts are
+ * unknown at once -- the price without mesh in-flight, never a partial (cheaper) sum.
+ */
+export const MESH_AGE_UNKNOWN: i32 = 65535;
 
 /**
  * When (ms, the receiver's clock) the counts of an answer received at `receivedAtMs` were taken:

@@ -12,7 +12,7 @@ import {
 } from "../abi/host";
 import { PluginConfig } from "../lib/config";
 import { Inflight } from "../lib/inflight";
-import { encodeReport, checkAnswer, applyAnswer, answerInfoMs, wrapReceived, receivedAt, unwrapAnswer, meshExpiryMs, MAX_MESH_ANSWER_BYTES } from "../lib/mesh-inflight";
+import { encodeReport, checkAnswer, applyAnswer, answerInfoMs, MESH_AGE_UNKNOWN, wrapReceived, receivedAt, unwrapAnswer, meshExpiryMs, MAX_MESH_ANSWER_BYTES } from "../lib/mesh-inflight";
 
 const MESH_KEY = String.UTF8.encode("switchyard.mesh.v1");
 const STATUS_KEY = String.UTF8.encode(":status");
@@ -53,11 +53,17 @@ export class MeshReporter {
   private take(answer: ArrayBuffer, at: u64, inflight: Inflight, reportMs: i32): bool {
     const c = checkAnswer(answer);
     if (!c.ok) return false;
+    this.heldAtMs = at;
+    this.proxyId = c.proxyId;
+    if (c.ageMs == MESH_AGE_UNKNOWN) {
+      // the agent does not know the rest of the mesh: unknown now, not when this answer expires
+      if (this.known) inflight.forgetMesh();
+      this.known = false;
+      return true;
+    }
     applyAnswer(answer, c, inflight);
     inflight.meshInfoMs = answerInfoMs(<f64>at, c.ageMs, reportMs);
-    this.heldAtMs = at;
     this.known = true;
-    this.proxyId = c.proxyId;
     return true;
   }
 
