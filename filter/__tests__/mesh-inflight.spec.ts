@@ -1,6 +1,6 @@
 import { Inflight, meshDelta } from "../assembly/lib/inflight";
 import {
-  encodeReport, checkAnswer, applyAnswer, answerInfoMs, wrapReceived, receivedAt, unwrapAnswer, meshExpiryMs,
+  encodeReport, checkAnswer, applyAnswer, answerInfoMs, answerAgeMs, smoothAgeMs, MESH_AGE_UNKNOWN, wrapReceived, receivedAt, unwrapAnswer, meshExpiryMs,
   MESH_HEADER_BYTES, MESH_VERSION, MESH_ANSWER, MESH_REPORT,
 } from "../assembly/lib/mesh-inflight";
 import { parseConfig, DEFAULT_MESH_REPORT_MS } from "../assembly/lib/config";
@@ -250,6 +250,20 @@ describe("the answer (checkAnswer / applyAnswer)", () => {
     expect(answerInfoMs(5000, c.ageMs, 50)).toBe(4963);
     expect(checkAnswer(answer(1, ["a:1"], [2])).ageMs).toBe(0);
     expect(answerInfoMs(5000, 0, 50)).toBe(4975);
+    expect(answerAgeMs(MESH_AGE_UNKNOWN, 50)).toBe(25); // "unknown" is no age (the answer is not applied)
+  });
+
+  it("smooths the stated ages: the scatter of one answer's mean over its reports goes, a systematic delay stays", () => {
+    let a = smoothAgeMs(-1, 40);
+    expect(a).toBe(40);
+    // answers scattering 5..45 around 25: the running age stays near 25, never jumps to either end
+    for (let i = 0; i < 200; i++) {
+      a = smoothAgeMs(a, i % 2 == 0 ? 5 : 45);
+      if (i > 30) { expect(a).toBeGreaterThan(20); expect(a).toBeLessThan(30); }
+    }
+    // every answer 30 ms older (another agent's exchange and hops): the running age follows
+    for (let i = 0; i < 100; i++) a = smoothAgeMs(a, 55);
+    expect(a).toBeGreaterThan(54);
   });
 
   it("travels to the other workers with its receive time", () => {

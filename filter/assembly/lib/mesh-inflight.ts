@@ -98,8 +98,28 @@ export const MESH_AGE_UNKNOWN: i32 = 65535;
  * each other proxy's last report is up to one interval old when the agent answers.
  */
 export function answerInfoMs(receivedAtMs: f64, ageMs: i32, reportMs: i32): f64 {
-  const age = ageMs > 0 ? <f64>ageMs : <f64>reportMs / 2;
-  return receivedAtMs - age;
+  return receivedAtMs - answerAgeMs(ageMs, reportMs);
+}
+
+/** The age an answer's counts are taken to have: the agent's statement, else half a report interval. */
+export function answerAgeMs(ageMs: i32, reportMs: i32): f64 {
+  return ageMs > 0 && ageMs != MESH_AGE_UNKNOWN ? <f64>ageMs : <f64>reportMs / 2;
+}
+
+/** Weight of a new answer's age in the running age (MeshReporter): about the last 10 answers, half a second. */
+export const MESH_AGE_SMOOTHING: f64 = 0.1;
+
+/**
+ * The running age of the answers (ms; prev < 0: none yet). One answer's stated age is the mean
+ * over the reports it sums, which scatters by up to a report interval from one answer to the next
+ * (the reports' phases); taken one by one it made the counts' dates jump back and forth (a later
+ * answer dated before an earlier one) and measured worse in the DES (fleet A, rho 0.95, K = 64:
+ * 1.09 / 1.20x on seeds 1 / 2 against 0.96 / 1.07x with a constant half interval). The running
+ * mean keeps the systematic part -- another agent's exchange and NATS hops add tens of ms -- and
+ * drops the scatter.
+ */
+export function smoothAgeMs(prev: f64, sample: f64): f64 {
+  return prev < 0 ? sample : prev + MESH_AGE_SMOOTHING * (sample - prev);
 }
 
 /**

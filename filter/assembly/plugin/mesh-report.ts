@@ -12,7 +12,7 @@ import {
 } from "../abi/host";
 import { PluginConfig } from "../lib/config";
 import { Inflight } from "../lib/inflight";
-import { encodeReport, checkAnswer, applyAnswer, answerInfoMs, MESH_AGE_UNKNOWN, wrapReceived, receivedAt, unwrapAnswer, meshExpiryMs, MAX_MESH_ANSWER_BYTES } from "../lib/mesh-inflight";
+import { encodeReport, checkAnswer, applyAnswer, answerAgeMs, smoothAgeMs, MESH_AGE_UNKNOWN, wrapReceived, receivedAt, unwrapAnswer, meshExpiryMs, MAX_MESH_ANSWER_BYTES } from "../lib/mesh-inflight";
 
 const MESH_KEY = String.UTF8.encode("switchyard.mesh.v1");
 const STATUS_KEY = String.UTF8.encode(":status");
@@ -30,6 +30,8 @@ export class MeshReporter {
   /** Receive time of the answer in force (0: none). */
   private heldAtMs: u64 = 0;
   private known: bool = false;
+  /** The running age of the answers' counts (ms; -1: none yet; lib/mesh-inflight.ts smoothAgeMs). */
+  private ageMs: f64 = -1;
   private failing: bool = false;
   reports: u32 = defineMetric(METRIC_COUNTER, "switchyard.mesh.reports");
   errors: u32 = defineMetric(METRIC_COUNTER, "switchyard.mesh.report_errors");
@@ -62,7 +64,10 @@ export class MeshReporter {
       return true;
     }
     applyAnswer(answer, c, inflight);
-    inflight.meshInfoMs = answerInfoMs(<f64>at, c.ageMs, reportMs);
+    // dated by the running age of the answers, never before the counts in force (monotone dates)
+    this.ageMs = smoothAgeMs(this.ageMs, answerAgeMs(c.ageMs, reportMs));
+    const info = <f64>at - this.ageMs;
+    if (info > inflight.meshInfoMs) inflight.meshInfoMs = info;
     this.known = true;
     return true;
   }
