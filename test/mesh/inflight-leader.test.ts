@@ -63,7 +63,7 @@ function scrapeAt(a: AgentHandle, addr: string): number {
 const probeIds = new Map<AgentHandle, number>();
 async function answerOf(a: AgentHandle): Promise<Record<string, number> | undefined> {
   const body = encodeInflight(KIND_REPORT, 50, probeIds.get(a) ?? 0, Date.now(), []);
-  const r = await fetch(`${a.url}/v1/inflight`, { method: 'POST', headers: { 'content-type': INFLIGHT_CONTENT_TYPE }, body });
+  const r = await fetch(`${a.url}/v1/inflight`, { method: 'POST', headers: { 'content-type': INFLIGHT_CONTENT_TYPE }, body: new Uint8Array(body) });
   assert.equal(r.status, 200);
   const doc = decodeInflight(Buffer.from(await r.arrayBuffer()));
   probeIds.set(a, doc.proxyId);
