@@ -85,7 +85,10 @@ export async function startAgent(input: AgentConfigInput | AgentConfig = {}, opt
     port: config.listen.port,
     maxConnections: config.listen.maxConnections,
     headersTimeoutMs: config.listen.headersTimeoutMs,
-    routes: [healthzRoute(), statusRoute(w.status, () => w.rules?.status(), () => w.mesh?.status()), metricsRoute(w.metrics.registry), snapshotRoute(w.publisher),
+    routes: [healthzRoute(), statusRoute(w.status, () => w.rules?.status(), () => {
+      const m = w.mesh?.status();
+      return m && exchange ? { ...m, inflight: exchange.status() } : m;
+    }), metricsRoute(w.metrics.registry), snapshotRoute(w.publisher),
       ...(inflight ? [inflightRoute(inflight, config.inflight.maxBodyBytes, inflightMetrics(w.metrics.registry, inflight))] : []), ...(opts.routes ?? [])],
   }).catch(async (err) => {
     await exchange?.stop();
@@ -173,6 +176,7 @@ function inflightExchange(config: AgentConfig, w: Wired, agg: InflightAggregator
     pools: services.map((s) => ({ peer: s.peer ?? '', service: s.name })),
     poolOf: (a) => poolOfAddr(w, a),
     isLeader: (pool) => mesh.isLeader(pool),
+    isCandidate: () => mesh.mode === 'collector',
     registry: w.metrics.registry,
   });
 }

@@ -4,12 +4,14 @@
 // in the embedded host (shipped loadAware.meshReportMs, inflight.* defaults).
 //   1. the totals reach every agent and filter: requests held in the non-leading collector's
 //      filter reach the subscriber's filter's price (and every agent's answers) through one
-//      message to the leader and the leader's total; only the leader receives the agents' sums,
-//      every agent receives only the totals (linear traffic, not every other agent's sums);
+//      message to the collectors and the leader's total; only the collectors receive the agents'
+//      sums, only the leader publishes, the subscriber receives only the totals (linear traffic,
+//      not every other agent's sums);
 //   2. NATS gone: every agent's answers say "unknown" at once (no partial sum), the filters price
 //      without mesh in-flight; NATS back: the totals return;
 //   3. the leader crashes: no answer ever carries a remote sum short of what is in flight (each is
-//      either the full remote count or "unknown"), and the new leader's totals bring it back.
+//      either the full remote count or "unknown"), and the new leader's totals (summed as a hot
+//      standby: published as soon as the election makes it the leader) bring it back.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import pino from 'pino';
@@ -100,7 +102,7 @@ after(async () => {
   await etcd?.dispose();
 });
 
-test('leader exchange: the totals reach every filter; only the leader hears the agents; NATS lost -> "unknown", never a partial sum; leader crash -> never short', async (t) => {
+test('leader exchange: the totals reach every filter; only the collectors hear the agents; NATS lost -> "unknown", never a partial sum; leader crash -> never short', async (t) => {
   const x = insts[0].addr;
   assert.equal(agents[0].config.inflight.exchange, 'leader', 'the shipped default');
   await until(async () => {
@@ -132,14 +134,20 @@ test('leader exchange: the totals reach every filter; only the leader hears the 
   // and every agent's answers (to a probe proxy with nothing in flight: at N, N's filter is another
   // local proxy; at L and S, N's requests came in the leader's total)
   for (const a of [L, N, S]) assert.equal((await answerOf(a))?.[x], HELD, 'the count in the answer');
-  // linear traffic: only the leader receives the agents' sums; the others receive only totals
+  // linear traffic: only the collectors receive the agents' sums (the standby sums too, hot),
+  // only the leader publishes totals; the subscriber receives only totals
   const st = agents.map((a) => a.inflightExchange!.stats);
   assert.ok(st[li].upReceived > 0 && st[li].totalsPublished > 0, 'the leader sums and publishes');
+  assert.ok(st[ni].upReceived > 0, 'the standby collector sums too');
+  assert.equal(st[2].upReceived, 0, 'the subscriber receives no other agent\'s sums');
   for (const i of [ni, 2]) {
-    assert.equal(st[i].upReceived, 0, `agent ${i} receives no other agent's sums`);
     assert.equal(st[i].totalsPublished, 0, `agent ${i} publishes no totals`);
     assert.ok(st[i].totalsReceived > 0, `agent ${i} takes the leader's totals`);
   }
+  // visible: /status (mesh.inflight) and the metric
+  const sj = ((await (await fetch(`${S.url}/status?format=json`)).json()) as { mesh: { inflight: { exchange: string; remoteKnown: boolean; leading: string[] } } }).mesh.inflight;
+  assert.deepEqual([sj.exchange, sj.remoteKnown, sj.leading], ['leader', true, []]);
+  assert.match(await (await fetch(`${S.url}/metrics`)).text(), /^switchyard_inflight_remote_known 1$/m);
   t.diagnostic(`messages so far: ${agents.map((a, i) => `agent ${i}: published ${a.inflightExchange!.stats.published}, received ${a.inflightExchange!.stats.received}`).join('; ')}`);
 
   // 2. NATS gone: every answer is "unknown" at once; never a partial sum while it is down
@@ -150,6 +158,7 @@ test('leader exchange: the totals reach every filter; only the leader hears the 
     return true;
   }, 2000, 'every agent answering "unknown" after NATS is gone');
   t.diagnostic(`NATS killed: every agent answers "unknown" after ${(performance.now() - t1).toFixed(0)} ms`);
+  assert.match(await (await fetch(`${S.url}/metrics`)).text(), /^switchyard_inflight_remote_known 0$/m);
   // S's filter prices x without the mesh (its own requests only: none): back at the idle price
   await until(async () => (await priceAt(hS, x)) <= base + 0.5 * base, 1000, 'S\'s filter pricing x without mesh in-flight');
   for (let i = 0; i < 10; i++) {

@@ -8,8 +8,9 @@
 //   every agent  -> <pool subject>.inflight.up     its sums (KIND_AGENT), when changed
 //   pool leader  -> <pool subject>.inflight.total  Σ over the agents' last sums (KIND_TOTAL), at
 //                   most every exchangeMs, when changed (keepalive agentExpireMs / 3)
-//   Only the collector leading the pool (the etcd election, mesh/election.ts) subscribes to `.up`;
-//   NATS delivers each agent's message to it alone, and the one total to every agent. An agent's
+//   Only the collectors subscribe to `.up` (each sums as a hot standby), only the one leading the
+//   pool (the etcd election, mesh/election.ts) publishes: NATS delivers each agent's message to the
+//   collectors alone, and the one total to every agent. An agent's
 //   remote counts = the total − its own sums as the leader summed them: per address the least of
 //   its messages sent within the last exchangeMs before the total came and the newest one sent
 //   before that (with NATS hops under exchangeMs / 2 the leader had that one: whichever of them the
@@ -18,8 +19,9 @@
 //   the leader's tick + one hop (the DES models exactly that, bench/routing/agent-model.ts).
 //   Failure: NATS lost -> the total is dropped at once (answers carry no remote counts: the price
 //   without mesh); the leader gone -> no totals -> the last expires agentExpireMs after it came; a
-//   new leader publishes only after LEADER_WARMUP (every live agent has sent it its sums within a
-//   keepalive period: a partial total would be cheaper than the truth); an agent takes totals only
+//   new leader publishes at once if it summed as a standby for a keepalive period, else only after
+//   one (every live agent has sent it its sums within a keepalive period: a partial total would be
+//   cheaper than the truth); an agent takes totals only
 //   once its first message since it connected is SETTLE_INTERVALS exchange intervals old (the
 //   leader has it: otherwise subtracting its own sums would count the rest short).
 // inflight.exchange `all` (N²: a few node agents): every agent subscribes to every other agent's
@@ -55,6 +57,12 @@ export interface ExchangeDeps {
   poolOf: (addr: string) => string | undefined;
   /** leader mode: whether this agent leads the pool (`_/llm`; a collector's election; undefined: never) */
   isLeader?: (pool: string) => boolean;
+  /**
+   * leader mode: whether this agent may lead the pool (a collector): it then sums the agents' sums
+   * as a hot standby, so that it publishes complete totals the moment the election makes it the
+   * leader (no warm-up after a failover); undefined: only while leading
+   */
+  isCandidate?: (pool: string) => boolean;
   registry?: Registry;
   now?: () => number;
 }
@@ -141,6 +149,13 @@ export class InflightExchange {
         messages: new promClient.Counter({ name: 'switchyard_inflight_exchange_messages_total', help: 'Mesh in-flight sums exchanged with the other agents over NATS (leader mode: an agent\'s sums to the leader, the leader\'s totals), by direction and result (ok, rejected).', labelNames: ['direction', 'result'], registers: r }),
         bytes: new promClient.Counter({ name: 'switchyard_inflight_exchange_bytes_total', help: 'Bytes of the mesh in-flight sums exchanged over NATS.', labelNames: ['direction'], registers: r }),
       };
+      if (this.mode === 'leader') {
+        const self = this;
+        new promClient.Gauge({
+          name: 'switchyard_inflight_remote_known', help: 'Leader exchange: 1 while a current total of every pool is held (0: the answers say "unknown", the filters price without mesh in-flight).', registers: r,
+          collect() { this.set(self.knowsRemote() ? 1 : 0); },
+        });
+      }
     }
   }
 
@@ -154,8 +169,18 @@ export class InflightExchange {
     return true;
   }
 
-  /** the pools this agent leads the exchange of (leader mode) */
-  leadingPools(): string[] { return [...this.leading.keys()]; }
+  /** for /status (mesh.inflight): the mode, whether the rest of the mesh is known (leader mode), the pools led, the counters */
+  status(): Record<string, unknown> {
+    return {
+      exchange: this.mode,
+      remoteKnown: this.mode === 'leader' ? this.knowsRemote() : undefined,
+      leading: this.leadingPools(),
+      ...this.stats,
+    };
+  }
+
+  /** the pools this agent leads the exchange of (leader mode; not the ones it only sums as a standby) */
+  leadingPools(): string[] { return [...this.leading.keys()].filter((p) => this.deps.isLeader?.(p) ?? false); }
 
   start(): void {
     this.timer = setInterval(() => this.tick(), this.cfg.exchangeMs);
@@ -200,7 +225,8 @@ export class InflightExchange {
   /** leader mode: follow the election (subscribe to `.up` while leading), publish the totals */
   private lead(nc: NatsConnection, now: number): void {
     for (const [pool, subject] of this.subjects) {
-      const should = this.deps.isLeader?.(pool) ?? false;
+      const leads = this.deps.isLeader?.(pool) ?? false;
+      const should = leads || (this.deps.isCandidate?.(pool) ?? false);
       let l = this.leading.get(pool);
       if (should && !l) {
         const sum = new LeaderPool(now);
@@ -215,6 +241,7 @@ export class InflightExchange {
       if (!l) continue;
       const sum = l.sum;
       const ageMs = sum.sweep(now);
+      if (!leads) continue; // a standby sums, only the leader publishes
       // a new leader waits until every live agent has sent it its sums (keepalive period + one
       // interval): a total short of an agent would price the instances cheaper than they are
       if (now - sum.since < this.cfg.agentExpireMs / 3 + this.cfg.exchangeMs) continue;
