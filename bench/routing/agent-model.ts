@@ -188,6 +188,8 @@ export class AgentModel {
         });
       },
       flush: async () => undefined,
+      // the round trip to the server: two hops
+      rtt: async () => 2 * this.natsHopMs,
     } as unknown as NatsConnection;
     const cfg = { ...INFLIGHT_DEFAULTS, ...(this.exchangeMs !== undefined ? { exchangeMs: this.exchangeMs } : {}), ...(this.exchangeMode ? { exchange: this.exchangeMode } : {}) };
     const known = new Set(this.addrs);

@@ -12,10 +12,15 @@
 //   pool (the etcd election, mesh/election.ts) publishes: NATS delivers each agent's message to the
 //   collectors alone, and the one total to every agent. An agent's
 //   remote counts = the total − its own sums as the leader summed them: per address the least of
-//   its messages sent within the last exchangeMs before the total came and the newest one sent
-//   before that (with NATS hops under exchangeMs / 2 the leader had that one: whichever of them the
-//   total holds, the rest of the mesh is never counted short, so never cheaper; at most
-//   OWN_VERSIONS kept). Information delay: the agent's coalescing + one hop +
+//   its messages sent within the last `guard` before the total came and the newest one sent
+//   before that -- the leader had that one (guard = 2 × the measured round trip to NATS + 1 ms,
+//   nc.rtt() every keepalive; exchangeMs until measured, at most exchangeMs): whichever of them
+//   the total holds, the rest of the mesh is never counted short, so never cheaper, and it is
+//   counted long only when a message went out within the guard, and then the agent re-sends its
+//   sums at its next tick so that the next total settles it (at most OWN_VERSIONS kept). A total
+//   delayed beyond the guard (an event loop late by more than 2 round trips) can count the rest
+//   short by the agent's own change of that interval, until the next total.
+//   Information delay: the agent's coalescing + one hop +
 //   the leader's tick + one hop (the DES models exactly that, bench/routing/agent-model.ts).
 //   Failure: NATS lost -> the total is dropped at once (answers carry no remote counts: the price
 //   without mesh); the leader gone -> no totals -> the last expires agentExpireMs after it came; a
@@ -71,7 +76,7 @@ const poolKeyOf = (peer: string, service: string): string => `${peer === '' ? '_
 
 /** The leader's sum of one pool: every agent's last sums (bounded by maxAgents), their total. */
 class LeaderPool {
-  readonly agents = new Map<number, { counts: Map<string, number>; expiresAt: number; takenAt: number; weight: number }>();
+  readonly agents = new Map<number, { counts: Map<string, number>; expiresAt: number; receivedAt: number; statedAge: number; weight: number }>();
   readonly total = new Map<string, number>();
   dirty = true;
   lastSentAt = -Infinity;
@@ -84,7 +89,7 @@ class LeaderPool {
       this.total.set(a, (this.total.get(a) ?? 0) + n);
       weight += n;
     }
-    this.agents.set(id, { counts, expiresAt: now + expireMs, takenAt: now - ageMs, weight });
+    this.agents.set(id, { counts, expiresAt: now + expireMs, receivedAt: now, statedAge: ageMs > 0 ? ageMs : 0, weight });
     this.dirty = true;
   }
 
@@ -100,16 +105,20 @@ class LeaderPool {
     this.dirty = true;
   }
 
-  /** expired agents out; the weighted mean age of the sums (ms) */
-  sweep(now: number): number {
+  /**
+   * Expired agents out; the weighted mean age of the sums (ms): an agent's stated age plus the time
+   * since its message, at most `freshMs` (an agent publishes every change within its exchangeMs:
+   * an unchanged sum is not re-sent, and is not older for that).
+   */
+  sweep(now: number, freshMs: number): number {
     let w = 0;
-    let wt = 0;
+    let wa = 0;
     for (const [id, h] of this.agents) {
       if (h.expiresAt <= now) { this.drop(id); continue; }
       w += h.weight;
-      wt += h.weight * h.takenAt;
+      wa += h.weight * (h.statedAge + Math.min(now - h.receivedAt, freshMs));
     }
-    return w > 0 ? now - wt / w : 0;
+    return w > 0 ? wa / w : 0;
   }
 }
 
@@ -125,6 +134,10 @@ export class InflightExchange {
   private sent = new Map<string, string>();
   /** leader mode: this agent's last OWN_VERSIONS messages per pool and when they went, newest first */
   private ownSent = new Map<string, Array<{ at: number; counts: Map<string, number> }>>();
+  /** leader mode: the round trip to NATS (ms, nc.rtt(), smoothed; undefined: not measured yet) */
+  private rttMs?: number;
+  private rttPending = false;
+  private lastRttAt = -Infinity;
   /** leader mode: the pools this agent leads, and their `.up` subscriptions */
   private leading = new Map<string, { sum: LeaderPool; sub: Subscription }>();
   private readonly subjects: Map<string, string>;
@@ -169,12 +182,18 @@ export class InflightExchange {
     return true;
   }
 
+  /** how recent (ms) a message of ours may be and still be missing from a total we receive: 2 round trips to NATS + 1 ms */
+  guardMs(): number {
+    return this.rttMs === undefined ? this.cfg.exchangeMs : Math.min(this.cfg.exchangeMs, 2 * this.rttMs + 1);
+  }
+
   /** for /status (mesh.inflight): the mode, whether the rest of the mesh is known (leader mode), the pools led, the counters */
   status(): Record<string, unknown> {
     return {
       exchange: this.mode,
       remoteKnown: this.mode === 'leader' ? this.knowsRemote() : undefined,
       leading: this.leadingPools(),
+      rttMs: this.rttMs,
       ...this.stats,
     };
   }
@@ -199,6 +218,8 @@ export class InflightExchange {
       this.sent.clear(); // a new connection: everything goes out again
       this.ownSent.clear();
       this.firstSentAt = undefined;
+      this.rttMs = undefined;
+      this.lastRttAt = -Infinity;
       this.dirty = true;
       // NATS gone (or a new connection): the remote counts held are no longer known
       for (const pool of this.subjects.keys()) this.agg.dropAgent(this.totalKey(pool));
@@ -212,7 +233,16 @@ export class InflightExchange {
     this.agg.sweep();
     if (!nc) return;
     const now = this.now();
-    if (this.mode === 'leader') this.lead(nc, now);
+    if (this.mode === 'leader') {
+      this.lead(nc, now);
+      if (!this.rttPending && now - this.lastRttAt >= this.cfg.agentExpireMs / 3 && typeof nc.rtt === 'function') {
+        this.rttPending = true;
+        this.lastRttAt = now;
+        nc.rtt().then((ms) => {
+          if (nc === this.nc && Number.isFinite(ms) && ms >= 0) this.rttMs = this.rttMs === undefined ? ms : this.rttMs + 0.25 * (ms - this.rttMs);
+        }, () => undefined).finally(() => { this.rttPending = false; });
+      }
+    }
     const keepalive = now - this.lastSentAt >= this.cfg.agentExpireMs / 3;
     if (!this.dirty && !keepalive) return;
     this.dirty = false;
@@ -240,7 +270,7 @@ export class InflightExchange {
       }
       if (!l) continue;
       const sum = l.sum;
-      const ageMs = sum.sweep(now);
+      const ageMs = sum.sweep(now, this.cfg.exchangeMs);
       if (!leads) continue; // a standby sums, only the leader publishes
       // a new leader waits until every live agent has sent it its sums (keepalive period + one
       // interval): a total short of an agent would price the instances cheaper than they are
@@ -341,7 +371,7 @@ export class InflightExchange {
     const counts = this.ofPool(pool, doc.counts);
     const key = `${doc.proxyId}/${pool}`;
     if (counts.size === 0) this.agg.dropAgent(key);
-    else if (!this.agg.agentTotals(key, counts, this.cfg.agentExpireMs, this.cfg.maxAgents, doc.intervalMs)) {
+    else if (!this.agg.agentTotals(key, counts, this.cfg.agentExpireMs, this.cfg.maxAgents, doc.intervalMs, this.cfg.exchangeMs)) {
       this.stats.rejected++;
       this.m?.messages.inc({ direction: 'received', result: 'rejected' });
       return;
@@ -360,13 +390,17 @@ export class InflightExchange {
       this.stats.totalsIgnored++;
       return;
     }
-    // the messages the total may hold: those of the last exchangeMs, and the newest before them
+    // the messages the total may hold: those of the last guard, and the newest before them
+    const guard = this.guardMs();
     const all = this.ownSent.get(pool) ?? [];
     const versions: Array<Map<string, number>> = [];
     for (const v of all) {
       versions.push(v.counts);
-      if (v.at <= now - this.cfg.exchangeMs) break;
+      if (v.at <= now - guard) break;
     }
+    // ambiguous (a message of ours went out within the guard): the least is taken for now, and our
+    // sums go out again at the next tick, so that the leader's next total is unambiguous
+    if (versions.length > 1) this.lastSentAt = -Infinity;
     const remote = new Map<string, number>();
     for (const [a, n] of this.ofPool(pool, doc.counts)) {
       // the least of them: whichever the leader summed, the others are not counted short
@@ -377,7 +411,7 @@ export class InflightExchange {
     }
     const key = this.totalKey(pool);
     // an empty remainder is a known zero (the others have nothing in flight), not "unknown"
-    if (!this.agg.agentTotals(key, remote, this.cfg.agentExpireMs, this.cfg.maxAgents, doc.intervalMs)) {
+    if (!this.agg.agentTotals(key, remote, this.cfg.agentExpireMs, this.cfg.maxAgents, doc.intervalMs, this.cfg.exchangeMs)) {
       this.stats.rejected++;
       this.m?.messages.inc({ direction: 'received', result: 'rejected' });
       return;

@@ -117,6 +117,21 @@ interface Held {
   takenAt: number;
   /** its weight in the answers' age: Σ counts + 1 (a proxy with nothing in flight still says "0 now") */
   weight: number;
+  /**
+   * another agent's sums (or a leader's total): the age they were stated with, when they came, and
+   * how long an unchanged value stays current (the sender publishes every change within it: its
+   * exchangeMs). Their age is statedAge + min(time since receipt, freshMs) -- an unchanged value
+   * is not re-sent, and is not older for that.
+   */
+  statedAge?: number;
+  receivedAt?: number;
+  freshMs?: number;
+}
+
+/** The age (ms) of another agent's held sums now (Held.statedAge). */
+function remoteAgeOf(h: Held, now: number): number {
+  const since = now - (h.receivedAt ?? now);
+  return (h.statedAge ?? 0) + Math.min(since, h.freshMs ?? since);
 }
 
 /** Σ weight and Σ weight × takenAt over some Held entries: their weighted mean taking time, kept incrementally. */
@@ -162,9 +177,8 @@ export class InflightAggregator {
   /** per other agent (NATS): its local sum, and Σ over them */
   private readonly agents = new Map<string, Held>();
   private readonly remote = new Map<string, number>();
-  /** the answers' age (docs/mesh.md "Delays"): the weighted mean time the summed counts were taken */
+  /** the answers' age (docs/mesh.md "Delays"): the local reports' weighted mean taking time (the other agents' ages: othersAgeMs) */
   private readonly localAge = new AgeSum();
-  private readonly remoteAge = new AgeSum();
   private readonly now: () => number;
   private nextSweepAt = 0;
   /** counters for /metrics and the tests */
@@ -194,7 +208,6 @@ export class InflightAggregator {
     let changed = false;
     // the age sums are recomputed here (the loops visit every entry anyway): no drift accumulates
     this.localAge.reset();
-    this.remoteAge.reset();
     for (const [id, h] of this.proxies) {
       if (h.expiresAt > now) { this.localAge.add(h, 1); continue; }
       addInto(this.local, h.counts, -1);
@@ -203,7 +216,7 @@ export class InflightAggregator {
       changed = true;
     }
     for (const [id, h] of this.agents) {
-      if (h.expiresAt > now) { this.remoteAge.add(h, 1); continue; }
+      if (h.expiresAt > now) continue;
       addInto(this.remote, h.counts, -1);
       this.agents.delete(id);
       this.stats.expiredAgents++;
@@ -264,11 +277,18 @@ export class InflightAggregator {
    * stated) when nothing else is summed.
    */
   private othersAgeMs(own: Held | undefined, now: number): number {
-    let w = this.localAge.w + this.remoteAge.w;
-    let wt = this.localAge.wt + this.remoteAge.wt;
-    if (own) { w -= own.weight; wt -= own.weight * own.takenAt; }
+    let lw = this.localAge.w;
+    let lwt = this.localAge.wt;
+    if (own) { lw -= own.weight; lwt -= own.weight * own.takenAt; }
+    // Σ weight × age: the local reports' (incremental), the other agents' (a few entries; at most maxAgents)
+    let w = lw;
+    let wa = lw * now - lwt;
+    for (const h of this.agents.values()) {
+      w += h.weight;
+      wa += h.weight * remoteAgeOf(h, now);
+    }
     if (!(w >= 0.5)) return 0;
-    return encodeAgeMs(now - wt / w);
+    return encodeAgeMs(wa / w);
   }
 
   /** The weighted mean age (ms) of this agent's own proxies' counts (what it tells the other agents with its sums; 0: none). */
@@ -287,7 +307,7 @@ export class InflightAggregator {
   }
 
   /** Another agent's local sums (NATS); `expireMs` after which they no longer count. */
-  agentTotals(agentId: string, counts: Map<string, number>, expireMs: number, maxAgents: number, ageMs = 0): boolean {
+  agentTotals(agentId: string, counts: Map<string, number>, expireMs: number, maxAgents: number, ageMs = 0, freshMs?: number): boolean {
     const now = this.now();
     this.sweep(now);
     const held = this.agents.get(agentId);
@@ -298,10 +318,10 @@ export class InflightAggregator {
       if (kept.size >= this.opts.maxInstances) break;
       if (n > 0) kept.set(a, n);
     }
-    if (held) { addInto(this.remote, held.counts, -1); this.remoteAge.add(held, -1); }
+    if (held) addInto(this.remote, held.counts, -1);
     addInto(this.remote, kept, 1);
-    const h: Held = { counts: kept, expiresAt: now + expireMs, takenAt: now - (ageMs > 0 ? ageMs : 0), weight: weightOf(kept) };
-    this.remoteAge.add(h, 1);
+    const stated = ageMs > 0 && ageMs < AGE_UNKNOWN ? ageMs : 0;
+    const h: Held = { counts: kept, expiresAt: now + expireMs, takenAt: now - stated, weight: weightOf(kept), statedAge: stated, receivedAt: now, freshMs };
     this.agents.set(agentId, h);
     return true;
   }
@@ -314,7 +334,6 @@ export class InflightAggregator {
     const held = this.agents.get(agentId);
     if (!held) return;
     addInto(this.remote, held.counts, -1);
-    this.remoteAge.add(held, -1);
     this.agents.delete(agentId);
   }
 
