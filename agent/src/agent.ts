@@ -65,6 +65,8 @@ export interface AgentHandle {
   mesh?: MeshRuntime;
   /** mesh-wide in-flight: the filters' reports (docs/mesh.md), when config.inflight.enabled */
   inflight?: InflightAggregator;
+  /** mesh mode: the NATS exchange of the in-flight sums (docs/mesh.md), when config.inflight.enabled */
+  inflightExchange?: InflightExchange;
   stop(): Promise<void>;
 }
 
@@ -83,7 +85,10 @@ export async function startAgent(input: AgentConfigInput | AgentConfig = {}, opt
     port: config.listen.port,
     maxConnections: config.listen.maxConnections,
     headersTimeoutMs: config.listen.headersTimeoutMs,
-    routes: [healthzRoute(), statusRoute(w.status, () => w.rules?.status(), () => w.mesh?.status()), metricsRoute(w.metrics.registry), snapshotRoute(w.publisher),
+    routes: [healthzRoute(), statusRoute(w.status, () => w.rules?.status(), () => {
+      const m = w.mesh?.status();
+      return m && exchange ? { ...m, inflight: exchange.status() } : m;
+    }), metricsRoute(w.metrics.registry), snapshotRoute(w.publisher),
       ...(inflight ? [inflightRoute(inflight, config.inflight.maxBodyBytes, inflightMetrics(w.metrics.registry, inflight))] : []), ...(opts.routes ?? [])],
   }).catch(async (err) => {
     await exchange?.stop();
@@ -133,6 +138,7 @@ export async function startAgent(input: AgentConfigInput | AgentConfig = {}, opt
     rules: w.rules,
     mesh: w.mesh,
     inflight,
+    inflightExchange: exchange,
     stop,
   };
 }
@@ -169,6 +175,8 @@ function inflightExchange(config: AgentConfig, w: Wired, agg: InflightAggregator
     connection: () => mesh.natsConnection(),
     pools: services.map((s) => ({ peer: s.peer ?? '', service: s.name })),
     poolOf: (a) => poolOfAddr(w, a),
+    isLeader: (pool) => mesh.isLeader(pool),
+    isCandidate: () => mesh.mode === 'collector',
     registry: w.metrics.registry,
   });
 }

@@ -25,6 +25,7 @@
 //                               POST /v1/inflight (the real agent/src/mesh/inflight.ts aggregation)
 //                               and prices the other proxies' answer.
 //   [--policies today,mesh] [--mesh-report MS] (a tuned report interval: the row is labelled)
+//   [--exchange leader|all]  those agents' inflight.exchange (default: the shipped leader mode; all: labelled)
 //   [--mesh-agents M]  the mesh row's K proxies report round robin to M agents linked by the real
 //                      NATS exchange (agent/src/mesh/inflight-exchange.ts, 1 ms hop) instead of one
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -56,6 +57,8 @@ export interface MeshDesConfig {
   meshAgents?: number;
   /** inflight.exchangeMs of those agents (undefined: the agent's default; set: a tuned, labelled row) */
   exchangeMs?: number;
+  /** inflight.exchange of those agents (undefined: the agent's default, leader; 'all': the all-to-all exchange, a labelled row) */
+  exchange?: 'leader' | 'all';
 }
 
 export interface MeshRow {
@@ -73,6 +76,8 @@ export interface MeshRow {
   perProxy?: number[];
   /** measured requests the filter forwarded degraded (all instances ineligible: the LEAST_REQUEST fallback) */
   degradedMeasured?: number;
+  /** mesh row with several agents: NATS messages and bytes per virtual second (published; delivered to subscribers) */
+  nats?: { publishedPerS: number; publishedBytesPerS: number; deliveredPerS: number; deliveredBytesPerS: number };
   wallMs: number;
 }
 
@@ -109,13 +114,13 @@ export async function runCell(c: MeshDesConfig, fleetName: string, rho: number, 
       for (const pol of c.policies) {
         const mesh = pol === 'mesh';
         const agents = mesh ? Math.min(c.meshAgents ?? 1, k) : 1;
-        const name = mesh ? `switchyard+mesh${c.meshReportMs !== undefined ? ` (tuned: report ${c.meshReportMs} ms)` : ''}${agents > 1 ? ` ${agents} agents${c.exchangeMs !== undefined ? ` (tuned: exchange ${c.exchangeMs} ms)` : ''}` : ''} x${k}` : `switchyard x${k}`;
+        const name = mesh ? `switchyard+mesh${c.meshReportMs !== undefined ? ` (tuned: report ${c.meshReportMs} ms)` : ''}${agents > 1 ? ` ${agents} agents${c.exchange === 'all' ? ' (all-to-all)' : ''}${c.exchangeMs !== undefined ? ` (tuned: exchange ${c.exchangeMs} ms)` : ''}` : ''} x${k}` : `switchyard x${k}`;
         const tuning = { meshReportMs: mesh ? c.meshReportMs : 0 };
         variants.push({
           scrapeMs,
           p: new MultiProxy(name, (i, shared) => new SwitchyardPolicy({
             wasmPath: c.wasm, agent, seed: seed + i, name: `${name} #${i}`, sharedAgent: shared, measuredRange: mr, tuning, inflightGroup: i,
-          }), k, { spec: agent, seed, meshAgents: agents, exchangeMs: c.exchangeMs }, seed),
+          }), k, { spec: agent, seed, meshAgents: agents, exchangeMs: c.exchangeMs, exchange: c.exchange }, seed),
         });
       }
     }
@@ -128,7 +133,12 @@ export async function runCell(c: MeshDesConfig, fleetName: string, rho: number, 
         : undefined;
       const degradedMeasured = perProxy ? mp.members.reduce((a, m) => a + (m as SwitchyardPolicy).stats.fallbackMeasured, 0) : undefined;
       const s = summarize(r.responseMs);
-      push({ degradedMeasured, fleet: fleetName, rho, k, policy: v.p.name, scrapeMs: v.scrapeMs, summary: s, ratio: s.p99Ms / denom.p99Ms, perProxy, wallMs: Math.round(r.wallMs) });
+      const tr = mp.agent?.nats;
+      const nats = tr && tr.published > 0 ? {
+        publishedPerS: tr.published / (r.virtualMs / 1000), publishedBytesPerS: tr.publishedBytes / (r.virtualMs / 1000),
+        deliveredPerS: tr.delivered / (r.virtualMs / 1000), deliveredBytesPerS: tr.deliveredBytes / (r.virtualMs / 1000),
+      } : undefined;
+      push({ nats, degradedMeasured, fleet: fleetName, rho, k, policy: v.p.name, scrapeMs: v.scrapeMs, summary: s, ratio: s.p99Ms / denom.p99Ms, perProxy, wallMs: Math.round(r.wallMs) });
     }
   }
   return rows;
@@ -181,7 +191,9 @@ async function main(): Promise<void> {
     meshReportMs: process.argv.includes('--mesh-report') ? Number(arg('--mesh-report', '')) : undefined,
     meshAgents: Number(arg('--mesh-agents', '1')),
     exchangeMs: process.argv.includes('--exchange-ms') ? Number(arg('--exchange-ms', '')) : undefined,
+    exchange: process.argv.includes('--exchange') ? (arg('--exchange', 'leader') as 'leader' | 'all') : undefined,
   };
+  if (c.exchange !== undefined && c.exchange !== 'leader' && c.exchange !== 'all') throw new Error(`--exchange: leader or all, got ${c.exchange}`);
   for (const p of c.policies) if (p !== 'today' && p !== 'mesh') throw new Error(`--policies: unknown ${p} (today, mesh)`);
   const out = path.resolve(ROOT, arg('--out', 'build/bench'));
   const t0 = performance.now();
@@ -197,6 +209,7 @@ async function main(): Promise<void> {
       rows.push(r);
       const s = r.summary;
       console.log(`  ${(r.policy + (r.scrapeMs ? ` @${r.scrapeMs} ms` : '')).padEnd(40)} P50 ${s.p50Ms.toFixed(0).padStart(5)}  P99 ${s.p99Ms.toFixed(0).padStart(6)}  P99.9 ${s.p999Ms.toFixed(0).padStart(6)} ms  ratio ${r.ratio.toFixed(2)}${r.degradedMeasured ? `  degraded ${r.degradedMeasured}` : ''}  [${(r.wallMs / 1000).toFixed(1)} s]`);
+      if (r.nats) console.log(`    NATS: published ${r.nats.publishedPerS.toFixed(0)} msg/s ${(r.nats.publishedBytesPerS / 1000).toFixed(1)} kB/s; delivered ${r.nats.deliveredPerS.toFixed(0)} msg/s ${(r.nats.deliveredBytesPerS / 1000).toFixed(1)} kB/s`);
     });
   }
   console.log('\nP99 ÷ the all-seeing LEAST_REQUEST P99 (same sample path):');

@@ -149,11 +149,16 @@ export class AgentModel {
    * in-process NATS that delivers each message `hopMs` after it is published. The pool state stays
    * this one model's (as subscribers serve the leader's). Call before attach().
    */
-  setMeshAgents(m: number, hopMs = 1, exchangeMs?: number): void {
+  setMeshAgents(m: number, hopMs = 1, exchangeMs?: number, exchangeMode?: 'leader' | 'all'): void {
     this.meshAgents = Math.max(1, Math.floor(m));
     this.natsHopMs = hopMs;
     this.exchangeMs = exchangeMs;
+    this.exchangeMode = exchangeMode;
   }
+  /** inflight.exchange (undefined: the agent's default, leader) */
+  private exchangeMode?: 'leader' | 'all';
+  /** NATS traffic of the exchanges (messages and bytes delivered to subscribers, published) */
+  readonly nats = { published: 0, publishedBytes: 0, delivered: 0, deliveredBytes: 0 };
   /** inflight.exchangeMs (undefined: the agent's default) */
   private exchangeMs?: number;
 
@@ -172,15 +177,27 @@ export class AgentModel {
       },
       publish: (subject: string, data: Uint8Array): void => {
         const copy = Uint8Array.from(data);
-        ctx.at(ctx.now() + this.natsHopMs, () => { for (const f of subs.get(subject) ?? []) f(copy); });
+        this.nats.published++;
+        this.nats.publishedBytes += copy.length;
+        ctx.at(ctx.now() + this.natsHopMs, () => {
+          for (const f of subs.get(subject) ?? []) {
+            this.nats.delivered++;
+            this.nats.deliveredBytes += copy.length;
+            f(copy);
+          }
+        });
       },
       flush: async () => undefined,
+      // the round trip to the server: two hops
+      rtt: async () => 2 * this.natsHopMs,
     } as unknown as NatsConnection;
-    const cfg = { ...INFLIGHT_DEFAULTS, ...(this.exchangeMs !== undefined ? { exchangeMs: this.exchangeMs } : {}) };
+    const cfg = { ...INFLIGHT_DEFAULTS, ...(this.exchangeMs !== undefined ? { exchangeMs: this.exchangeMs } : {}), ...(this.exchangeMode ? { exchange: this.exchangeMode } : {}) };
     const known = new Set(this.addrs);
     this.exchanges = this.aggs.map((agg, g) => new InflightExchange(agg, cfg, {
       id: g + 1, subjectPrefix: 'switchyard.pool', connection: () => nc, pools: [{ peer: '', service: SERVICE }],
       poolOf: (a) => (known.has(a) ? `_/${SERVICE}` : undefined), now: () => this.epoch0 + ctx.now(),
+      // leader mode (the shipped inflight.exchange): agent 0 leads the pool, as a collector would
+      isLeader: () => g === 0,
     }));
     // each agent's exchange timer, at its own phase
     this.exchanges.forEach((x, g) => {

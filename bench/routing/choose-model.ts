@@ -313,11 +313,13 @@ export class MultiProxy implements RoutingPolicy {
   private readonly proxies: RoutingPolicy[] = [];
   private owner = new Int8Array(0);
   private rng: Rng;
+  /** the agent model feeding the proxies (undefined: none) */
+  agent?: AgentModel;
   constructor(
     readonly name: string,
     private readonly make: (k: number, agent: AgentModel | undefined) => RoutingPolicy,
     private readonly k: number,
-    private readonly agentOpts: { spec: AgentSpec; seed: number; meshAgents?: number; exchangeMs?: number } | undefined,
+    private readonly agentOpts: { spec: AgentSpec; seed: number; meshAgents?: number; exchangeMs?: number; exchange?: 'leader' | 'all' } | undefined,
     seed: number,
     private readonly split?: number[],
   ) {
@@ -341,7 +343,8 @@ export class MultiProxy implements RoutingPolicy {
   init(ctx: EngineCtx): void {
     let agent: AgentModel | undefined;
     if (this.agentOpts) agent = new AgentModel(this.agentOpts.spec, ctx.addrs, START_EPOCH_MS, this.agentOpts.seed);
-    if (agent && this.agentOpts?.meshAgents) agent.setMeshAgents(this.agentOpts.meshAgents, 1, this.agentOpts.exchangeMs);
+    if (agent && this.agentOpts?.meshAgents) agent.setMeshAgents(this.agentOpts.meshAgents, 1, this.agentOpts.exchangeMs, this.agentOpts.exchange);
+    this.agent = agent;
     for (let i = 0; i < this.k; i++) {
       const p = this.make(i, agent);
       p.init(ctx);

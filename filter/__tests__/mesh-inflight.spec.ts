@@ -1,19 +1,19 @@
 import { Inflight, meshDelta } from "../assembly/lib/inflight";
 import {
-  encodeReport, checkAnswer, applyAnswer, wrapReceived, receivedAt, unwrapAnswer, meshExpiryMs,
+  encodeReport, checkAnswer, applyAnswer, answerInfoMs, answerAgeMs, smoothAgeMs, MESH_AGE_UNKNOWN, wrapReceived, receivedAt, unwrapAnswer, meshExpiryMs,
   MESH_HEADER_BYTES, MESH_VERSION, MESH_ANSWER, MESH_REPORT,
 } from "../assembly/lib/mesh-inflight";
 import { parseConfig, DEFAULT_MESH_REPORT_MS } from "../assembly/lib/config";
 
 /** An answer as the agent writes it (agent/src/mesh/inflight.ts encodeInflight). */
-function answer(proxyId: u32, addrs: Array<string>, counts: Array<u32>): ArrayBuffer {
+function answer(proxyId: u32, addrs: Array<string>, counts: Array<u32>, ageMs: u16 = 0): ArrayBuffer {
   let size = MESH_HEADER_BYTES;
   for (let i = 0; i < addrs.length; i++) size += 5 + String.UTF8.byteLength(addrs[i]);
   const b = new ArrayBuffer(size);
   const p = changetype<usize>(b);
   store<u8>(p, MESH_VERSION);
   store<u8>(p + 1, MESH_ANSWER);
-  store<u16>(p + 2, 0);
+  store<u16>(p + 2, ageMs);
   store<u32>(p + 4, proxyId);
   store<u64>(p + 8, 12345);
   store<u16>(p + 16, <u16>addrs.length);
@@ -103,11 +103,11 @@ describe("mesh in-flight in the price (Inflight.setMesh / rebase)", () => {
   it("takes the reference from the tick history at the scrape's time, not at the snapshot's adoption", () => {
     const f = new Inflight();
     const s = f.slotFor("a:1");
-    f.setMesh(s, 2);
+    f.setMesh(s, 2); f.meshInfoMs = 1000; // counts as fresh as the tick (their age: the next test)
     f.record(1000);
-    f.inc(s); f.setMesh(s, 6);
+    f.inc(s); f.setMesh(s, 6); f.meshInfoMs = 1020;
     f.record(1020);
-    f.inc(s); f.setMesh(s, 9);
+    f.inc(s); f.setMesh(s, 9); f.meshInfoMs = 1040;
     f.record(1040);
     // scraped at 1010, adopted at 1040: the counts of the first tick after it (1020: own 1, others 6)
     expect(f.rebase(s, 1010)).toBe(1);
@@ -122,6 +122,49 @@ describe("mesh in-flight in the price (Inflight.setMesh / rebase)", () => {
     // a scrape at (or after) the last tick: what was sent since that tick may be in its queue: now
     g.inc(t);
     expect(g.rebase(t, 5001)).toBe(2);
+  });
+
+  it("takes the other proxies' reference from the first tick whose counts were taken after the scrape", () => {
+    // answers 35 ms old when adopted: the counts of the tick after the scrape describe the
+    // instance before it (the scraped queue already holds the sends of that last interval)
+    const f = new Inflight();
+    const s = f.slotFor("a:1");
+    const counts: Array<i32> = [2, 6, 9, 12];
+    for (let i = 0; i < 4; i++) {
+      f.setMesh(s, counts[i]);
+      f.meshInfoMs = <f64>(1000 + 20 * i) - 35;
+      f.record(<f64>(1000 + 20 * i));
+    }
+    f.inc(s);
+    // scraped at 1010: the tick at 1020 holds counts from 985, 1040 from 1005, 1060 from 1025
+    expect(f.rebase(s, 1010)).toBe(0);
+    expect(f.total[s]).toBe(1); // others 12 now, 12 at the scrape: only our own request adds
+    f.setMesh(s, 15);
+    expect(f.total[s]).toBe(1 + 3);
+  });
+
+  it("a scrape newer than every recorded count settles its reference on the first tick after it", () => {
+    const f = new Inflight();
+    const s = f.slotFor("a:1");
+    f.setMesh(s, 4); f.meshInfoMs = 1025;
+    f.record(1060);
+    expect(f.rebase(s, 1050)).toBe(0); // counts in force were taken at 1025: before the scrape
+    f.setMesh(s, 7); f.meshInfoMs = 1045; // still before it: the reference stays provisional
+    f.record(1080);
+    expect(f.total[s]).toBe(7 - 4);
+    f.setMesh(s, 9); f.meshInfoMs = 1055; // the first counts taken after the scrape: the reference
+    f.record(1100);
+    expect(f.total[s]).toBe(0);
+    f.setMesh(s, 11);
+    expect(f.total[s]).toBe(2);
+    // counts in force already newer than the scrape: they are the reference at once
+    expect(f.rebase(s, 1050)).toBe(0); // the same scrape: nothing moves
+    f.meshInfoMs = 1200;
+    f.rebase(s, 1190);
+    expect(f.total[s]).toBe(0);
+    // an expired answer: the info time is unknown again
+    f.forgetMesh();
+    expect(f.meshInfoMs).toBe(-1);
   });
 
   it("a freed slot forgets its remote counts", () => {
@@ -198,6 +241,29 @@ describe("the answer (checkAnswer / applyAnswer)", () => {
     const big = answer(1, ["a:1"], [0x80000000]);
     expect(has(checkAnswer(big).error, "out of range")).toBe(true, checkAnswer(big).error);
     expect(checkAnswer(good).ok).toBe(true);
+  });
+
+  it("states the age of its counts (0: not stated -- half a report interval)", () => {
+    const c = checkAnswer(answer(1, ["a:1"], [2], 37));
+    expect(c.ok).toBe(true);
+    expect(c.ageMs).toBe(37);
+    expect(answerInfoMs(5000, c.ageMs, 50)).toBe(4963);
+    expect(checkAnswer(answer(1, ["a:1"], [2])).ageMs).toBe(0);
+    expect(answerInfoMs(5000, 0, 50)).toBe(4975);
+    expect(answerAgeMs(MESH_AGE_UNKNOWN, 50)).toBe(25); // "unknown" is no age (the answer is not applied)
+  });
+
+  it("smooths the stated ages: the scatter of one answer's mean over its reports goes, a systematic delay stays", () => {
+    let a = smoothAgeMs(-1, 40);
+    expect(a).toBe(40);
+    // answers scattering 5..45 around 25: the running age stays near 25, never jumps to either end
+    for (let i = 0; i < 200; i++) {
+      a = smoothAgeMs(a, i % 2 == 0 ? 5 : 45);
+      if (i > 30) { expect(a).toBeGreaterThan(20); expect(a).toBeLessThan(30); }
+    }
+    // every answer 30 ms older (another agent's exchange and hops): the running age follows
+    for (let i = 0; i < 100; i++) a = smoothAgeMs(a, 55);
+    expect(a).toBeGreaterThan(54);
   });
 
   it("travels to the other workers with its receive time", () => {

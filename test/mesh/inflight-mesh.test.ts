@@ -1,4 +1,4 @@
-// Mesh-wide in-flight end to end (docs/mesh.md "Mesh-wide in-flight"): a real NATS server and a
+// Mesh-wide in-flight end to end, inflight.exchange `all` (docs/mesh.md "Mesh-wide in-flight"): a real NATS server and a
 // real etcd on random loopback ports, two vLLM simulators, two collector agents A and B (shipped
 // defaults: scrape 1 s, inflight.*), each serving the real filter in the embedded host (shipped
 // loadAware.meshReportMs). Requests held open in A's filter (in flight to instance X) reach B's
@@ -31,6 +31,9 @@ function agentConfig(): Record<string, unknown> {
     link: { peers: [] },
     inference: { services: [{ name: 'llm', kind: 'vllm', fetchModels: false, models: ['llama'], instances: { static: insts.map((i) => i.addr) } }] },
     mesh: { mode: 'collector', nats: { servers: [nats.url] }, etcd: { endpoints: [etcd.clientUrl] } },
+    // the all-to-all exchange (every agent hears every other's sums); the shipped leader mode is
+    // test/mesh/inflight-leader.test.ts
+    inflight: { exchange: 'all' },
   };
 }
 

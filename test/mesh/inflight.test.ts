@@ -116,7 +116,9 @@ test('bounds: at most maxProxies reports (503 beyond), the live fleet\'s address
 
 test('config: inflight defaults, field-named errors', () => {
   const c = resolveConfig({});
-  assert.deepEqual(c.inflight, { enabled: true, maxProxies: 4096, maxInstances: 100000, expireReports: 4, maxBodyBytes: 1048576, exchangeMs: 20, agentExpireMs: 1000, maxAgents: 4096 });
+  assert.deepEqual(c.inflight, { enabled: true, maxProxies: 4096, maxInstances: 100000, expireReports: 4, maxBodyBytes: 1048576, exchangeMs: 20, agentExpireMs: 1000, maxAgents: 4096, exchange: 'leader' });
+  assert.equal(resolveConfig({ inflight: { exchange: 'all' } }).inflight.exchange, 'all');
+  assert.throws(() => resolveConfig({ inflight: { exchange: 'ring' } as never }), (e: unknown) => e instanceof ConfigError && /inflight\.exchange/.test(e.message));
   assert.throws(() => resolveConfig({ inflight: { maxProxies: 0 } }), (e: unknown) => e instanceof ConfigError && /inflight\.maxProxies: must be >= 1/.test(e.message));
   assert.throws(() => resolveConfig({ inflight: { exchangeMs: 500 } }), (e: unknown) => e instanceof ConfigError && /inflight\.agentExpireMs: must be >= 3 x inflight\.exchangeMs/.test(e.message));
   assert.throws(() => resolveConfig({ inflight: { colour: 1 } as never }), (e: unknown) => e instanceof ConfigError && /inflight\.colour: unknown field/.test(e.message));
@@ -154,4 +156,34 @@ test('POST /v1/inflight on the agent\'s listener: answered in the format; 413 ov
     await agent.stop();
     await off.stop();
   }
+});
+
+test('the answer states the age of the counts it sums: the other proxies\' reports (weighted by their counts + 1) and other agents\' sums', () => {
+  const { a, advance } = agg();
+  const r1 = a.report(report(0, { 'a:1': 3 }));
+  assert.ok(r1.ok);
+  assert.equal(decodeInflight(r1.answer).intervalMs, 0, 'nothing else summed: not stated');
+  advance(40);
+  const r2 = a.report(report(0, { 'a:1': 1 }));
+  assert.ok(r2.ok);
+  // the only other report (weight 3 + 1) was taken 40 ms ago
+  assert.equal(decodeInflight(r2.answer).intervalMs, 40);
+  advance(10);
+  const r1b = a.report(report(r1.proxyId, { 'a:1': 3 }));
+  assert.ok(r1b.ok);
+  assert.equal(decodeInflight(r1b.answer).intervalMs, 10, 'proxy 2\'s report is 10 ms old');
+  // another agent's sums, 30 ms old when they came: with proxy 1's fresh report (weight 4) and the
+  // other agent's (weight 6 + 1), proxy 2 hears (4 × 0 + 7 × 30) / 11 ms
+  assert.ok(a.agentTotals('agent-b/_/llm', new Map([['a:1', 6]]), 1000, 16, 30));
+  const r2b = a.report(report(r2.proxyId, { 'a:1': 1 }));
+  assert.ok(r2b.ok);
+  assert.equal(decodeInflight(r2b.answer).intervalMs, Math.round((4 * 0 + 7 * 30) / 11));
+  // the sweep recomputes the sums (no drift); the agent's own proxies' age for its NATS message
+  advance(20);
+  a.sweep(undefined, true);
+  assert.equal(a.localAgeMs(), Math.round((4 * 20 + 2 * 20) / 6));
+  a.dropAgent('agent-b/_/llm');
+  const r1c = a.report(report(r1.proxyId, { 'a:1': 3 }));
+  assert.ok(r1c.ok);
+  assert.equal(decodeInflight(r1c.answer).intervalMs, 20, 'the dropped agent no longer weighs');
 });

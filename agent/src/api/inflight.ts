@@ -15,7 +15,7 @@ export interface InflightRouteMetrics {
 export function inflightMetrics(registry: Registry, agg: InflightAggregator): InflightRouteMetrics {
   const r = [registry];
   return {
-    reports: new promClient.Counter({ name: 'switchyard_inflight_reports_total', help: 'Mesh in-flight reports from the filters, by result (ok, refused: malformed, too_large, too_many_proxies).', labelNames: ['result'], registers: r }),
+    reports: new promClient.Counter({ name: 'switchyard_inflight_reports_total', help: 'Mesh in-flight reports from the filters, by result (ok, remote_unknown: answered "the rest of the mesh unknown", refused: malformed, too_large, too_many_proxies).', labelNames: ['result'], registers: r }),
     proxies: new promClient.Gauge({ name: 'switchyard_inflight_proxies', help: 'Proxies whose in-flight report stands (not expired).', registers: r, collect() { agg.sweep(); this.set(agg.proxyCount); } }),
   };
 }
@@ -56,7 +56,7 @@ export function inflightRoute(agg: InflightAggregator, maxBodyBytes: number, met
           metrics?.reports.inc({ result: r.status === 503 ? 'too_many_proxies' : 'refused' });
           return send(res, r.status, `${r.error}\n`);
         }
-        metrics?.reports.inc({ result: 'ok' });
+        metrics?.reports.inc({ result: r.remoteUnknown ? 'remote_unknown' : 'ok' });
         send(res, 200, r.answer, { 'content-type': INFLIGHT_CONTENT_TYPE });
       });
     },

@@ -1,22 +1,54 @@
 // Mesh-wide in-flight across agents (docs/mesh.md "Mesh-wide in-flight"): every agent publishes
-// its own proxies' in-flight sums per pool on NATS and adds the other agents' into the answers it
-// gives its filters (agent/src/mesh/inflight.ts). Nothing per request: one message per pool per
-// exchangeMs at most, only when the sums changed (and every agentExpireMs / 3 as a keepalive, so a
-// quiet agent is not expired), carrying only the non-zero counts; an agent ignores its own
-// messages; another agent's sums expire agentExpireMs after its last message (a crashed agent),
-// and a graceful stop says goodbye with an empty message.
+// its own proxies' in-flight sums per pool on NATS and adds the rest of the mesh's into the answers
+// it gives its filters (agent/src/mesh/inflight.ts). Nothing per request: at most one message per
+// pool per exchangeMs, only when the sums changed (and every agentExpireMs / 3 as a keepalive, so
+// a quiet agent is not expired), carrying only the non-zero counts.
 //
-// Subject per pool: <nats.subjectPrefix>.<peer or _>.<service>.inflight (5 tokens: never a pool
-// state subject, which has 4). Message: the in-flight document (inflight.ts format), kind
-// KIND_AGENT, proxyId = the agent's mesh id, intervalMs = exchangeMs.
+// inflight.exchange `leader` (default; linear in the agents):
+//   every agent  -> <pool subject>.inflight.up     its sums (KIND_AGENT), when changed
+//   pool leader  -> <pool subject>.inflight.total  Σ over the agents' last sums (KIND_TOTAL), at
+//                   most every exchangeMs, when changed (keepalive agentExpireMs / 3)
+//   Only the collectors subscribe to `.up` (each sums as a hot standby), only the one leading the
+//   pool (the etcd election, mesh/election.ts) publishes: NATS delivers each agent's message to the
+//   collectors alone, and the one total to every agent. An agent's
+//   remote counts = the total − its own sums as the leader summed them: per address the least of
+//   its messages sent within the last `guard` before the total came and the newest one sent
+//   before that -- the leader had that one (guard = 2 × the measured round trip to NATS + 1 ms,
+//   nc.rtt() every keepalive; exchangeMs until measured, at most exchangeMs): whichever of them
+//   the total holds, the rest of the mesh is never counted short, so never cheaper, and it is
+//   counted long only when a message went out within the guard, and then the agent re-sends its
+//   sums at its next tick so that the next total settles it (at most OWN_VERSIONS kept). A total
+//   delayed beyond the guard (an event loop late by more than 2 round trips) can count the rest
+//   short by the agent's own change of that interval, until the next total.
+//   Information delay: the agent's coalescing + one hop +
+//   the leader's tick + one hop (the DES models exactly that, bench/routing/agent-model.ts).
+//   Failure: NATS lost -> the total is dropped at once (answers carry no remote counts: the price
+//   without mesh); the leader gone -> no totals -> the last expires agentExpireMs after it came; a
+//   new leader publishes at once if it summed as a standby for a keepalive period, else only after
+//   one (every live agent has sent it its sums within a keepalive period: a partial total would be
+//   cheaper than the truth); an agent takes totals only
+//   once its first message since it connected is SETTLE_INTERVALS exchange intervals old (the
+//   leader has it: otherwise subtracting its own sums would count the rest short).
+// inflight.exchange `all` (N²: a few node agents): every agent subscribes to every other agent's
+//   sums on <pool subject>.inflight; an agent ignores its own; another agent's sums expire
+//   agentExpireMs after its last message (a crashed agent), a graceful stop says goodbye with an
+//   empty message.
+//
+// Message: the in-flight document (inflight.ts format), proxyId = the sender's mesh id, intervalMs
+// = the age (ms) of the counts it sums (their weighted mean; 0 = none stated).
 import type { NatsConnection, Subscription } from 'nats';
 import * as promClient from 'prom-client';
 import type { Registry } from 'prom-client';
-import { decodeInflight, encodeInflight, KIND_AGENT, type InflightAggregator } from './inflight';
+import { decodeInflight, encodeAgeMs, encodeInflight, KIND_AGENT, KIND_TOTAL, type InflightAggregator } from './inflight';
 import type { InflightConfig } from './inflight-schema';
 import { poolSubject } from './schema';
 
-export { KIND_AGENT };
+export { KIND_AGENT, KIND_TOTAL };
+
+/** An agent's last messages per pool remembered for the subtraction (leader mode). */
+export const OWN_VERSIONS = 3;
+/** Exchange intervals after an agent's first message (since it connected) before it takes totals. */
+export const SETTLE_INTERVALS = 3;
 
 export interface ExchangeDeps {
   /** the agent's mesh id (MeshRuntime.id) */
@@ -28,11 +60,67 @@ export interface ExchangeDeps {
   pools: Array<{ peer: string; service: string }>;
   /** the pool of an instance address (undefined: not an instance of the agent's pools) */
   poolOf: (addr: string) => string | undefined;
+  /** leader mode: whether this agent leads the pool (`_/llm`; a collector's election; undefined: never) */
+  isLeader?: (pool: string) => boolean;
+  /**
+   * leader mode: whether this agent may lead the pool (a collector): it then sums the agents' sums
+   * as a hot standby, so that it publishes complete totals the moment the election makes it the
+   * leader (no warm-up after a failover); undefined: only while leading
+   */
+  isCandidate?: (pool: string) => boolean;
   registry?: Registry;
   now?: () => number;
 }
 
 const poolKeyOf = (peer: string, service: string): string => `${peer === '' ? '_' : peer}/${service}`;
+
+/** The leader's sum of one pool: every agent's last sums (bounded by maxAgents), their total. */
+class LeaderPool {
+  readonly agents = new Map<number, { counts: Map<string, number>; expiresAt: number; receivedAt: number; statedAge: number; weight: number }>();
+  readonly total = new Map<string, number>();
+  dirty = true;
+  lastSentAt = -Infinity;
+  constructor(readonly since: number) {}
+
+  put(id: number, counts: Map<string, number>, now: number, ageMs: number, expireMs: number): void {
+    this.drop(id);
+    let weight = 1;
+    for (const [a, n] of counts) {
+      this.total.set(a, (this.total.get(a) ?? 0) + n);
+      weight += n;
+    }
+    this.agents.set(id, { counts, expiresAt: now + expireMs, receivedAt: now, statedAge: ageMs > 0 ? ageMs : 0, weight });
+    this.dirty = true;
+  }
+
+  drop(id: number): void {
+    const h = this.agents.get(id);
+    if (!h) return;
+    for (const [a, n] of h.counts) {
+      const v = (this.total.get(a) ?? 0) - n;
+      if (v > 0) this.total.set(a, v);
+      else this.total.delete(a);
+    }
+    this.agents.delete(id);
+    this.dirty = true;
+  }
+
+  /**
+   * Expired agents out; the weighted mean age of the sums (ms): an agent's stated age plus the time
+   * since its message, at most `freshMs` (an agent publishes every change within its exchangeMs:
+   * an unchanged sum is not re-sent, and is not older for that).
+   */
+  sweep(now: number, freshMs: number): number {
+    let w = 0;
+    let wa = 0;
+    for (const [id, h] of this.agents) {
+      if (h.expiresAt <= now) { this.drop(id); continue; }
+      w += h.weight;
+      wa += h.weight * (h.statedAge + Math.min(now - h.receivedAt, freshMs));
+    }
+    return w > 0 ? wa / w : 0;
+  }
+}
 
 export class InflightExchange {
   private timer?: NodeJS.Timeout;
@@ -40,50 +128,172 @@ export class InflightExchange {
   private subs: Subscription[] = [];
   private dirty = true;
   private lastSentAt = -Infinity;
+  /** when the first message since the connection went out (leader mode: totals are taken after SETTLE_INTERVALS) */
+  private firstSentAt?: number;
   /** what was last sent per pool (JSON of the counts): a pool is sent only when it changed */
   private sent = new Map<string, string>();
+  /** leader mode: this agent's last OWN_VERSIONS messages per pool and when they went, newest first */
+  private ownSent = new Map<string, Array<{ at: number; counts: Map<string, number> }>>();
+  /** leader mode: the round trip to NATS (ms, nc.rtt(), smoothed; undefined: not measured yet) */
+  private rttMs?: number;
+  private rttPending = false;
+  private lastRttAt = -Infinity;
+  /** leader mode: the pools this agent leads, and their `.up` subscriptions */
+  private leading = new Map<string, { sum: LeaderPool; sub: Subscription }>();
   private readonly subjects: Map<string, string>;
   private readonly now: () => number;
-  readonly stats = { published: 0, received: 0, rejected: 0, own: 0, bytesOut: 0, bytesIn: 0 };
+  readonly stats = {
+    published: 0, received: 0, rejected: 0, own: 0, bytesOut: 0, bytesIn: 0,
+    /** leader mode: totals published (as leader) and taken (as agent); agents' sums received as leader */
+    totalsPublished: 0, totalsReceived: 0, totalsIgnored: 0, upReceived: 0,
+  };
   private readonly m?: { messages: promClient.Counter<'direction' | 'result'>; bytes: promClient.Counter<'direction'> };
 
   constructor(private readonly agg: InflightAggregator, private readonly cfg: InflightConfig, private readonly deps: ExchangeDeps) {
     this.now = deps.now ?? Date.now;
     this.subjects = new Map(deps.pools.map((p) => [poolKeyOf(p.peer, p.service), `${poolSubject(deps.subjectPrefix, p.peer, p.service)}.inflight`]));
     agg.onLocalChange = () => { this.dirty = true; };
+    // leader mode: without a current total for every pool the rest of the mesh is unknown, and the
+    // answers say so (the filters price without mesh in-flight: never cheaper than that)
+    if (this.mode === 'leader') agg.remoteKnown = () => this.knowsRemote();
     if (deps.registry) {
       const r = [deps.registry];
       this.m = {
-        messages: new promClient.Counter({ name: 'switchyard_inflight_exchange_messages_total', help: 'Mesh in-flight sums exchanged with the other agents over NATS, by direction and result (ok, rejected).', labelNames: ['direction', 'result'], registers: r }),
+        messages: new promClient.Counter({ name: 'switchyard_inflight_exchange_messages_total', help: 'Mesh in-flight sums exchanged with the other agents over NATS (leader mode: an agent\'s sums to the leader, the leader\'s totals), by direction and result (ok, rejected).', labelNames: ['direction', 'result'], registers: r }),
         bytes: new promClient.Counter({ name: 'switchyard_inflight_exchange_bytes_total', help: 'Bytes of the mesh in-flight sums exchanged over NATS.', labelNames: ['direction'], registers: r }),
       };
+      if (this.mode === 'leader') {
+        const self = this;
+        new promClient.Gauge({
+          name: 'switchyard_inflight_remote_known', help: 'Leader exchange: 1 while a current total of every pool is held (0: the answers say "unknown", the filters price without mesh in-flight).', registers: r,
+          collect() { this.set(self.knowsRemote() ? 1 : 0); },
+        });
+      }
     }
   }
+
+  get mode(): 'leader' | 'all' { return this.cfg.exchange ?? 'leader'; }
+
+  /** leader mode: connected, and a total (not expired) of every pool is held */
+  knowsRemote(): boolean {
+    if (!this.nc || this.deps.connection() !== this.nc) return false;
+    this.agg.sweep();
+    for (const pool of this.subjects.keys()) if (!this.agg.hasAgent(this.totalKey(pool))) return false;
+    return true;
+  }
+
+  /** how recent (ms) a message of ours may be and still be missing from a total we receive: 2 round trips to NATS + 1 ms */
+  guardMs(): number {
+    return this.rttMs === undefined ? this.cfg.exchangeMs : Math.min(this.cfg.exchangeMs, 2 * this.rttMs + 1);
+  }
+
+  /** for /status (mesh.inflight): the mode, whether the rest of the mesh is known (leader mode), the pools led, the counters */
+  status(): Record<string, unknown> {
+    return {
+      exchange: this.mode,
+      remoteKnown: this.mode === 'leader' ? this.knowsRemote() : undefined,
+      leading: this.leadingPools(),
+      rttMs: this.rttMs,
+      ...this.stats,
+    };
+  }
+
+  /** the pools this agent leads the exchange of (leader mode; not the ones it only sums as a standby) */
+  leadingPools(): string[] { return [...this.leading.keys()].filter((p) => this.deps.isLeader?.(p) ?? false); }
 
   start(): void {
     this.timer = setInterval(() => this.tick(), this.cfg.exchangeMs);
     this.timer.unref?.();
   }
 
-  /** every exchangeMs: (re)subscribe on a new connection; publish the pools whose sums changed */
+  /** every exchangeMs: (re)subscribe on a new connection; publish the pools whose sums changed; lead */
   tick(): void {
     const nc = this.deps.connection();
     if (nc !== this.nc) {
       for (const s of this.subs) s.unsubscribe();
+      for (const l of this.leading.values()) l.sub.unsubscribe();
       this.subs = [];
+      this.leading.clear();
       this.nc = nc;
       this.sent.clear(); // a new connection: everything goes out again
+      this.ownSent.clear();
+      this.firstSentAt = undefined;
+      this.rttMs = undefined;
+      this.lastRttAt = -Infinity;
       this.dirty = true;
-      if (nc) for (const [pool, subject] of this.subjects) this.subs.push(nc.subscribe(subject, { callback: (err, msg) => { if (!err) this.onMessage(pool, msg.data); } }));
+      // NATS gone (or a new connection): the remote counts held are no longer known
+      for (const pool of this.subjects.keys()) this.agg.dropAgent(this.totalKey(pool));
+      if (nc) {
+        for (const [pool, subject] of this.subjects) {
+          const s = this.mode === 'leader' ? `${subject}.total` : subject;
+          this.subs.push(nc.subscribe(s, { callback: (err, msg) => { if (!err) this.onMessage(pool, msg.data); } }));
+        }
+      }
     }
     this.agg.sweep();
     if (!nc) return;
     const now = this.now();
+    if (this.mode === 'leader') {
+      this.lead(nc, now);
+      if (!this.rttPending && now - this.lastRttAt >= this.cfg.agentExpireMs / 3 && typeof nc.rtt === 'function') {
+        this.rttPending = true;
+        this.lastRttAt = now;
+        nc.rtt().then((ms) => {
+          if (nc === this.nc && Number.isFinite(ms) && ms >= 0) this.rttMs = this.rttMs === undefined ? ms : this.rttMs + 0.25 * (ms - this.rttMs);
+        }, () => undefined).finally(() => { this.rttPending = false; });
+      }
+    }
     const keepalive = now - this.lastSentAt >= this.cfg.agentExpireMs / 3;
     if (!this.dirty && !keepalive) return;
     this.dirty = false;
     this.lastSentAt = now;
     this.publish(nc, keepalive);
+  }
+
+  private totalKey(pool: string): string { return `total/${pool}`; }
+
+  /** leader mode: follow the election (subscribe to `.up` while leading), publish the totals */
+  private lead(nc: NatsConnection, now: number): void {
+    for (const [pool, subject] of this.subjects) {
+      const leads = this.deps.isLeader?.(pool) ?? false;
+      const should = leads || (this.deps.isCandidate?.(pool) ?? false);
+      let l = this.leading.get(pool);
+      if (should && !l) {
+        const sum = new LeaderPool(now);
+        const sub = nc.subscribe(`${subject}.up`, { callback: (err, msg) => { if (!err) this.onUp(pool, sum, msg.data); } });
+        l = { sum, sub };
+        this.leading.set(pool, l);
+      } else if (!should && l) {
+        l.sub.unsubscribe();
+        this.leading.delete(pool);
+        l = undefined;
+      }
+      if (!l) continue;
+      const sum = l.sum;
+      const ageMs = sum.sweep(now, this.cfg.exchangeMs);
+      if (!leads) continue; // a standby sums, only the leader publishes
+      // a new leader waits until every live agent has sent it its sums (keepalive period + one
+      // interval): a total short of an agent would price the instances cheaper than they are
+      if (now - sum.since < this.cfg.agentExpireMs / 3 + this.cfg.exchangeMs) continue;
+      if (!sum.dirty && now - sum.lastSentAt < this.cfg.agentExpireMs / 3) continue;
+      sum.dirty = false;
+      sum.lastSentAt = now;
+      const data = encodeInflight(KIND_TOTAL, encodeAgeMs(ageMs), this.deps.id, now, [...sum.total].sort((a, b) => (a[0] < b[0] ? -1 : 1)));
+      if (this.send(nc, `${subject}.total`, data)) this.stats.totalsPublished++;
+    }
+  }
+
+  private send(nc: NatsConnection, subject: string, data: Buffer): boolean {
+    try {
+      nc.publish(subject, data);
+    } catch {
+      return false; // closed under us: the next connection sends everything again
+    }
+    this.stats.published++;
+    this.stats.bytesOut += data.length;
+    this.m?.messages.inc({ direction: 'published', result: 'ok' });
+    this.m?.bytes.inc({ direction: 'published' }, data.length);
+    return true;
   }
 
   private publish(nc: NatsConnection, force: boolean, goodbye = false): void {
@@ -96,43 +306,72 @@ export class InflightExchange {
         if (list) list.push([addr, n]);
       }
     }
+    const now = this.now();
+    const age = this.agg.localAgeMs(now);
     for (const [pool, counts] of byPool) {
       counts.sort((a, b) => (a[0] < b[0] ? -1 : 1));
       const key = JSON.stringify(counts);
       if (!force && !goodbye && this.sent.get(pool) === key) continue;
       this.sent.set(pool, key);
-      const data = encodeInflight(KIND_AGENT, this.cfg.exchangeMs, this.deps.id, this.now(), counts);
-      try {
-        nc.publish(this.subjects.get(pool)!, data);
-      } catch {
-        continue; // closed under us: the next connection sends everything again
+      const data = encodeInflight(KIND_AGENT, age, this.deps.id, now, counts);
+      const subject = this.mode === 'leader' ? `${this.subjects.get(pool)!}.up` : this.subjects.get(pool)!;
+      if (!this.send(nc, subject, data)) continue;
+      if (this.mode === 'leader') {
+        const versions = this.ownSent.get(pool) ?? [];
+        versions.unshift({ at: now, counts: new Map(counts) });
+        if (versions.length > OWN_VERSIONS) versions.length = OWN_VERSIONS;
+        this.ownSent.set(pool, versions);
+        this.firstSentAt ??= now;
       }
-      this.stats.published++;
-      this.stats.bytesOut += data.length;
-      this.m?.messages.inc({ direction: 'published', result: 'ok' });
-      this.m?.bytes.inc({ direction: 'published' }, data.length);
     }
   }
 
-  private onMessage(pool: string, data: Uint8Array): void {
+  private decode(data: Uint8Array, kind: number): ReturnType<typeof decodeInflight> | undefined {
     this.stats.bytesIn += data.length;
     this.m?.bytes.inc({ direction: 'received' }, data.length);
-    let doc;
     try {
-      doc = decodeInflight(Buffer.from(data.buffer, data.byteOffset, data.byteLength));
-      if (doc.kind !== KIND_AGENT) throw new Error(`kind ${doc.kind}`);
+      const doc = decodeInflight(Buffer.from(data.buffer, data.byteOffset, data.byteLength));
+      if (doc.kind !== kind) throw new Error(`kind ${doc.kind}`);
+      return doc;
     } catch {
       this.stats.rejected++;
       this.m?.messages.inc({ direction: 'received', result: 'rejected' });
-      return;
+      return undefined;
     }
+  }
+
+  /** this pool's instances only (a message on a pool's subject speaks for that pool) */
+  private ofPool(pool: string, counts: Map<string, number>): Map<string, number> {
+    const out = new Map<string, number>();
+    for (const [a, n] of counts) if (this.deps.poolOf(a) === pool) out.set(a, n);
+    return out;
+  }
+
+  /** the leader: an agent's sums (an empty message: its goodbye) */
+  private onUp(pool: string, sum: LeaderPool, data: Uint8Array): void {
+    const doc = this.decode(data, KIND_AGENT);
+    if (!doc) return;
+    const counts = this.ofPool(pool, doc.counts);
+    if (counts.size === 0) sum.drop(doc.proxyId);
+    else if (!sum.agents.has(doc.proxyId) && sum.agents.size >= this.cfg.maxAgents) {
+      this.stats.rejected++;
+      this.m?.messages.inc({ direction: 'received', result: 'rejected' });
+      return;
+    } else sum.put(doc.proxyId, counts, this.now(), doc.intervalMs, this.cfg.agentExpireMs);
+    this.stats.upReceived++;
+    this.stats.received++;
+    this.m?.messages.inc({ direction: 'received', result: 'ok' });
+  }
+
+  private onMessage(pool: string, data: Uint8Array): void {
+    if (this.mode === 'leader') { this.onTotal(pool, data); return; }
+    const doc = this.decode(data, KIND_AGENT);
+    if (!doc) return;
     if (doc.proxyId === this.deps.id) { this.stats.own++; return; }
-    // only this pool's instances count from this pool's subject
-    const counts = new Map<string, number>();
-    for (const [a, n] of doc.counts) if (this.deps.poolOf(a) === pool) counts.set(a, n);
+    const counts = this.ofPool(pool, doc.counts);
     const key = `${doc.proxyId}/${pool}`;
     if (counts.size === 0) this.agg.dropAgent(key);
-    else if (!this.agg.agentTotals(key, counts, this.cfg.agentExpireMs, this.cfg.maxAgents)) {
+    else if (!this.agg.agentTotals(key, counts, this.cfg.agentExpireMs, this.cfg.maxAgents, doc.intervalMs, this.cfg.exchangeMs)) {
       this.stats.rejected++;
       this.m?.messages.inc({ direction: 'received', result: 'rejected' });
       return;
@@ -141,7 +380,48 @@ export class InflightExchange {
     this.m?.messages.inc({ direction: 'received', result: 'ok' });
   }
 
-  /** graceful stop: an empty message per pool (the others drop this agent's sums at once) */
+  /** leader mode: the mesh-wide totals; the remote counts are the total less this agent's own sums */
+  private onTotal(pool: string, data: Uint8Array): void {
+    const doc = this.decode(data, KIND_TOTAL);
+    if (!doc) return;
+    const now = this.now();
+    // until the leader surely holds our sums, subtracting them would count the others short
+    if (this.firstSentAt === undefined || now - this.firstSentAt < SETTLE_INTERVALS * this.cfg.exchangeMs) {
+      this.stats.totalsIgnored++;
+      return;
+    }
+    // the messages the total may hold: those of the last guard, and the newest before them
+    const guard = this.guardMs();
+    const all = this.ownSent.get(pool) ?? [];
+    const versions: Array<Map<string, number>> = [];
+    for (const v of all) {
+      versions.push(v.counts);
+      if (v.at <= now - guard) break;
+    }
+    // ambiguous (a message of ours went out within the guard): the least is taken for now, and our
+    // sums go out again at the next tick, so that the leader's next total is unambiguous
+    if (versions.length > 1) this.lastSentAt = -Infinity;
+    const remote = new Map<string, number>();
+    for (const [a, n] of this.ofPool(pool, doc.counts)) {
+      // the least of them: whichever the leader summed, the others are not counted short
+      let own = Infinity;
+      for (const v of versions) own = Math.min(own, v.get(a) ?? 0);
+      const r = n - (own === Infinity ? 0 : own);
+      if (r > 0) remote.set(a, r);
+    }
+    const key = this.totalKey(pool);
+    // an empty remainder is a known zero (the others have nothing in flight), not "unknown"
+    if (!this.agg.agentTotals(key, remote, this.cfg.agentExpireMs, this.cfg.maxAgents, doc.intervalMs, this.cfg.exchangeMs)) {
+      this.stats.rejected++;
+      this.m?.messages.inc({ direction: 'received', result: 'rejected' });
+      return;
+    }
+    this.stats.totalsReceived++;
+    this.stats.received++;
+    this.m?.messages.inc({ direction: 'received', result: 'ok' });
+  }
+
+  /** graceful stop: an empty message per pool (the leader, or every agent, drops this agent's sums at once) */
   async stop(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
     const nc = this.deps.connection();
@@ -150,6 +430,8 @@ export class InflightExchange {
       await Promise.race([nc.flush().catch(() => undefined), new Promise((r) => setTimeout(r, 200).unref?.())]);
     }
     for (const s of this.subs) s.unsubscribe();
+    for (const l of this.leading.values()) l.sub.unsubscribe();
     this.subs = [];
+    this.leading.clear();
   }
 }

@@ -16,6 +16,12 @@ export interface InflightConfig {
   agentExpireMs: number;
   /** NATS: most other agents held */
   maxAgents: number;
+  /**
+   * NATS: how the agents' sums travel. `leader` (default): every agent publishes its sums to its
+   * pool's collector leader, which publishes the mesh-wide totals once per exchangeMs (linear in
+   * the agents). `all`: every agent receives every other agent's sums (N² messages; small meshes).
+   */
+  exchange: 'leader' | 'all';
 }
 
 export const INFLIGHT_DEFAULTS: InflightConfig = {
@@ -27,6 +33,7 @@ export const INFLIGHT_DEFAULTS: InflightConfig = {
   exchangeMs: 20,
   agentExpireMs: 1000,
   maxAgents: 4096,
+  exchange: 'leader',
 };
 
 export const inflightSchema: Record<string, unknown> = {
@@ -42,7 +49,8 @@ export const inflightSchema: Record<string, unknown> = {
     maxBodyBytes: { type: 'integer', minimum: 1024, maximum: 16777216, default: INFLIGHT_DEFAULTS.maxBodyBytes, description: 'largest report accepted (413 beyond)' },
     exchangeMs: { type: 'integer', minimum: 10, maximum: 10000, default: INFLIGHT_DEFAULTS.exchangeMs, description: 'mesh mode: the agent\'s sums go on NATS at most this often (about the filters\' tick), only when they changed' },
     agentExpireMs: { type: 'integer', minimum: 100, maximum: 600000, default: INFLIGHT_DEFAULTS.agentExpireMs, description: 'mesh mode: another agent\'s sums stand this long after its last message' },
-    maxAgents: { type: 'integer', minimum: 1, maximum: 1000000, default: INFLIGHT_DEFAULTS.maxAgents, description: 'mesh mode: other agents held' },
+    maxAgents: { type: 'integer', minimum: 1, maximum: 1000000, default: INFLIGHT_DEFAULTS.maxAgents, description: 'mesh mode: other agents held (the leader: agents summed)' },
+    exchange: { type: 'string', enum: ['leader', 'all'], default: INFLIGHT_DEFAULTS.exchange, description: 'mesh mode: leader = every agent sends its sums to the pool\'s collector leader, which publishes the mesh-wide totals (messages linear in the agents); all = every agent receives every other agent\'s sums (N squared; a few node agents)' },
   },
 };
 

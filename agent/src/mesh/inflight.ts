@@ -8,7 +8,9 @@
 // expires expireReports × its interval after it came), addresses of the live fleet only (the
 // `isInstance` check) and at most maxInstances of them, at most 65,535 records per document.
 //
-// Wire format (little-endian): u8 version (1), u8 kind (1 report, 2 answer), u16 intervalMs,
+// Wire format (little-endian): u8 version (1), u8 kind (1 report, 2 answer), u16 intervalMs (a
+// report: its interval; an answer or an agent's sums: the weighted mean age in ms, >= 1, of the
+// counts it sums, 0 = not stated -- the filter dates the counts by it),
 // u32 proxyId, u64 atMs, u16 count, count × (u8 addrLen 1..255, addr UTF-8, u32 count).
 import { randomInt } from 'node:crypto';
 
@@ -18,6 +20,14 @@ export const KIND_REPORT = 1;
 export const KIND_ANSWER = 2;
 /** an agent's own proxies' sums, on NATS (inflight-exchange.ts) */
 export const KIND_AGENT = 3;
+/** a pool leader's mesh-wide totals, on NATS (inflight-exchange.ts, inflight.exchange leader) */
+export const KIND_TOTAL = 4;
+/**
+ * The age field of an answer whose agent does not know the rest of the mesh's counts (leader mode:
+ * no current total from the pool's leader, NATS lost): the filter prices without mesh in-flight at
+ * once (lib/mesh-inflight.ts), never on a partial sum -- that would be cheaper than the truth.
+ */
+export const AGE_UNKNOWN = 65535;
 export const HEADER_BYTES = 18;
 export const MAX_RECORDS = 65535;
 /** A report's counts stand at least this long (ms), whatever its interval. */
@@ -40,7 +50,7 @@ export function decodeInflight(buf: Buffer): InflightDoc {
   const version = buf.readUInt8(0);
   if (version !== INFLIGHT_VERSION) throw new InflightFormatError(`version ${version} (expected ${INFLIGHT_VERSION})`);
   const kind = buf.readUInt8(1);
-  if (kind !== KIND_REPORT && kind !== KIND_ANSWER && kind !== KIND_AGENT) throw new InflightFormatError(`kind ${kind} (expected ${KIND_REPORT} report, ${KIND_ANSWER} answer or ${KIND_AGENT} an agent's sums)`);
+  if (kind !== KIND_REPORT && kind !== KIND_ANSWER && kind !== KIND_AGENT && kind !== KIND_TOTAL) throw new InflightFormatError(`kind ${kind} (expected ${KIND_REPORT} report, ${KIND_ANSWER} answer, ${KIND_AGENT} an agent's sums or ${KIND_TOTAL} a leader's totals)`);
   const count = buf.readUInt16LE(16);
   const counts = new Map<string, number>();
   let off = HEADER_BYTES;
@@ -103,10 +113,52 @@ export interface InflightOptions {
 interface Held {
   counts: Map<string, number>;
   expiresAt: number;
+  /** when its counts were taken (ms, this agent's clock): a report's receipt; another agent's receipt minus its stated age */
+  takenAt: number;
+  /** its weight in the answers' age: Σ counts + 1 (a proxy with nothing in flight still says "0 now") */
+  weight: number;
+  /**
+   * another agent's sums (or a leader's total): the age they were stated with, when they came, and
+   * how long an unchanged value stays current (the sender publishes every change within it: its
+   * exchangeMs). Their age is statedAge + min(time since receipt, freshMs) -- an unchanged value
+   * is not re-sent, and is not older for that.
+   */
+  statedAge?: number;
+  receivedAt?: number;
+  freshMs?: number;
+}
+
+/** The age (ms) of another agent's held sums now (Held.statedAge). */
+function remoteAgeOf(h: Held, now: number): number {
+  const since = now - (h.receivedAt ?? now);
+  return (h.statedAge ?? 0) + Math.min(since, h.freshMs ?? since);
+}
+
+/** Σ weight and Σ weight × takenAt over some Held entries: their weighted mean taking time, kept incrementally. */
+class AgeSum {
+  w = 0;
+  wt = 0;
+  add(h: Held, sign: 1 | -1): void {
+    this.w += sign * h.weight;
+    this.wt += sign * h.weight * h.takenAt;
+  }
+  reset(): void { this.w = 0; this.wt = 0; }
+}
+
+function weightOf(counts: Map<string, number>): number {
+  let w = 1;
+  for (const n of counts.values()) w += n;
+  return w;
+}
+
+/** The u16 age field of an answer or an agent's sums: ≥ 1 ms when stated (0 = not stated). */
+export function encodeAgeMs(ageMs: number): number {
+  if (!Number.isFinite(ageMs)) return 0;
+  return Math.max(1, Math.min(AGE_UNKNOWN - 1, Math.round(ageMs)));
 }
 
 export type ReportResult =
-  | { ok: true; proxyId: number; answer: Buffer; ignored: number }
+  | { ok: true; proxyId: number; answer: Buffer; ignored: number; remoteUnknown?: boolean }
   | { ok: false; status: number; error: string };
 
 /** Adds `counts` (sign +1) or removes them (-1) from `total`; zero entries are deleted. */
@@ -125,12 +177,16 @@ export class InflightAggregator {
   /** per other agent (NATS): its local sum, and Σ over them */
   private readonly agents = new Map<string, Held>();
   private readonly remote = new Map<string, number>();
+  /** the answers' age (docs/mesh.md "Delays"): the local reports' weighted mean taking time (the other agents' ages: othersAgeMs) */
+  private readonly localAge = new AgeSum();
   private readonly now: () => number;
   private nextSweepAt = 0;
   /** counters for /metrics and the tests */
   readonly stats = { reports: 0, refused: 0, ignoredRecords: 0, expiredProxies: 0, expiredAgents: 0, refusedProxies: 0 };
   /** called when the local sum changed (the NATS exchange coalesces these) */
   onLocalChange?: () => void;
+  /** set by the NATS exchange (leader mode): false while the rest of the mesh's counts are unknown */
+  remoteKnown?: () => boolean;
 
   constructor(readonly opts: InflightOptions) {
     this.now = opts.now ?? Date.now;
@@ -150,8 +206,10 @@ export class InflightAggregator {
     if (!force && now < this.nextSweepAt) return;
     this.nextSweepAt = now + MIN_EXPIRE_MS / 2;
     let changed = false;
+    // the age sums are recomputed here (the loops visit every entry anyway): no drift accumulates
+    this.localAge.reset();
     for (const [id, h] of this.proxies) {
-      if (h.expiresAt > now) continue;
+      if (h.expiresAt > now) { this.localAge.add(h, 1); continue; }
       addInto(this.local, h.counts, -1);
       this.proxies.delete(id);
       this.stats.expiredProxies++;
@@ -200,12 +258,43 @@ export class InflightAggregator {
       counts.set(a, n);
     }
     this.stats.ignoredRecords += ignored;
-    if (held) addInto(this.local, held.counts, -1);
+    if (held) { addInto(this.local, held.counts, -1); this.localAge.add(held, -1); }
     addInto(this.local, counts, 1);
-    this.proxies.set(id, { counts, expiresAt: now + this.expiryOf(doc.intervalMs) });
+    const h: Held = { counts, expiresAt: now + this.expiryOf(doc.intervalMs), takenAt: now, weight: weightOf(counts) };
+    this.localAge.add(h, 1);
+    this.proxies.set(id, h);
     this.stats.reports++;
     if (!held || !sameCounts(held.counts, counts)) this.onLocalChange?.();
-    return { ok: true, proxyId: id, ignored, answer: encodeInflight(KIND_ANSWER, 0, id, now, this.othersOf(counts)) };
+    // the report is kept (its counts travel to the other agents) but the answer says "unknown"
+    if (this.remoteKnown && !this.remoteKnown()) return { ok: true, proxyId: id, ignored, remoteUnknown: true, answer: encodeInflight(KIND_ANSWER, AGE_UNKNOWN, id, now, []) };
+    return { ok: true, proxyId: id, ignored, answer: encodeInflight(KIND_ANSWER, this.othersAgeMs(h, now), id, now, this.othersOf(counts)) };
+  }
+
+  /**
+   * How old (ms) the counts an answer to the proxy of `own` sums are: the weighted mean age of the
+   * other proxies' last reports and of the other agents' sums (their age when sent plus the time
+   * since). The filter dates the answer's counts by it (lib/mesh-inflight.ts answerInfoMs). 0 (not
+   * stated) when nothing else is summed.
+   */
+  private othersAgeMs(own: Held | undefined, now: number): number {
+    let lw = this.localAge.w;
+    let lwt = this.localAge.wt;
+    if (own) { lw -= own.weight; lwt -= own.weight * own.takenAt; }
+    // Σ weight × age: the local reports' (incremental), the other agents' (a few entries; at most maxAgents)
+    let w = lw;
+    let wa = lw * now - lwt;
+    for (const h of this.agents.values()) {
+      w += h.weight;
+      wa += h.weight * remoteAgeOf(h, now);
+    }
+    if (!(w >= 0.5)) return 0;
+    return encodeAgeMs(wa / w);
+  }
+
+  /** The weighted mean age (ms) of this agent's own proxies' counts (what it tells the other agents with its sums; 0: none). */
+  localAgeMs(now = this.now()): number {
+    if (!(this.localAge.w >= 0.5)) return 0;
+    return encodeAgeMs(now - this.localAge.wt / this.localAge.w);
   }
 
   /** Σ over every other proxy of the mesh: local − this one's + the other agents'. */
@@ -218,7 +307,7 @@ export class InflightAggregator {
   }
 
   /** Another agent's local sums (NATS); `expireMs` after which they no longer count. */
-  agentTotals(agentId: string, counts: Map<string, number>, expireMs: number, maxAgents: number): boolean {
+  agentTotals(agentId: string, counts: Map<string, number>, expireMs: number, maxAgents: number, ageMs = 0, freshMs?: number): boolean {
     const now = this.now();
     this.sweep(now);
     const held = this.agents.get(agentId);
@@ -231,9 +320,14 @@ export class InflightAggregator {
     }
     if (held) addInto(this.remote, held.counts, -1);
     addInto(this.remote, kept, 1);
-    this.agents.set(agentId, { counts: kept, expiresAt: now + expireMs });
+    const stated = ageMs > 0 && ageMs < AGE_UNKNOWN ? ageMs : 0;
+    const h: Held = { counts: kept, expiresAt: now + expireMs, takenAt: now - stated, weight: weightOf(kept), statedAge: stated, receivedAt: now, freshMs };
+    this.agents.set(agentId, h);
     return true;
   }
+
+  /** Whether another agent's (or a leader's total) entry is held. */
+  hasAgent(agentId: string): boolean { return this.agents.has(agentId); }
 
   /** The other agents' entry for one agent disappears at once (it said goodbye). */
   dropAgent(agentId: string): void {

@@ -120,6 +120,11 @@ export class MeshRuntime {
     return this.cfg.mode === 'collector' ? 'collector' : 'subscriber';
   }
 
+  /** Whether this collector leads the pool now (`_/llm`; the mesh in-flight exchange's leader mode follows it). */
+  isLeader(pool: string): boolean {
+    return !this.stopped && (this.election?.isLeader(pool) ?? false);
+  }
+
   /** The NATS connection while connected (the mesh in-flight exchange shares it), else undefined. */
   natsConnection(): NatsConnection | undefined {
     return this.connected && !this.stopped ? this.nc : undefined;

@@ -43,6 +43,20 @@ export class Inflight {
   private histAt: StaticArray<f64> = new StaticArray<f64>(HISTORY);
   private histHead: i32 = -1;
   /**
+   * When the other proxies' counts in force were taken (ms, this VM's clock; -1: unknown), and per
+   * tick of the ring the same for the counts recorded then. An answer sums the other proxies' last
+   * reports, each up to a report interval (and, across agents, an exchange) old: the counts that
+   * describe the instant of a scrape arrive that much after it. The reference "the other proxies'
+   * counts at the scrape" is the first tick whose counts were taken at or after the scrape, not the
+   * first tick after it (that one holds counts from before the scrape: the sends and completions
+   * of the last report interval before the scrape are in the scraped queue AND, as they reach the
+   * answers, in the change since -- counted twice, for the whole scrape interval).
+   */
+  meshInfoMs: f64 = -1;
+  private meshInfoAt: StaticArray<f64> = new StaticArray<f64>(HISTORY);
+  /** Per slot: the scrape time whose other-proxies reference waits for counts taken after it (-1: none). */
+  private meshWait: Array<f64> = [];
+  /**
    * Generation per slot, bumped when the slot is freed: a stream that still holds the old
    * generation releases nothing (its count went with the slot).
    */
@@ -93,6 +107,7 @@ export class Inflight {
       this.total.push(0);
       this.meshNow.push(-1);
       this.meshAt.push(-1);
+      this.meshWait.push(-1);
       this.gen.push(this.genFloor);
       this.scrapeAt.push(-1);
       this.atScrape.push(0);
@@ -128,6 +143,7 @@ export class Inflight {
       this.total[s] = 0;
       this.meshNow[s] = -1;
       this.meshAt[s] = -1;
+      this.meshWait[s] = -1;
       this.gen[s]++;
       this.scrapeAt[s] = -1;
       this.atScrape[s] = 0;
@@ -167,7 +183,7 @@ export class Inflight {
     if (n < this.addrs.length) {
       for (let s = n; s < this.addrs.length; s++) if (this.gen[s] + 1 > this.genFloor) this.genFloor = this.gen[s] + 1;
       this.addrs.length = n; this.local.length = n; this.remote.length = n; this.total.length = n; this.gen.length = n;
-      this.meshNow.length = n; this.meshAt.length = n;
+      this.meshNow.length = n; this.meshAt.length = n; this.meshWait.length = n;
       this.ownHist.length = n * HISTORY; this.meshHist.length = n * HISTORY;
       this.scrapeAt.length = n; this.atScrape.length = n; this.usedIn.length = n; this.unusedSince.length = n; this.livePos.length = n;
       const kept = new Array<i32>();
@@ -192,12 +208,17 @@ export class Inflight {
       // the counts at the scrape (the first tick after it), else the counts now
       const k = this.historyAt(scrapeAtMs);
       const own = k >= 0 ? unchecked(this.ownHist[slot * HISTORY + k]) : -1;
-      if (own >= 0) {
-        this.atScrape[slot] = own;
-        this.meshAt[slot] = unchecked(this.meshHist[slot * HISTORY + k]);
+      this.atScrape[slot] = own >= 0 ? own : this.own(slot);
+      // the other proxies' counts at the scrape: the first tick whose counts were taken after it;
+      // none recorded yet: the counts in force if they are that new, else those provisionally,
+      // settled on the first tick that has counts taken after the scrape (record)
+      const km = this.meshHistoryAt(scrapeAtMs);
+      this.meshWait[slot] = -1;
+      if (km >= 0) {
+        this.meshAt[slot] = unchecked(this.meshHist[slot * HISTORY + km]);
       } else {
-        this.atScrape[slot] = this.own(slot);
         this.meshAt[slot] = this.meshNow[slot];
+        if (!(this.meshInfoMs >= scrapeAtMs)) this.meshWait[slot] = scrapeAtMs;
       }
       this.total[slot] = this.own(slot) + meshDelta(this.meshNow[slot], this.meshAt[slot]);
     }
@@ -212,9 +233,18 @@ export class Inflight {
     const head = (this.histHead + 1) % HISTORY;
     this.histHead = head;
     unchecked(this.histAt[head] = nowMs);
+    const info = this.meshInfoMs;
+    unchecked(this.meshInfoAt[head] = info);
     const live = this.liveSlots;
     for (let k = 0; k < live.length; k++) {
       const s = unchecked(live[k]);
+      const wait = unchecked(this.meshWait[s]);
+      if (wait >= 0 && info >= wait) {
+        // the first counts taken after the slot's scrape: its reference (rebase)
+        unchecked(this.meshWait[s] = -1);
+        unchecked(this.meshAt[s] = this.meshNow[s]);
+        unchecked(this.total[s] = this.own(s) + meshDelta(this.meshNow[s], this.meshAt[s]));
+      }
       unchecked(this.ownHist[s * HISTORY + head] = this.own(s));
       unchecked(this.meshHist[s * HISTORY + head] = this.meshNow[s]);
     }
@@ -240,6 +270,23 @@ export class Inflight {
     return found;
   }
 
+  /**
+   * The ring index of the oldest tick whose other-proxies counts were taken at or after `t`
+   * (meshInfoAt); -1: no such tick (none recorded yet, or the counts in force are older).
+   */
+  private meshHistoryAt(t: f64): i32 {
+    if (this.histHead < 0) return -1;
+    let found = -1;
+    for (let i = 0; i < HISTORY; i++) {
+      const k = (this.histHead - i + HISTORY) % HISTORY;
+      const at = unchecked(this.histAt[k]);
+      if (at <= 0 && i > 0) break; // not filled yet
+      if (!(unchecked(this.meshInfoAt[k]) >= t)) break; // unknown (-1), or taken before t
+      found = k;
+    }
+    return found;
+  }
+
   /** A slot given to a new address has no past. */
   private forgetHistory(s: i32): void {
     for (let h = 0; h < HISTORY; h++) { unchecked(this.ownHist[s * HISTORY + h] = -1); unchecked(this.meshHist[s * HISTORY + h] = -1); }
@@ -259,6 +306,7 @@ export class Inflight {
 
   /** Every live slot's remote count becomes unknown (the agent's answer expired): today's price. */
   forgetMesh(): void {
+    this.meshInfoMs = -1;
     const live = this.liveSlots;
     for (let k = 0; k < live.length; k++) this.setMesh(unchecked(live[k]), -1);
   }

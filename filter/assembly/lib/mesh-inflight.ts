@@ -8,7 +8,9 @@
 // other proxies' (Inflight.setMesh / rebase). Nothing here runs per request.
 //
 // Wire format (both directions, little-endian):
-//   u8 version (1), u8 kind (1 report, 2 answer), u16 intervalMs (report: meshReportMs; answer: 0),
+//   u8 version (1), u8 kind (1 report, 2 answer), u16 intervalMs (report: meshReportMs; answer: the
+//   count-weighted mean age in ms, at least 1, of the counts it sums; 0 = not stated; 65535 = the
+//   agent does not know the rest of the mesh: unknown),
 //   u32 proxyId (report: the id the agent gave, 0 = none yet; answer: this proxy's id),
 //   u64 atMs (the sender's clock), u16 count, count × (u8 addrLen (1..255), addr UTF-8, u32 count).
 // Only non-zero counts travel; an address absent from an answer has 0 in flight from other proxies.
@@ -79,6 +81,45 @@ export class MeshAnswer {
   error: string = "";
   proxyId: u32 = 0;
   count: i32 = 0;
+  /** How old (ms) the agent says the counts it sums are (the u16 after the kind; 0: not stated). */
+  ageMs: i32 = 0;
+}
+
+/**
+ * The age an agent states when it does not know the rest of the mesh's counts (its pool leader's
+ * totals are missing, NATS is lost): the answer carries none, and the other proxies' counts are
+ * unknown at once -- the price without mesh in-flight, never a partial (cheaper) sum.
+ */
+export const MESH_AGE_UNKNOWN: i32 = 65535;
+
+/**
+ * When (ms, the receiver's clock) the counts of an answer received at `receivedAtMs` were taken:
+ * the agent's stated age of them, or (0: an agent that does not state it) half a report interval --
+ * each other proxy's last report is up to one interval old when the agent answers.
+ */
+export function answerInfoMs(receivedAtMs: f64, ageMs: i32, reportMs: i32): f64 {
+  return receivedAtMs - answerAgeMs(ageMs, reportMs);
+}
+
+/** The age an answer's counts are taken to have: the agent's statement, else half a report interval. */
+export function answerAgeMs(ageMs: i32, reportMs: i32): f64 {
+  return ageMs > 0 && ageMs != MESH_AGE_UNKNOWN ? <f64>ageMs : <f64>reportMs / 2;
+}
+
+/** Weight of a new answer's age in the running age (MeshReporter): about the last 10 answers, half a second. */
+export const MESH_AGE_SMOOTHING: f64 = 0.1;
+
+/**
+ * The running age of the answers (ms; prev < 0: none yet). One answer's stated age is the mean
+ * over the reports it sums, which scatters by up to a report interval from one answer to the next
+ * (the reports' phases); taken one by one it made the counts' dates jump back and forth (a later
+ * answer dated before an earlier one) and measured worse in the DES (fleet A, rho 0.95, K = 64:
+ * 1.09 / 1.20x on seeds 1 / 2 against 0.96 / 1.07x with a constant half interval). The running
+ * mean keeps the systematic part -- another agent's exchange and NATS hops add tens of ms -- and
+ * drops the scatter.
+ */
+export function smoothAgeMs(prev: f64, sample: f64): f64 {
+  return prev < 0 ? sample : prev + MESH_AGE_SMOOTHING * (sample - prev);
 }
 
 /**
@@ -110,6 +151,7 @@ export function checkAnswer(doc: ArrayBuffer): MeshAnswer {
   a.ok = true;
   a.proxyId = load<u32>(p + 4);
   a.count = count;
+  a.ageMs = <i32>load<u16>(p + 2);
   return a;
 }
 

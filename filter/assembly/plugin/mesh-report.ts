@@ -12,7 +12,7 @@ import {
 } from "../abi/host";
 import { PluginConfig } from "../lib/config";
 import { Inflight } from "../lib/inflight";
-import { encodeReport, checkAnswer, applyAnswer, wrapReceived, receivedAt, unwrapAnswer, meshExpiryMs, MAX_MESH_ANSWER_BYTES } from "../lib/mesh-inflight";
+import { encodeReport, checkAnswer, applyAnswer, answerAgeMs, smoothAgeMs, MESH_AGE_UNKNOWN, wrapReceived, receivedAt, unwrapAnswer, meshExpiryMs, MAX_MESH_ANSWER_BYTES } from "../lib/mesh-inflight";
 
 const MESH_KEY = String.UTF8.encode("switchyard.mesh.v1");
 const STATUS_KEY = String.UTF8.encode(":status");
@@ -30,6 +30,8 @@ export class MeshReporter {
   /** Receive time of the answer in force (0: none). */
   private heldAtMs: u64 = 0;
   private known: bool = false;
+  /** The running age of the answers' counts (ms; -1: none yet; lib/mesh-inflight.ts smoothAgeMs). */
+  private ageMs: f64 = -1;
   private failing: bool = false;
   reports: u32 = defineMetric(METRIC_COUNTER, "switchyard.mesh.reports");
   errors: u32 = defineMetric(METRIC_COUNTER, "switchyard.mesh.report_errors");
@@ -41,7 +43,7 @@ export class MeshReporter {
     if (cur.found && cur.cas != this.lastCas) {
       this.lastCas = cur.cas;
       const at = receivedAt(cur.value);
-      if (at > this.heldAtMs) this.take(unwrapAnswer(cur.value), at, inflight);
+      if (at > this.heldAtMs) this.take(unwrapAnswer(cur.value), at, inflight, cfg.loadAware.meshReportMs);
     }
     if (this.known && <f64>(now - this.heldAtMs) > meshExpiryMs(cfg.loadAware.meshReportMs)) {
       inflight.forgetMesh();
@@ -50,13 +52,23 @@ export class MeshReporter {
     }
   }
 
-  private take(answer: ArrayBuffer, at: u64, inflight: Inflight): bool {
+  private take(answer: ArrayBuffer, at: u64, inflight: Inflight, reportMs: i32): bool {
     const c = checkAnswer(answer);
     if (!c.ok) return false;
-    applyAnswer(answer, c, inflight);
     this.heldAtMs = at;
-    this.known = true;
     this.proxyId = c.proxyId;
+    if (c.ageMs == MESH_AGE_UNKNOWN) {
+      // the agent does not know the rest of the mesh: unknown now, not when this answer expires
+      if (this.known) inflight.forgetMesh();
+      this.known = false;
+      return true;
+    }
+    applyAnswer(answer, c, inflight);
+    // dated by the running age of the answers, never before the counts in force (monotone dates)
+    this.ageMs = smoothAgeMs(this.ageMs, answerAgeMs(c.ageMs, reportMs));
+    const info = <f64>at - this.ageMs;
+    if (info > inflight.meshInfoMs) inflight.meshInfoMs = info;
+    this.known = true;
     return true;
   }
 
@@ -80,7 +92,7 @@ export class MeshReporter {
   owns(token: u32): bool { return this.inFlight && token == this.token; }
 
   /** The agent's answer to our report (root.onHttpCallResponse hands it over when owns(token)). */
-  onAnswer(now: u64, headers: u32, bodySize: u32, inflight: Inflight): void {
+  onAnswer(now: u64, headers: u32, bodySize: u32, inflight: Inflight, reportMs: i32): void {
     this.inFlight = false;
     if (headers == 0) { this.failed("no answer (timeout, reset or connect failure)"); return; }
     const status = getHeader(MAP_HTTP_CALL_RESPONSE_HEADERS, STATUS_KEY);
@@ -98,7 +110,7 @@ export class MeshReporter {
     if (this.failing) log(LOG_INFO, "switchyard: mesh in-flight report recovered");
     this.failing = false;
     // adopt at once here, and hand it to the other VMs (they adopt it on their tick)
-    this.take(body!, now, inflight);
+    this.take(body!, now, inflight, reportMs);
     const wrapped = wrapReceived(body!, now);
     for (let attempt = 0; attempt < 3; attempt++) {
       const cur = getSharedData(MESH_KEY);

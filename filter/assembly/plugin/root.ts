@@ -223,7 +223,7 @@ export class SwitchyardRoot extends RootContext {
   onHttpCallResponse(token: u32, headers: u32, body_size: u32, trailers: u32): void {
     const cfg = this.config;
     if (cfg == null) return;
-    if (this.mesh != null && this.mesh!.owns(token)) { this.mesh!.onAnswer(nowMs(), headers, body_size, this.loadAware.inflight); return; }
+    if (this.mesh != null && this.mesh!.owns(token)) { this.mesh!.onAnswer(nowMs(), headers, body_size, this.loadAware.inflight, cfg!.loadAware.meshReportMs); return; }
     if (token != this.pollToken || !this.pollInFlight) return;
     this.pollInFlight = false;
     if (headers == 0) { this.pollFailed("no response (timeout, reset or connect failure)", cfg); return; }

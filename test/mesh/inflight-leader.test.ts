@@ -1,0 +1,195 @@
+// Mesh-wide in-flight through the pool leader (inflight.exchange `leader`, the shipped default;
+// docs/mesh.md "Mesh-wide in-flight"): a real NATS server and a real etcd on random loopback ports,
+// two vLLM simulators, two collector agents and one subscriber agent, each serving the real filter
+// in the embedded host (shipped loadAware.meshReportMs, inflight.* defaults).
+//   1. the totals reach every agent and filter: requests held in the non-leading collector's
+//      filter reach the subscriber's filter's price (and every agent's answers) through one
+//      message to the collectors and the leader's total; only the collectors receive the agents'
+//      sums, only the leader publishes, the subscriber receives only the totals (linear traffic,
+//      not every other agent's sums);
+//   2. NATS gone: every agent's answers say "unknown" at once (no partial sum), the filters price
+//      without mesh in-flight; NATS back: the totals return;
+//   3. the leader crashes: no answer ever carries a remote sum short of what is in flight (each is
+//      either the full remote count or "unknown"), and the new leader's totals (summed as a hot
+//      standby: published as soon as the election makes it the leader) bring it back.
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import pino from 'pino';
+import { startAgent, type AgentHandle } from '../../agent/src';
+import { AGE_UNKNOWN, decodeInflight, encodeInflight, INFLIGHT_CONTENT_TYPE, KIND_REPORT } from '../../agent/src/mesh/inflight';
+import { HeaderMap, type HttpStream, type ProxyWasmHost } from '../../host/src';
+import { header, pluginConfig, sleep, startHost, until } from '../integration/helpers';
+import { startCountedInstance, startMeshEtcd, startNats, type CountedInstance, type NatsServer } from './servers';
+import type { EtcdServer } from '../rules/etcd-server';
+
+const AUTH = 'inference.example';
+const SUBSET = 'x-gateway-destination-endpoint-subset';
+const HELD = 4;
+let etcd: EtcdServer;
+let nats: NatsServer;
+let insts: CountedInstance[];
+const agents: AgentHandle[] = []; // [collector, collector, subscriber]
+const hosts: ProxyWasmHost[] = [];
+const held: HttpStream[] = [];
+const log = pino({ level: 'silent' });
+
+function agentConfig(mode: 'collector' | 'subscriber'): Record<string, unknown> {
+  return {
+    listen: { host: '127.0.0.1', port: 0 },
+    link: { peers: [] },
+    inference: { services: [{ name: 'llm', kind: 'vllm', fetchModels: false, models: ['llama'], instances: { static: insts.map((i) => i.addr) } }] },
+    mesh: { mode, nats: { servers: [nats.url] }, ...(mode === 'collector' ? { etcd: { endpoints: [etcd.clientUrl] } } : {}) },
+  };
+}
+
+/** a filter's price of `addr` (the debug header's w_ms of a request restricted to it) */
+async function priceAt(h: ProxyWasmHost, addr: string): Promise<number> {
+  const r = await h.request({ ':method': 'POST', ':path': '/v1/completions', ':authority': AUTH, ':scheme': 'http', [SUBSET]: addr });
+  assert.equal(r.localReply, undefined);
+  assert.equal(header(r.upstreamHeaders, 'x-switchyard-endpoint')[0], addr);
+  const m = / w_ms=([0-9.]+) /.exec(header(r.responseHeaders, 'x-switchyard-debug')[0] ?? '');
+  assert.ok(m, 'debug header');
+  return Number(m[1]);
+}
+
+function scrapeAt(a: AgentHandle, addr: string): number {
+  const s = a.snapshot().snapshot;
+  const r = (s.instances ?? []).find((x) => x.addr === addr);
+  return r ? Number(s.generatedAtMs) - r.dataAgeMs : NaN;
+}
+
+/**
+ * What a filter of agent `a` hears now: a report of a proxy with nothing in flight (its own id,
+ * kept across calls) and the answer -- undefined counts: "unknown" (AGE_UNKNOWN).
+ */
+const probeIds = new Map<AgentHandle, number>();
+async function answerOf(a: AgentHandle): Promise<Record<string, number> | undefined> {
+  const body = encodeInflight(KIND_REPORT, 50, probeIds.get(a) ?? 0, Date.now(), []);
+  const r = await fetch(`${a.url}/v1/inflight`, { method: 'POST', headers: { 'content-type': INFLIGHT_CONTENT_TYPE }, body: new Uint8Array(body) });
+  assert.equal(r.status, 200);
+  const doc = decodeInflight(Buffer.from(await r.arrayBuffer()));
+  probeIds.set(a, doc.proxyId);
+  return doc.intervalMs === AGE_UNKNOWN ? undefined : Object.fromEntries(doc.counts);
+}
+
+const leaderIndex = (): number => agents.findIndex((a) => (a.inflightExchange?.leadingPools() ?? []).includes('_/llm'));
+
+function hold(h: ProxyWasmHost, addr: string, n: number): void {
+  for (let i = 0; i < n; i++) {
+    const hdrs = new HeaderMap('request', [[':method', 'POST'], [':path', '/v1/completions'], [':authority', AUTH], [':scheme', 'http'], [SUBSET, addr]]);
+    let chosen: string | undefined;
+    const { stream } = h.startStream(hdrs, null, true, { headers() {}, data() {}, reset() {} }, { send: (_s, hh) => { chosen = hh.get('x-switchyard-endpoint'); } }, undefined, () => {});
+    assert.equal(chosen, addr);
+    held.push(stream);
+  }
+}
+
+before(async () => {
+  [etcd, nats] = await Promise.all([startMeshEtcd(), startNats()]);
+  insts = await Promise.all([1, 2].map((s) => startCountedInstance(s)));
+  for (const mode of ['collector', 'collector', 'subscriber'] as const) agents.push(await startAgent(agentConfig(mode) as never, { logger: log, defaultMetrics: false }));
+  for (const a of agents) {
+    hosts.push(await startHost(pluginConfig({ loadAware: { services: [{ authorities: [AUTH], service: 'llm', debug: true, gatewaySubset: true }] } }, { services: [] }), a.port, { workers: 1 }));
+  }
+});
+
+after(async () => {
+  for (const s of held) if (!s.done) s.onUpstreamHeaders(new HeaderMap('response', [[':status', '200'], ['content-length', '0']]), true);
+  for (const h of hosts) await h.close();
+  for (const a of agents) await a.stop();
+  for (const i of insts ?? []) await i.stop();
+  await nats?.dispose();
+  await etcd?.dispose();
+});
+
+test('leader exchange: the totals reach every filter; only the collectors hear the agents; NATS lost -> "unknown", never a partial sum; leader crash -> never short', async (t) => {
+  const x = insts[0].addr;
+  assert.equal(agents[0].config.inflight.exchange, 'leader', 'the shipped default');
+  await until(async () => {
+    for (const h of hosts) {
+      const r = await h.request({ ':method': 'POST', ':path': '/v1/completions', ':authority': AUTH, ':scheme': 'http', [SUBSET]: x });
+      if (header(r.upstreamHeaders, 'x-switchyard-endpoint')[0] !== x) return false;
+    }
+    if (leaderIndex() < 0) return false;
+    for (const a of agents) if ((await answerOf(a)) === undefined) return false;
+    return true;
+  }, 20_000, 'every filter routing to x, a leader, every agent holding a total');
+  const li = leaderIndex();
+  const ni = li === 0 ? 1 : 0; // the other collector
+  const [L, N, S] = [agents[li], agents[ni], agents[2]];
+  const [hN, hS] = [hosts[ni], hosts[2]];
+
+  // 1. requests held in N's filter reach S's filter's price, before S's next scrape
+  const base = await priceAt(hS, x);
+  const s0 = scrapeAt(S, x);
+  await until(() => scrapeAt(S, x) !== s0, 5000, 'a new scrape of x at S');
+  const t0 = performance.now();
+  hold(hN, x, HELD);
+  let seen = base;
+  await until(async () => {
+    seen = await priceAt(hS, x);
+    return seen >= base + (HELD - 0.5) * base;
+  }, 900, `S's price of x to rise by ${HELD} requests (from ${base})`);
+  t.diagnostic(`N's held requests reached S's filter's price ${(performance.now() - t0).toFixed(0)} ms after the sends (via N -> leader -> total): w ${base} -> ${seen}`);
+  // and every agent's answers (to a probe proxy with nothing in flight: at N, N's filter is another
+  // local proxy; at L and S, N's requests came in the leader's total)
+  for (const a of [L, N, S]) assert.equal((await answerOf(a))?.[x], HELD, 'the count in the answer');
+  // linear traffic: only the collectors receive the agents' sums (the standby sums too, hot),
+  // only the leader publishes totals; the subscriber receives only totals
+  const st = agents.map((a) => a.inflightExchange!.stats);
+  assert.ok(st[li].upReceived > 0 && st[li].totalsPublished > 0, 'the leader sums and publishes');
+  assert.ok(st[ni].upReceived > 0, 'the standby collector sums too');
+  assert.equal(st[2].upReceived, 0, 'the subscriber receives no other agent\'s sums');
+  for (const i of [ni, 2]) {
+    assert.equal(st[i].totalsPublished, 0, `agent ${i} publishes no totals`);
+    assert.ok(st[i].totalsReceived > 0, `agent ${i} takes the leader's totals`);
+  }
+  // visible: /status (mesh.inflight) and the metric
+  const sj = ((await (await fetch(`${S.url}/status?format=json`)).json()) as { mesh: { inflight: { exchange: string; remoteKnown: boolean; leading: string[] } } }).mesh.inflight;
+  assert.deepEqual([sj.exchange, sj.remoteKnown, sj.leading], ['leader', true, []]);
+  assert.match(await (await fetch(`${S.url}/metrics`)).text(), /^switchyard_inflight_remote_known 1$/m);
+  t.diagnostic(`messages so far: ${agents.map((a, i) => `agent ${i}: published ${a.inflightExchange!.stats.published}, received ${a.inflightExchange!.stats.received}`).join('; ')}`);
+
+  // 2. NATS gone: every answer is "unknown" at once; never a partial sum while it is down
+  const t1 = performance.now();
+  await nats.kill();
+  await until(async () => {
+    for (const a of agents) if ((await answerOf(a)) !== undefined) return false;
+    return true;
+  }, 2000, 'every agent answering "unknown" after NATS is gone');
+  t.diagnostic(`NATS killed: every agent answers "unknown" after ${(performance.now() - t1).toFixed(0)} ms`);
+  assert.match(await (await fetch(`${S.url}/metrics`)).text(), /^switchyard_inflight_remote_known 0$/m);
+  // S's filter prices x without the mesh (its own requests only: none): back at the idle price
+  await until(async () => (await priceAt(hS, x)) <= base + 0.5 * base, 1000, 'S\'s filter pricing x without mesh in-flight');
+  for (let i = 0; i < 10; i++) {
+    for (const a of agents) assert.equal(await answerOf(a), undefined, 'NATS down: unknown, not a partial sum');
+    await sleep(50);
+  }
+  await nats.restart();
+  const t2 = performance.now();
+  await until(async () => (await answerOf(S))?.[x] === HELD, 10_000, 'S\'s answers carrying N\'s requests again after NATS is back', 20);
+  t.diagnostic(`NATS back: S's answers carry the remote count again after ${(performance.now() - t2).toFixed(0)} ms`);
+
+  // 3. the leader crashes (no lease revocation, no goodbye): sampled every 20 ms, S's answers
+  //    are either unknown or carry all of N's requests -- never fewer -- until N leads and
+  //    its totals carry them again
+  const t3 = performance.now();
+  await L.mesh!.crash();
+  let unknown = 0;
+  let sampled = 0;
+  let backAt = NaN;
+  const published0 = N.inflightExchange!.stats.totalsPublished;
+  for (;;) {
+    const a = await answerOf(S);
+    sampled++;
+    if (a === undefined) unknown++;
+    else assert.ok((a[x] ?? 0) >= HELD, `an answer short of N's ${HELD} requests: ${JSON.stringify(a)}`);
+    // done once N leads, has published totals, and S's answer is known again (from them)
+    if (a !== undefined && N.inflightExchange!.stats.totalsPublished > published0 + 1) { backAt = performance.now() - t3; break; }
+    assert.ok(performance.now() - t3 < 10_000, 'N\'s totals within 10 s of the crash');
+    await sleep(20);
+  }
+  t.diagnostic(`leader crash: S answered "unknown" in ${unknown} of ${sampled} samples (the old total expired before the new leader's), never short; N's totals back ${backAt.toFixed(0)} ms after the crash`);
+  assert.ok(N.inflightExchange!.leadingPools().includes('_/llm'), 'N leads the exchange');
+  assert.equal((await answerOf(S))?.[x], HELD);
+});
