@@ -50,6 +50,8 @@ export interface FilterPolicyOpts {
   /** engine settings of the fleet this filter routes to (e.g. vLLM --scheduling-policy priority) */
   engine?: Partial<LlmEngineConfig>;
   name?: string;
+  /** bench tracing: called with each response's debug header (set `service: { debug: true }`) */
+  onDebug?: (idx: number, value: string) => void;
 }
 
 export function llmPluginConfig(o: FilterPolicyOpts = {}): Record<string, unknown> {
@@ -244,7 +246,9 @@ export class SwitchyardFilterPolicy implements RoutingPolicy {
     ]);
     const chunks: Buffer[] = [];
     for (let o = 0; o < bytes.length; o += CHUNK_BYTES) chunks.push(bytes.subarray(o, Math.min(bytes.length, o + CHUNK_BYTES)));
-    const { stream } = this.host.startStream(headers, chunks, true, SINK, this.upstream, undefined, () => {});
+    const onDebug = this.opts.onDebug;
+    const sink = onDebug ? { ...SINK, headers: (h: HeaderMap): void => { const d = h.get('x-switchyard-debug'); if (d !== undefined && d !== null) onDebug(r.idx, String(d)); } } : SINK;
+    const { stream } = this.host.startStream(headers, chunks, true, sink, this.upstream, undefined, () => {});
     const c = this.lastChoice;
     if (c === -2) {
       const lr = stream.localReply;

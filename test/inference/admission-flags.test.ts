@@ -14,11 +14,12 @@ function feed(e: InstanceEstimator, seq: Array<[number, number]>, t0 = 0): Retur
   return st;
 }
 
-test('slotsFloor: set until the server has queued (no batch, or only batches seen without a queue); cleared by a queue, or configured slots', () => {
+test('slotsFloor: set until the server has queued (no batch, or only batches seen without a queue); cleared by a queue on consecutive scrapes, or configured slots', () => {
   const e = new InstanceEstimator();
   assert.equal(feed(e, [[0, 0]]).slotsFloor, true);                   // default 1
   assert.equal(feed(e, [[0, 3]], 1000).slotsFloor, true);             // largest batch seen + margin: a floor
-  const st = feed(e, [[5, 8]], 2000);                                 // 8 running while 5 waited: a capacity
+  assert.equal(feed(e, [[5, 8]], 2000).slotsFloor, true);             // one scrape's queue: a request between steps, no capacity
+  const st = feed(e, [[4, 8]], 3000);                                 // 8 running while a queue stayed over two scrapes: a capacity
   assert.equal(st.slotsFloor, false);
   assert.equal(st.concurrency, 8);
   assert.equal(feed(new InstanceEstimator({ concurrency: 4 }), [[0, 0]]).slotsFloor, false);

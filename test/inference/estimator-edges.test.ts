@@ -54,9 +54,12 @@ test('slots from the exporter: floored; below 1 or not finite is not a slot coun
   }
 });
 
-test('slots inferred: the running count while a queue waits, unless more ever ran; else max running + max(1, ⌈25 %⌉)', () => {
+test('slots inferred: the running count while a queue waits on consecutive scrapes, unless more ever ran; else max running + max(1, ⌈25 %⌉)', () => {
   const e = new InstanceEstimator();
   let st = e.observe(0, s({ waiting: 2, running: 4 }));
+  // one scrape's queue is no capacity yet: 4 running + margin 1
+  assert.deepEqual([st.concurrency, st.concurrencySource], [5, 'inferred-max-running']);
+  st = e.observe(500, s({ waiting: 1, running: 4 }));
   assert.deepEqual([st.concurrency, st.concurrencySource], [4, 'inferred-saturated']);
   st = e.observe(1000, s({ waiting: 0, running: 4 }));
   assert.deepEqual([st.concurrency, st.concurrencySource], [4, 'inferred-saturated']);
@@ -72,6 +75,22 @@ test('slots inferred: the running count while a queue waits, unless more ever ra
   // a queue without a running gauge says nothing about slots
   const q = new InstanceEstimator().observe(0, s({ waiting: 5 }));
   assert.deepEqual([q.concurrency, q.concurrencySource], [1, 'default']);
+});
+
+test('slots inferred: a queue one scrape caught (a request waiting for the next step) is no capacity', () => {
+  // vLLM: a request is "waiting" from its arrival to the next step's schedule, whatever the free
+  // slots; a worker mid-prefill shows waiting 1 at a scrape and admits it at the step's end.
+  // Taken as saturation, 5 running became a capacity of 5 and every 6th request there was priced
+  // a slot wait (llm-r7b.md: the cold-start Poisson tail).
+  const e = new InstanceEstimator();
+  let st = e.observe(0, s({ waiting: 1, running: 5 }));
+  assert.deepEqual([st.concurrency, st.concurrencySource, st.slotsFloor], [7, 'inferred-max-running', true]);
+  st = e.observe(1000, s({ waiting: 0, running: 5 }));
+  st = e.observe(2000, s({ waiting: 1, running: 3 }));
+  assert.deepEqual([st.concurrency, st.concurrencySource, st.slotsFloor], [7, 'inferred-max-running', true]);
+  // the queue seen again at the next scrape: it persisted across steps, the slots are at most 3 … but 5 ran
+  st = e.observe(3000, s({ waiting: 2, running: 3 }));
+  assert.deepEqual([st.concurrency, st.concurrencySource], [7, 'inferred-max-running']);
 });
 
 test('counter reset: the inferred slot count starts over (a restarted server may have other slots)', () => {

@@ -209,6 +209,8 @@ test('estimator: counters-only server (Triton) -> E[S] from sums, E[S²] from th
 test('estimator: idle window keeps the last E[S], P99 unknown, λ = 0, ρ falls to 0; concurrency inferred when saturated', () => {
   const e = new InstanceEstimator({ windowMs: 5_000 });
   const b = [100, 200, 400];
+  // the queue on two consecutive scrapes: saturated at 6 (one scrape's queue is no capacity)
+  e.observe(-1_000, sig(hist(b, [0, 0, 0, 0], 0), { waiting: 2, running: 6 }));
   e.observe(0, sig(hist(b, [0, 0, 0, 0], 0), { waiting: 3, running: 6 }));
   let st = e.observe(1_000, sig(hist(b, [10, 0, 0, 0], 500), { waiting: 0, running: 2 }));
   close(st.p50Ms, 50);

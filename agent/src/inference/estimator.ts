@@ -64,8 +64,9 @@
 //      counter) make the scrape INVALID: it is not used, the last good values are kept, and
 //      `invalid` carries the reason (the instance is published unhealthy, reason parse_error).
 //   ρ: c = the configured concurrency, else the slot count the server exports (mapping `slots`),
-//      else inferred: the largest `running` seen while `waiting` > 0 (the server queued, so its
-//      slots were full), unless more than that ever ran without a queue; else the largest
+//      else inferred: the largest `running` seen while `waiting` > 0 on two consecutive scrapes
+//      (the smaller running count of the two: the queue outlived the steps between them, so the
+//      slots were full; one scrape's queue may be a request waiting for the next step), unless more than that ever ran without a queue; else the largest
 //      `running` seen plus a margin of max(1, ⌈25 %⌉) -- a server that never queued has at least
 //      one free slot, and taking the bare maximum marked healthy instances saturated (their ρ
 //      inflated and backlog >= slots); else 1. The inference restarts at a counter reset (a
@@ -561,7 +562,13 @@ export class InstanceEstimator {
     }
     if (s.running !== undefined) {
       this.maxRunning = Math.max(this.maxRunning, s.running);
-      if ((s.waiting ?? 0) > 0) this.maxRunningSaturated = Math.max(this.maxRunningSaturated, s.running);
+      // A capacity is what a queue persists at: a vLLM request waits from its arrival to the next
+      // step's schedule whatever the free slots (and behind a full token budget for a step or
+      // two), so one scrape that catches a request in that gap shows no capacity. A queue on two
+      // consecutive scrapes outlived every step between them: the slots are at most the smaller
+      // of the two running counts (llm-r7b.md: one such scrape priced a slot wait on idle workers).
+      const pw = this.prev?.s.waiting ?? 0, pr = this.prev?.s.running;
+      if ((s.waiting ?? 0) > 0 && pw > 0 && pr !== undefined) this.maxRunningSaturated = Math.max(this.maxRunningSaturated, Math.min(pr, s.running));
     }
     this.prev = { t, s };
     this.obs.push({ t, s });
