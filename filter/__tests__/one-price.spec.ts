@@ -8,7 +8,9 @@
 //    prefill is priced at the fallback rate, and the span computing the prefix is kept);
 //  - the band is a share of the time to first token, not of a price that holds a 7 s decode, and
 //    draws among the least prefill in it;
-//  - a slot wait is priced only beyond a known capacity.
+//  - a slot wait is priced only beyond a known capacity;
+//  - no decode line yet: the occupancy is read only against a known capacity, a floor's is full
+//    for every candidate (the Poisson cold-start trace, request 46).
 import { Snapshot, InstanceState } from "../assembly/lib/snapshot";
 import { InstanceLlm, MODEL_BASE } from "../assembly/lib/snapshot-llm";
 import { PICKER_BAND } from "../assembly/lib/choose";
@@ -245,5 +247,51 @@ describe("one price in ms: the pool's engine model", () => {
     scoreRequest(floor.plan, floor.lp, floor.inflight.dataStart, floor.pending, 1000, a, cp);
     scoreRequest(known.plan, known.lp, known.inflight.dataStart, known.pending, 1000, b, cp);
     expect(known.plan.cost[0] - floor.plan.cost[0]).toBeCloseTo(3 * 8000 / 10, 0);
+  });
+  it("no decode line: an occupancy on a floor capacity is no evidence, the queued prefill decides", () => {
+    // the Poisson cold start (seed 1, request 46): no decode line learned, 36.65 ms per output
+    // token measured; worker 4 ran more requests earlier (floor 9, 8 running), the others' floor
+    // is 5 with 5 running, and this VM has 800 ms of prefill queued at worker 4 only. Before:
+    // worker 4 looked less occupied (9/10 of the decode, 8.4 s against 9.4 s) and took it.
+    const s = new Snapshot();
+    for (let i = 0; i < N; i++) {
+      const a = "10.0.0." + (i + 1).toString() + ":80";
+      s.instances.push(inst(a, i == 3 ? 8 : 5, i == 3 ? 9 : 5, true, 8000));
+      s.llm.push(llm(a, NaN, 36.65, NaN, NaN));
+    }
+    const f = new LlmFixture(s);
+    f.pending.charge(3, 1000, 800);
+    const rc = request(f, 2271, null);
+    scoreRequest(f.plan, f.lp, f.inflight.dataStart, f.pending, 1000, rc, noShed());
+    // the same decode (the whole measured time per token) at every worker; worker 4 dearer by its queue
+    // (worker 4's decodeOf also holds the prefill this VM sent there: its decode is cost − queue)
+    for (let i = 1; i < N; i++) if (i != 3) expect(rc.decodeOf[i]).toBe(rc.decodeOf[0]);
+    expect(rc.decodeOf[0]).toBeGreaterThan(256 * 36.6);
+    expect(f.plan.cost[3] - f.plan.cost[0]).toBeGreaterThanOrEqual(800);
+    for (let k = 0; k < 50; k++) {
+      const g = new LlmFixture(s);
+      g.pending.charge(3, 1000, 800);
+      expect(send(g, request(g, 2271, null), 1000, <u32>(k + 1))).not.toBe(3);
+    }
+  });
+
+  it("no decode line: a known capacity keeps its occupancy, and a floor is never cheaper than it", () => {
+    // two workers that queued at 10 (capacity known), 2 and 8 running; one that never queued
+    // (floor 10), 2 running: the known ones are priced by their occupancy, the floor as full
+    const s = new Snapshot();
+    const q: f32[] = [2, 8, 2];
+    for (let i = 0; i < 3; i++) {
+      const a = "10.0.0." + (i + 1).toString() + ":80";
+      s.instances.push(inst(a, q[i], 10, i == 2, 8000));
+      s.llm.push(llm(a, NaN, 36.65, NaN, NaN));
+    }
+    const f = new LlmFixture(s);
+    const rc = new RequestCost();
+    rc.modelCol = f.lp.modelColumn("m"); rc.cachedBlocks = new StaticArray<i32>(3);
+    rc.promptTokens = 131; rc.outTokens = 256;
+    scoreRequest(f.plan, f.lp, f.inflight.dataStart, f.pending, 1000, rc, noShed());
+    expect(rc.decodeOf[0] / rc.decodeOf[2]).toBeCloseTo(3.0 / 11, 6);
+    expect(rc.decodeOf[1] / rc.decodeOf[2]).toBeCloseTo(9.0 / 11, 6);
+    expect(rc.decodeOf[2]).toBeGreaterThan(256 * 36.6);
   });
 });

@@ -6,7 +6,8 @@
 //              prefill adds to as many requests behind it as are ahead, n_i counted by PendingPrefill.requestsIn)
 //   P_i = uncached prompt tokens × the pool's prefill ms/token (plan-llm.ts poolTerms; none measured:
 //         request.fallbackPrefillMsPerToken), d(b) = the pool's decode line idle + perSeq·(1 + b)
-//         (no line: the occupancy rule on the pool's time per token; none measured: 0 for all),
+//         (no line: the occupancy rule on the pool's time per token, occupancy 1 while slots is only a
+//         floor; none measured: 0 for all),
 //   cap_i = a known capacity (slots while the server queued, or the KV cache's kvSeqs), unknown: no slot wait,
 //   ahead_i = the prefill this proxy (every worker VM) sent to i and not done yet (lib/pending-prefill.ts),
 //   shared_i = the part of it that computes the request's own leading blocks (lib/shared-prefill.ts)
@@ -154,12 +155,18 @@ export function scoreRequest(plan: Plan, lp: LlmPlan, inflightP: usize, pending:
       // Decode on the pool's line (ms per token = idle + perSeq · batch, from the servers' inter-
       // token latency against their running count: docs/inference-llm.md, "Decode against the
       // batch"), on the batch the request joins; no line yet: the occupancy rule on the pool's time
-      // per token; no time per token measured anywhere: left out for every candidate.
+      // per token; no time per token measured anywhere: left out for every candidate. The
+      // occupancy is read against the server's capacity only where that is known (it queued): a
+      // floor (the largest batch seen, flags bit 5) is no capacity, and a worker that happened to
+      // run more requests earlier would look less occupied and take a request with a prefill
+      // queued while others have none. There the occupancy is unknown and counts as full — the
+      // same for every such candidate, never cheaper than a known one — so the decision falls to
+      // the prefill and the queue, which are measured (docs/contracts.md, flags bit 5).
       const idle = unchecked(lp.decodeIdle[i]);
       let perToken: f64 = 0;
       if (idle == idle) perToken = idle + unchecked(lp.decodePerSeq[i]) * (1 + b);
       else if (dcRaw == dcRaw) {
-        const occupancy = (1 + (b < slots ? b : slots)) / (1 + slots);
+        const occupancy = unchecked(plan.slotsFloor[i]) != 0 ? 1.0 : (1 + (b < slots ? b : slots)) / (1 + slots);
         const share = cp.decodeIdleShare;
         perToken = dcRaw * (share + (1 - share) * occupancy);
       }
