@@ -177,6 +177,7 @@ export class SwitchyardPolicy implements RoutingPolicy {
       startTimeMs: START_EPOCH_MS,
       clusters: { switchyard_agent: { handler: (req) => this.serve(req) } },
       logLevel: 'warn',
+      ...(process.env.SY_DBG ? { onLog: (e: { message: string }) => { if (e.message.startsWith('SYDBG')) require('node:fs').appendFileSync(process.env.SY_DBG!, `${this.opts.name}|${e.message}\n`); } } : {}),
     });
     if (!this.opts.sharedAgent) this.agent.attach(ctx);
   }
