@@ -25,7 +25,7 @@
 // forwards with `x-degraded: true`, which the route table sends to the regular cluster
 // (`inference_default`, LEAST_REQUEST): modelled with the same P2C as the LEAST_REQUEST policy.
 import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { appendFileSync, readFileSync } from 'node:fs';
 import { HeaderMap, ProxyWasmHost, type ClusterRequest, type ClusterResponse, type HttpStream } from '../../host/src';
 import { CONTENT_TYPE } from '../../agent/src/snapshot/codec';
 import { INFLIGHT_CONTENT_TYPE } from '../../agent/src/mesh/inflight';
@@ -177,6 +177,8 @@ export class SwitchyardPolicy implements RoutingPolicy {
       startTimeMs: START_EPOCH_MS,
       clusters: { switchyard_agent: { handler: (req) => this.serve(req) } },
       logLevel: 'warn',
+      // SY_DBG=<file>: appends the filter's "SYDBG ..." log lines (a temporarily instrumented build's) to the file
+      ...(process.env.SY_DBG ? { onLog: (e: { message: string }) => { if (e.message.startsWith('SYDBG')) appendFileSync(process.env.SY_DBG!, `${this.opts.name}|${e.message}\n`); } } : {}),
     });
     if (!this.opts.sharedAgent) this.agent.attach(ctx);
   }
