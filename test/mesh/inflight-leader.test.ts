@@ -17,13 +17,12 @@ import assert from 'node:assert/strict';
 import pino from 'pino';
 import { startAgent, type AgentHandle } from '../../agent/src';
 import { AGE_UNKNOWN, decodeInflight, encodeInflight, INFLIGHT_CONTENT_TYPE, KIND_REPORT } from '../../agent/src/mesh/inflight';
-import { HeaderMap, type HttpStream, type ProxyWasmHost } from '../../host/src';
+import type { HttpStream, ProxyWasmHost } from '../../host/src';
 import { header, pluginConfig, sleep, startHost, until } from '../integration/helpers';
+import { AUTH, hold, inflightAgentConfig, priceAt, releaseAndStop, scrapeAt, SUBSET } from './inflight-rig';
 import { startCountedInstance, startMeshEtcd, startNats, type CountedInstance, type NatsServer } from './servers';
 import type { EtcdServer } from '../rules/etcd-server';
 
-const AUTH = 'inference.example';
-const SUBSET = 'x-gateway-destination-endpoint-subset';
 const HELD = 4;
 let etcd: EtcdServer;
 let nats: NatsServer;
@@ -32,31 +31,6 @@ const agents: AgentHandle[] = []; // [collector, collector, subscriber]
 const hosts: ProxyWasmHost[] = [];
 const held: HttpStream[] = [];
 const log = pino({ level: 'silent' });
-
-function agentConfig(mode: 'collector' | 'subscriber'): Record<string, unknown> {
-  return {
-    listen: { host: '127.0.0.1', port: 0 },
-    link: { peers: [] },
-    inference: { services: [{ name: 'llm', kind: 'vllm', fetchModels: false, models: ['llama'], instances: { static: insts.map((i) => i.addr) } }] },
-    mesh: { mode, nats: { servers: [nats.url] }, ...(mode === 'collector' ? { etcd: { endpoints: [etcd.clientUrl] } } : {}) },
-  };
-}
-
-/** a filter's price of `addr` (the debug header's w_ms of a request restricted to it) */
-async function priceAt(h: ProxyWasmHost, addr: string): Promise<number> {
-  const r = await h.request({ ':method': 'POST', ':path': '/v1/completions', ':authority': AUTH, ':scheme': 'http', [SUBSET]: addr });
-  assert.equal(r.localReply, undefined);
-  assert.equal(header(r.upstreamHeaders, 'x-switchyard-endpoint')[0], addr);
-  const m = / w_ms=([0-9.]+) /.exec(header(r.responseHeaders, 'x-switchyard-debug')[0] ?? '');
-  assert.ok(m, 'debug header');
-  return Number(m[1]);
-}
-
-function scrapeAt(a: AgentHandle, addr: string): number {
-  const s = a.snapshot().snapshot;
-  const r = (s.instances ?? []).find((x) => x.addr === addr);
-  return r ? Number(s.generatedAtMs) - r.dataAgeMs : NaN;
-}
 
 /**
  * What a filter of agent `a` hears now: a report of a proxy with nothing in flight (its own id,
@@ -74,33 +48,17 @@ async function answerOf(a: AgentHandle): Promise<Record<string, number> | undefi
 
 const leaderIndex = (): number => agents.findIndex((a) => (a.inflightExchange?.leadingPools() ?? []).includes('_/llm'));
 
-function hold(h: ProxyWasmHost, addr: string, n: number): void {
-  for (let i = 0; i < n; i++) {
-    const hdrs = new HeaderMap('request', [[':method', 'POST'], [':path', '/v1/completions'], [':authority', AUTH], [':scheme', 'http'], [SUBSET, addr]]);
-    let chosen: string | undefined;
-    const { stream } = h.startStream(hdrs, null, true, { headers() {}, data() {}, reset() {} }, { send: (_s, hh) => { chosen = hh.get('x-switchyard-endpoint'); } }, undefined, () => {});
-    assert.equal(chosen, addr);
-    held.push(stream);
-  }
-}
 
 before(async () => {
   [etcd, nats] = await Promise.all([startMeshEtcd(), startNats()]);
   insts = await Promise.all([1, 2].map((s) => startCountedInstance(s)));
-  for (const mode of ['collector', 'collector', 'subscriber'] as const) agents.push(await startAgent(agentConfig(mode) as never, { logger: log, defaultMetrics: false }));
+  for (const mode of ['collector', 'collector', 'subscriber'] as const) agents.push(await startAgent(inflightAgentConfig(insts, nats, etcd, mode) as never, { logger: log, defaultMetrics: false }));
   for (const a of agents) {
     hosts.push(await startHost(pluginConfig({ loadAware: { services: [{ authorities: [AUTH], service: 'llm', debug: true, gatewaySubset: true }] } }, { services: [] }), a.port, { workers: 1 }));
   }
 });
 
-after(async () => {
-  for (const s of held) if (!s.done) s.onUpstreamHeaders(new HeaderMap('response', [[':status', '200'], ['content-length', '0']]), true);
-  for (const h of hosts) await h.close();
-  for (const a of agents) await a.stop();
-  for (const i of insts ?? []) await i.stop();
-  await nats?.dispose();
-  await etcd?.dispose();
-});
+after(() => releaseAndStop({ held, hosts, agents, insts, nats, etcd }));
 
 test('leader exchange: the totals reach every filter; only the collectors hear the agents; NATS lost -> "unknown", never a partial sum; leader crash -> never short', async (t) => {
   const x = insts[0].addr;
@@ -124,7 +82,7 @@ test('leader exchange: the totals reach every filter; only the collectors hear t
   const s0 = scrapeAt(S, x);
   await until(() => scrapeAt(S, x) !== s0, 5000, 'a new scrape of x at S');
   const t0 = performance.now();
-  hold(hN, x, HELD);
+  hold(hN, x, HELD, held);
   let seen = base;
   await until(async () => {
     seen = await priceAt(hS, x);

@@ -9,13 +9,12 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import pino from 'pino';
 import { startAgent, type AgentHandle } from '../../agent/src';
-import { HeaderMap, type HttpStream, type ProxyWasmHost } from '../../host/src';
+import type { HttpStream, ProxyWasmHost } from '../../host/src';
 import { header, pluginConfig, sleep, startHost, until } from '../integration/helpers';
+import { AUTH, hold, inflightAgentConfig, priceAt, releaseAndStop, scrapeAt, SUBSET } from './inflight-rig';
 import { startCountedInstance, startMeshEtcd, startNats, type CountedInstance, type NatsServer } from './servers';
 import type { EtcdServer } from '../rules/etcd-server';
 
-const AUTH = 'inference.example';
-const SUBSET = 'x-gateway-destination-endpoint-subset';
 const HELD = 5;
 let etcd: EtcdServer;
 let nats: NatsServer;
@@ -24,54 +23,20 @@ const agents: AgentHandle[] = [];
 const hosts: ProxyWasmHost[] = [];
 const held: HttpStream[] = [];
 const log = pino({ level: 'silent' });
-
-function agentConfig(): Record<string, unknown> {
-  return {
-    listen: { host: '127.0.0.1', port: 0 },
-    link: { peers: [] },
-    inference: { services: [{ name: 'llm', kind: 'vllm', fetchModels: false, models: ['llama'], instances: { static: insts.map((i) => i.addr) } }] },
-    mesh: { mode: 'collector', nats: { servers: [nats.url] }, etcd: { endpoints: [etcd.clientUrl] } },
-    // the all-to-all exchange (every agent hears every other's sums); the shipped leader mode is
-    // test/mesh/inflight-leader.test.ts
-    inflight: { exchange: 'all' },
-  };
-}
-
-/** B's price of `addr` (the debug header's w_ms of a request restricted to it), and the pick */
-async function priceAt(h: ProxyWasmHost, addr: string): Promise<number> {
-  const r = await h.request({ ':method': 'POST', ':path': '/v1/completions', ':authority': AUTH, ':scheme': 'http', [SUBSET]: addr });
-  assert.equal(r.localReply, undefined);
-  assert.equal(header(r.upstreamHeaders, 'x-switchyard-endpoint')[0], addr);
-  const d = header(r.responseHeaders, 'x-switchyard-debug')[0] ?? '';
-  const m = / w_ms=([0-9.]+) /.exec(d);
-  assert.ok(m, `debug header: ${d}`);
-  return Number(m[1]);
-}
-
-/** The scrape time of `addr` in an agent's current snapshot. */
-function scrapeAt(a: AgentHandle, addr: string): number {
-  const s = a.snapshot().snapshot;
-  const r = (s.instances ?? []).find((x) => x.addr === addr);
-  return r ? Number(s.generatedAtMs) - r.dataAgeMs : NaN;
-}
+// the all-to-all exchange (every agent hears every other's sums); the shipped leader mode is
+// test/mesh/inflight-leader.test.ts
+const ALL_TO_ALL = { inflight: { exchange: 'all' } };
 
 before(async () => {
   [etcd, nats] = await Promise.all([startMeshEtcd(), startNats()]);
   insts = await Promise.all([1, 2].map((s) => startCountedInstance(s)));
-  for (let i = 0; i < 2; i++) agents.push(await startAgent(agentConfig() as never, { logger: log, defaultMetrics: false }));
+  for (let i = 0; i < 2; i++) agents.push(await startAgent(inflightAgentConfig(insts, nats, etcd, 'collector', ALL_TO_ALL) as never, { logger: log, defaultMetrics: false }));
   for (const a of agents) {
     hosts.push(await startHost(pluginConfig({ loadAware: { services: [{ authorities: [AUTH], service: 'llm', debug: true, gatewaySubset: true }] } }, { services: [] }), a.port, { workers: 1 }));
   }
 });
 
-after(async () => {
-  for (const s of held) if (!s.done) s.onUpstreamHeaders(new HeaderMap('response', [[':status', '200'], ['content-length', '0']]), true);
-  for (const h of hosts) await h.close();
-  for (const a of agents) await a.stop();
-  for (const i of insts ?? []) await i.stop();
-  await nats?.dispose();
-  await etcd?.dispose();
-});
+after(() => releaseAndStop({ held, hosts, agents, insts, nats, etcd }));
 
 test('in-flight held in one agent\'s filter reaches the other agent\'s filter\'s price within ticks, and expires when that agent is gone', async (t) => {
   const [hA, hB] = hosts;
@@ -95,13 +60,7 @@ test('in-flight held in one agent\'s filter reaches the other agent\'s filter\'s
   const s0 = scrapeAt(aB, x);
   await until(() => scrapeAt(aB, x) !== s0, 5000, 'a new scrape of x published by B\'s agent');
   const t0 = performance.now();
-  for (let i = 0; i < HELD; i++) {
-    const hdrs = new HeaderMap('request', [[':method', 'POST'], [':path', '/v1/completions'], [':authority', AUTH], [':scheme', 'http'], [SUBSET, x]]);
-    let chosen: string | undefined;
-    const { stream } = hA.startStream(hdrs, null, true, { headers() {}, data() {}, reset() {} }, { send: (_s, h) => { chosen = h.get('x-switchyard-endpoint'); } }, undefined, () => {});
-    assert.equal(chosen, x, 'A\'s held request went to x');
-    held.push(stream);
-  }
+  hold(hA, x, HELD, held, 'A\'s held request went to x');
   // A reports 5 to agent A; A's sums go on NATS; B's agent adds them to the answer B's filter gets
   let seen = base;
   const ms = await until(async () => {

@@ -1,0 +1,63 @@
+// What the mesh in-flight tests (inflight-mesh.test.ts: exchange `all`; inflight-leader.test.ts:
+// the shipped `leader`) share: the agent config over the real etcd and NATS, a filter's price of
+// one instance read from its debug header, an agent's scrape time of it, requests held open in a
+// filter, and the teardown that releases them before stopping everything.
+import assert from 'node:assert/strict';
+import type { AgentHandle } from '../../agent/src';
+import { HeaderMap, type HttpStream, type ProxyWasmHost } from '../../host/src';
+import { header } from '../integration/helpers';
+import type { CountedInstance, NatsServer } from './servers';
+import type { EtcdServer } from '../rules/etcd-server';
+
+export const AUTH = 'inference.example';
+export const SUBSET = 'x-gateway-destination-endpoint-subset';
+
+/** An agent of `mode` serving the two simulators' pool `llm`; a collector also joins the election. */
+export function inflightAgentConfig(insts: CountedInstance[], nats: NatsServer, etcd: EtcdServer, mode: 'collector' | 'subscriber', extra: Record<string, unknown> = {}): Record<string, unknown> {
+  return {
+    listen: { host: '127.0.0.1', port: 0 },
+    link: { peers: [] },
+    inference: { services: [{ name: 'llm', kind: 'vllm', fetchModels: false, models: ['llama'], instances: { static: insts.map((i) => i.addr) } }] },
+    mesh: { mode, nats: { servers: [nats.url] }, ...(mode === 'collector' ? { etcd: { endpoints: [etcd.clientUrl] } } : {}) },
+    ...extra,
+  };
+}
+
+/** A filter's price of `addr` (the debug header's w_ms of a request restricted to it). */
+export async function priceAt(h: ProxyWasmHost, addr: string): Promise<number> {
+  const r = await h.request({ ':method': 'POST', ':path': '/v1/completions', ':authority': AUTH, ':scheme': 'http', [SUBSET]: addr });
+  assert.equal(r.localReply, undefined);
+  assert.equal(header(r.upstreamHeaders, 'x-switchyard-endpoint')[0], addr);
+  const d = header(r.responseHeaders, 'x-switchyard-debug')[0] ?? '';
+  const m = / w_ms=([0-9.]+) /.exec(d);
+  assert.ok(m, `debug header: ${d}`);
+  return Number(m[1]);
+}
+
+/** The scrape time of `addr` in an agent's current snapshot (NaN: not in it). */
+export function scrapeAt(a: AgentHandle, addr: string): number {
+  const s = a.snapshot().snapshot;
+  const r = (s.instances ?? []).find((x) => x.addr === addr);
+  return r ? Number(s.generatedAtMs) - r.dataAgeMs : NaN;
+}
+
+/** Opens `n` requests restricted to `addr` in filter `h` and keeps them in flight (into `held`). */
+export function hold(h: ProxyWasmHost, addr: string, n: number, held: HttpStream[], what = 'a held request went to its instance'): void {
+  for (let i = 0; i < n; i++) {
+    const hdrs = new HeaderMap('request', [[':method', 'POST'], [':path', '/v1/completions'], [':authority', AUTH], [':scheme', 'http'], [SUBSET, addr]]);
+    let chosen: string | undefined;
+    const { stream } = h.startStream(hdrs, null, true, { headers() {}, data() {}, reset() {} }, { send: (_s, hh) => { chosen = hh.get('x-switchyard-endpoint'); } }, undefined, () => {});
+    assert.equal(chosen, addr, what);
+    held.push(stream);
+  }
+}
+
+/** Answers every held request, then stops hosts, agents, simulators, NATS and etcd. */
+export async function releaseAndStop(r: { held: HttpStream[]; hosts: ProxyWasmHost[]; agents: AgentHandle[]; insts?: CountedInstance[]; nats?: NatsServer; etcd?: EtcdServer }): Promise<void> {
+  for (const s of r.held) if (!s.done) s.onUpstreamHeaders(new HeaderMap('response', [[':status', '200'], ['content-length', '0']]), true);
+  for (const h of r.hosts) await h.close();
+  for (const a of r.agents) await a.stop();
+  for (const i of r.insts ?? []) await i.stop();
+  await r.nats?.dispose();
+  await r.etcd?.dispose();
+}
