@@ -19,7 +19,7 @@ import { startAgent, type AgentHandle } from '../../agent/src';
 import { AGE_UNKNOWN, decodeInflight, encodeInflight, INFLIGHT_CONTENT_TYPE, KIND_REPORT } from '../../agent/src/mesh/inflight';
 import type { HttpStream, ProxyWasmHost } from '../../host/src';
 import { header, pluginConfig, sleep, startHost, until } from '../integration/helpers';
-import { AUTH, hold, inflightAgentConfig, priceAt, releaseAndStop, scrapeAt, SUBSET } from './inflight-rig';
+import { AUTH, hold, inflightAgentConfig, priceAt, releaseAndStop, riseBeforeNextScrape, scrapeAt, SUBSET } from './inflight-rig';
 import { startCountedInstance, startMeshEtcd, startNats, type CountedInstance, type NatsServer } from './servers';
 import type { EtcdServer } from '../rules/etcd-server';
 
@@ -81,13 +81,10 @@ test('leader exchange: the totals reach every filter; only the collectors hear t
   const base = await priceAt(hS, x);
   const s0 = scrapeAt(S, x);
   await until(() => scrapeAt(S, x) !== s0, 5000, 'a new scrape of x at S');
+  const s1 = scrapeAt(S, x);
   const t0 = performance.now();
   hold(hN, x, HELD, held);
-  let seen = base;
-  await until(async () => {
-    seen = await priceAt(hS, x);
-    return seen >= base + (HELD - 0.5) * base;
-  }, 900, `S's price of x to rise by ${HELD} requests (from ${base})`);
+  const { seen } = await riseBeforeNextScrape(hS, x, S, s1, base + (HELD - 0.5) * base, `S's price of x to rise by ${HELD} requests (from ${base})`);
   t.diagnostic(`N's held requests reached S's filter's price ${(performance.now() - t0).toFixed(0)} ms after the sends (via N -> leader -> total): w ${base} -> ${seen}`);
   // and every agent's answers (to a probe proxy with nothing in flight: at N, N's filter is another
   // local proxy; at L and S, N's requests came in the leader's total)

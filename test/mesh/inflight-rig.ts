@@ -41,6 +41,24 @@ export function scrapeAt(a: AgentHandle, addr: string): number {
   return r ? Number(s.generatedAtMs) - r.dataAgeMs : NaN;
 }
 
+/**
+ * Polls `h`'s price of `addr` until it reaches `target`, which must happen before `a` holds a newer
+ * scrape of `addr` than `scrape0`: the held requests never reach the simulator, so a new scrape
+ * rebases the backlog and the rise could no longer be told from the exchange (the bound is the
+ * scrape interval, 1 s, not a wall-clock window that a loaded machine stretches). Returns the
+ * price seen and the ms it took.
+ */
+export async function riseBeforeNextScrape(h: ProxyWasmHost, addr: string, a: AgentHandle, scrape0: number, target: number, what: string): Promise<{ seen: number; ms: number }> {
+  const t0 = performance.now();
+  for (;;) {
+    const seen = await priceAt(h, addr);
+    if (seen >= target) return { seen, ms: performance.now() - t0 };
+    assert.equal(scrapeAt(a, addr), scrape0, `${what}: a new scrape of ${addr} came first (price ${seen}, expected >= ${target})`);
+    if (performance.now() - t0 > 10_000) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
 /** Opens `n` requests restricted to `addr` in filter `h` and keeps them in flight (into `held`). */
 export function hold(h: ProxyWasmHost, addr: string, n: number, held: HttpStream[], what = 'a held request went to its instance'): void {
   for (let i = 0; i < n; i++) {

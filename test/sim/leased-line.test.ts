@@ -50,14 +50,16 @@ async function withLine<T>(opts: Partial<Parameters<typeof startLeasedLine>[0]>,
 test('adds the RTT it is told (and 0 adds ~nothing)', async () => {
   await withLine({ rttMs: 0 }, async (l) => {
     const s = await connect(l.port);
+    // the lower bounds are exact (the line never delivers early); the upper ones leave a loaded CI
+    // machine's timer lateness (tens of ms) while still telling 0, 40 and 120 apart
     const m0 = median(await rtts(s, 5));
-    assert.ok(m0 < 10, `baseline ${m0}`);
+    assert.ok(m0 < 20, `baseline ${m0}`);
     l.setDelay({ rttMs: 120 });
     const m = median(await rtts(s, 5));
-    assert.ok(m >= 119 && m < 120 + 25, `rtt ${m} for 120`);
+    assert.ok(m >= 119 && m < 120 + 40, `rtt ${m} for 120`);
     l.setDelay({ rttMs: 40 });
     const m2 = median(await rtts(s, 5));
-    assert.ok(m2 >= 39 && m2 < 40 + 25, `rtt ${m2} for 40`);
+    assert.ok(m2 >= 39 && m2 < 40 + 40, `rtt ${m2} for 40`);
     s.destroy();
   });
 });
