@@ -10,7 +10,7 @@ import { pickForRequest, RequestPick } from "../assembly/lib/choose-request";
 import { CRIT_STANDARD } from "../assembly/lib/criticality";
 import { Rng } from "../assembly/lib/inflight";
 import { SharedPrefill, sharedPendingMs } from "../assembly/lib/shared-prefill";
-import { PendingPrefill } from "../assembly/lib/pending-prefill";
+import { PendingPrefill, QUEUE_SPANS } from "../assembly/lib/pending-prefill";
 import { LlmFixture } from "./llm-fixture";
 
 const N = 8;
@@ -143,15 +143,20 @@ describe("shared pending prefill", () => {
 });
 
 describe("requests queued ahead (PendingPrefill.requestsIn)", () => {
-  it("counts this VM's queue by its mean charge in the busy period; a new period starts when the queue empties", () => {
+  it("counts this VM's queue request by request, back from its end; a new period starts when the queue empties", () => {
     const p = new PendingPrefill();
     p.grow(2);
     // a group's first request (227 ms) and three suffixes (13 ms) at one instant: 4 requests, 266 ms
     p.charge(0, 1000, 227);
     p.charge(0, 1000, 13); p.charge(0, 1000, 13); p.charge(0, 1000, 13);
     expect(p.requestsIn(0, p.aheadMs(0, 1000), 227)).toBeCloseTo(4);
-    // half of it done: as many requests as that much of the mean charge
-    expect(p.requestsIn(0, p.aheadMs(0, 1133), 227)).toBeCloseTo(2);
+    // 133 ms later the three suffixes all still wait behind the rest of the first (94 of its 227 ms):
+    // 3.41 requests. Before (the busy period's mean charge, 66.5 ms): 133 ms counted as 2 — the
+    // Poisson 90 % trace (llm-r8.md): a miss priced as delaying one request where three hits waited
+    expect(p.requestsIn(0, p.aheadMs(0, 1133), 227)).toBeCloseTo(3 + 94.0 / 227.0, 3);
+    // the last ms only (the part a request shares at the front left out): the three suffixes
+    expect(p.requestsIn(0, 39, 227)).toBeCloseTo(3);
+    expect(p.requestsIn(0, 26, 227)).toBeCloseTo(2);
     // the queue emptied (done at 1266): the next charge starts a new period
     p.charge(0, 2000, 100);
     expect(p.requestsIn(0, p.aheadMs(0, 2000), 227)).toBeCloseTo(1);
@@ -161,5 +166,24 @@ describe("requests queued ahead (PendingPrefill.requestsIn)", () => {
     // a freed and reused slot forgets its period (sync with a new generation)
     p.sync(2, [0, 7]);
     expect(p.requestsIn(1, 454, 227)).toBeCloseTo(2);
+  });
+
+  it("bounded: beyond QUEUE_SPANS charges in a busy period adjacent spans merge, the requests in them kept", () => {
+    const p = new PendingPrefill();
+    p.grow(1);
+    // 100 charges of 10 ms at one instant: 16 spans hold them, 1 s of queue, 100 requests
+    for (let k = 0; k < 100; k++) p.charge(0, 1000, 10);
+    expect(p.spanN[0]).toBe(QUEUE_SPANS);
+    expect(p.requestsIn(0, p.aheadMs(0, 1000), 10)).toBeCloseTo(100);
+    // equal charges merge evenly: any tail is as many requests as tenths of it
+    expect(p.requestsIn(0, 250, 10)).toBeCloseTo(25);
+    // a miss (227 ms) behind them is one request at the end of the queue, not 22.7
+    p.charge(0, 1000, 227);
+    expect(p.requestsIn(0, 227, 10)).toBeCloseTo(1);
+    expect(p.requestsIn(0, p.aheadMs(0, 1000), 10)).toBeCloseTo(101);
+    // half of the queue done: the spans done by then are dropped at the next charge
+    p.charge(0, 1500, 10);
+    expect(p.spanN[0]).toBeLessThanOrEqual(QUEUE_SPANS);
+    expect(p.requestsIn(0, p.aheadMs(0, 1500), 10)).toBeCloseTo(50 + 1 + 1);
   });
 });

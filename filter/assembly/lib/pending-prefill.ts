@@ -18,15 +18,24 @@ import { SharedPrefill } from "./shared-prefill";
 
 export const PENDING_SECTION_HEADER_BYTES: i32 = ADDR_SECTION_HEADER_BYTES;
 
+/** Spans of this VM's queue kept per slot (requestsIn): the requests in it are counted exactly
+ *  while its busy period holds at most this many charges. A fixed bound per slot (the slots are
+ *  bounded by the live fleet); beyond it two adjacent spans merge (the pair with the fewest
+ *  requests), their requests spread evenly over the merged span. */
+export const QUEUE_SPANS: i32 = 16;
+
 export class PendingPrefill {
   /** Per slot: when the prefill this VM sent there is done (ms, the request clock; 0: none). */
   own: StaticArray<f64> = new StaticArray<f64>(0);
   /** Per slot: when the prefill the other VMs sent there is done, as of the last exchange (0: none). */
   others: StaticArray<f64> = new StaticArray<f64>(0);
-  /** Per slot: the prefill this VM charged there since its queue was last empty, and how many
-   *  charges (requests) that was: the mean charge, which turns the ms ahead into requests ahead. */
-  busyMs: StaticArray<f64> = new StaticArray<f64>(0);
-  busyN: StaticArray<f64> = new StaticArray<f64>(0);
+  /** Per slot, QUEUE_SPANS spans of this VM's charges since its queue was last empty, oldest first
+   *  (contiguous: each charge starts where the one before it ends): start, end (ms, the request
+   *  clock) and the requests in it; `spanN` of them used. What turns ms queued into requests. */
+  spanStart: StaticArray<f64> = new StaticArray<f64>(0);
+  spanEnd: StaticArray<f64> = new StaticArray<f64>(0);
+  spanReqs: StaticArray<f64> = new StaticArray<f64>(0);
+  spanN: StaticArray<i32> = new StaticArray<i32>(0);
   /** Per slot: the in-flight generation the values belong to (a freed and reused slot starts empty). */
   private gen: StaticArray<u32> = new StaticArray<u32>(0);
   /** Records of other VMs skipped: a value not finite or negative (written by a broken VM). */
@@ -42,17 +51,20 @@ export class PendingPrefill {
   grow(n: i32): void {
     if (this.own.length >= n) return;
     const o = new StaticArray<f64>(n), r = new StaticArray<f64>(n), g = new StaticArray<u32>(n);
-    const bm = new StaticArray<f64>(n), bn = new StaticArray<f64>(n);
+    const K = QUEUE_SPANS;
+    const ss = new StaticArray<f64>(n * K), se = new StaticArray<f64>(n * K), sr = new StaticArray<f64>(n * K);
+    const sn = new StaticArray<i32>(n);
+    for (let k = 0; k < this.own.length * K; k++) {
+      unchecked(ss[k] = this.spanStart[k]); unchecked(se[k] = this.spanEnd[k]); unchecked(sr[k] = this.spanReqs[k]);
+    }
     for (let k = 0; k < this.own.length; k++) {
-      unchecked(bm[k] = this.busyMs[k]);
-      unchecked(bn[k] = this.busyN[k]);
+      unchecked(sn[k] = this.spanN[k]);
       unchecked(o[k] = this.own[k]);
       unchecked(r[k] = this.others[k]);
       unchecked(g[k] = this.gen[k]);
     }
     this.own = o;
-    this.busyMs = bm;
-    this.busyN = bn;
+    this.spanStart = ss; this.spanEnd = se; this.spanReqs = sr; this.spanN = sn;
     this.others = r;
     this.gen = g;
     this.spans.grow(n);
@@ -64,7 +76,7 @@ export class PendingPrefill {
     const n = min(capacity, gen.length);
     // slots the in-flight table gave back at its top (Inflight trimTail): forgotten once, as a
     // freed slot is (a slot regrown there has a new generation and is cleared again below)
-    for (let s = n; s < this.synced && s < this.own.length; s++) { unchecked(this.own[s] = 0); unchecked(this.others[s] = 0); unchecked(this.busyN[s] = 0); this.spans.clear(s); }
+    for (let s = n; s < this.synced && s < this.own.length; s++) { unchecked(this.own[s] = 0); unchecked(this.others[s] = 0); unchecked(this.spanN[s] = 0); this.spans.clear(s); }
     this.synced = n;
     // the live slots only when given (issue 24 #2): a free slot is cleared when it is reused
     const m = live != null ? live.length : n;
@@ -76,7 +88,7 @@ export class PendingPrefill {
       unchecked(this.gen[s] = g);
       unchecked(this.own[s] = 0);
       unchecked(this.others[s] = 0);
-      unchecked(this.busyN[s] = 0);
+      unchecked(this.spanN[s] = 0);
       this.spans.clear(s);
     }
   }
@@ -100,23 +112,73 @@ export class PendingPrefill {
     if (slot < 0 || !(ms > 0) || ms == Infinity) return;
     if (slot >= this.own.length) this.grow(slot + 1);
     const at = unchecked(this.own[slot]);
-    unchecked(this.own[slot] = (at > nowMs ? at : nowMs) + ms);
-    // a charge into an empty queue starts a busy period
-    if (at > nowMs && unchecked(this.busyN[slot]) > 0) { unchecked(this.busyMs[slot] += ms); unchecked(this.busyN[slot] += 1); }
-    else { unchecked(this.busyMs[slot] = ms); unchecked(this.busyN[slot] = 1); }
+    const start = at > nowMs ? at : nowMs;
+    unchecked(this.own[slot] = start + ms);
+    this.addSpan(slot, nowMs, start, start + ms, at > nowMs);
+  }
+
+  /** The charge [start, end) joins the slot's spans; `busy`: the queue had not emptied (else a new busy period). */
+  private addSpan(slot: i32, nowMs: f64, start: f64, end: f64, busy: bool): void {
+    const K = QUEUE_SPANS, base = slot * K;
+    let m = busy ? unchecked(this.spanN[slot]) : 0;
+    // spans done by now are out of every count: dropped (oldest first)
+    let done = 0;
+    while (done < m && unchecked(this.spanEnd[base + done]) <= nowMs) done++;
+    if (done > 0) {
+      for (let k = done; k < m; k++) this.moveSpan(base + k, base + k - done);
+      m -= done;
+    }
+    if (m == K) {
+      // full: merge the adjacent pair with the fewest requests
+      let at = 0, least = Infinity;
+      for (let k = 0; k + 1 < m; k++) {
+        const r = unchecked(this.spanReqs[base + k]) + unchecked(this.spanReqs[base + k + 1]);
+        if (r < least) { least = r; at = k; }
+      }
+      unchecked(this.spanEnd[base + at] = this.spanEnd[base + at + 1]);
+      unchecked(this.spanReqs[base + at] = least);
+      for (let k = at + 2; k < m; k++) this.moveSpan(base + k, base + k - 1);
+      m--;
+    }
+    unchecked(this.spanStart[base + m] = start);
+    unchecked(this.spanEnd[base + m] = end);
+    unchecked(this.spanReqs[base + m] = 1);
+    unchecked(this.spanN[slot] = m + 1);
+  }
+
+  @inline private moveSpan(from: i32, to: i32): void {
+    unchecked(this.spanStart[to] = this.spanStart[from]);
+    unchecked(this.spanEnd[to] = this.spanEnd[from]);
+    unchecked(this.spanReqs[to] = this.spanReqs[from]);
   }
 
   /**
-   * How many requests `ms` of prefill queued at `slot` is: ms over the mean charge this VM made
-   * there in the current busy period (a cached prefix makes most charges a few blocks, so ms over
-   * a whole prompt's prefill would count 10 queued hits as half a request). No charge in the
-   * period (the prefill is other VMs'): `wholeMs`, the prefill of a request of this size.
+   * How many requests the last `ms` of this VM's queue at `slot` are (counted back from its end,
+   * so the part a request shares at the front is left out): each charge is one request over its
+   * own span of the queue, the one being computed counted by the share of it left. A cached prefix
+   * makes most charges a few blocks: a group's first request (227 ms) then three suffixes (13 ms
+   * each) are 4 requests, and 133 ms later still 3.4 — the suffixes all wait behind the rest of the
+   * first — where the busy period's mean charge (66.5 ms) said 2. Exact up to QUEUE_SPANS charges
+   * in a busy period, then merged spans spread their requests evenly. Beyond this VM's charges (the
+   * prefill is other VMs', or none recorded): `wholeMs`, the prefill of a request of this size.
    */
   requestsIn(slot: i32, ms: f64, wholeMs: f64): f64 {
     if (!(ms > 0)) return 0;
-    let mean = wholeMs;
-    if (slot >= 0 && slot < this.busyN.length && unchecked(this.busyN[slot]) > 0) mean = unchecked(this.busyMs[slot]) / unchecked(this.busyN[slot]);
-    return mean > 0 ? ms / mean : 0;
+    let n: f64 = 0;
+    let rest = ms;
+    if (slot >= 0 && slot < this.spanN.length) {
+      const base = slot * QUEUE_SPANS;
+      const from = unchecked(this.own[slot]) - ms;
+      for (let k = unchecked(this.spanN[slot]) - 1; k >= 0; k--) {
+        const s = unchecked(this.spanStart[base + k]), e = unchecked(this.spanEnd[base + k]);
+        if (e <= from) break;
+        const lo = s > from ? s : from;
+        if (e > s) n += unchecked(this.spanReqs[base + k]) * (e - lo) / (e - s);
+        rest -= e - lo;
+      }
+    }
+    if (rest > 1e-9 && wholeMs > 0) n += rest / wholeMs;
+    return n;
   }
 
   /**

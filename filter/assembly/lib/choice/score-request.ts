@@ -3,7 +3,7 @@
 // size (docs/inference-llm.md, "One price in ms"). Where the snapshot has an LLM section:
 //   cost_i = rest_i + (P_i + modelCost_i)/weight_i + O·d(b_i)/weight_i + max(0, b_i + 1 − cap_i)·E[S]_i/cap_i/weight_i
 //            + (q_i + own_i·n_i)/weight_i   (q_i = max(0, ahead_i − shared_i): the wait; own_i·n_i: the delay its
-//              prefill adds to as many requests behind it as are ahead, n_i counted by PendingPrefill.requestsIn)
+//              prefill adds to as many requests behind it as are ahead, n_i counted one by one by PendingPrefill.requestsIn)
 //   P_i = uncached prompt tokens × the pool's prefill ms/token (plan-llm.ts poolTerms; none measured:
 //         request.fallbackPrefillMsPerToken), d(b) = the pool's decode line idle + perSeq·(1 + b)
 //         (no line: the occupancy rule on the pool's time per token, occupancy 1 while slots is only a
@@ -193,12 +193,14 @@ export function scoreRequest(plan: Plan, lp: LlmPlan, inflightP: usize, pending:
       unchecked(rc.decodeOf[i] = decode);
       // The delay its own prefill adds to the requests that queue behind it there: at a steady
       // queue as many arrive behind it during its wait as are ahead of it now, each delayed by its
-      // uncached prefill. The requests ahead are counted, not sized as this one: this VM's part
-      // over the mean charge it made there in the queue's busy period (pending-prefill.ts
-      // requestsIn; where a cached prefix makes most of them a 131-token suffix, ahead ÷ a whole
-      // prompt's prefill counted 10 queued hits as half a request), the other VMs' part in
-      // prefills of this request's size. A miss where hits are queued costs the fleet its prefix
-      // again (205 ms of a 2,271-token prompt) for every one of them; a hit, its suffix.
+      // uncached prefill — and the engine computes the requests waiting there in one step with
+      // whatever joins them, so each of those waits for it too. The requests ahead are counted,
+      // not sized as this one: this VM's part one by one, back from the queue's end (pending-
+      // prefill.ts requestsIn: a group's first request then three of its hits are 3.4 requests
+      // while the first is computing, where ms ÷ the busy period's mean charge said 0.9 and ms ÷
+      // a whole prompt's prefill a tenth), the other VMs' part in prefills of this request's size.
+      // A miss where hits are queued costs the fleet its prefix again (205 ms of a 2,271-token
+      // prompt) for every one of them; a hit, its suffix.
       const queued = ahead > 0 ? ahead : 0;
       let mine = pending.ownAheadMs(slot, nowMs) - shared;
       if (mine > queued) mine = queued;
