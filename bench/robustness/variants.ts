@@ -45,6 +45,8 @@ async function main(): Promise<void> {
         const out = await runPolicy(fleet, sp, p, { episodes, ttftFraction: 0.1 });
         (res[name] ??= []).push(p99ToSuccess(out));
         (res[`${name} errors`] ??= []).push(measuredErrors(out));
+        // measured requests the filter forwarded without an endpoint (all-ineligible: the fallback P2C routed them)
+        (res[`${name} fallback`] ??= []).push(p.stats.fallbackMeasured);
       }
     }
     console.log(cell.id);

@@ -35,6 +35,33 @@ test('CAS across two VMs of the same vm_id: NotFound, Ok, CasMismatch, cas 0 alw
   }
 });
 
+// What a shared-data call costs the guest is part of the request-path budget (docs/benchmarks/robust-r8.md:
+// a per-request cross-VM in-flight count): cpp-host get_shared_data (src/exports.cc) copies the value
+// under the process-wide mutex (SharedData::get, src/shared_data.cc) and then into a NEW guest buffer
+// through the guest's own allocator on every call (WasmBase::copyToPointerSize -> allocMemory ->
+// malloc); set_shared_data stores a copy of the guest's bytes (std::string(value)), never a view.
+test('every get allocates a fresh guest buffer through the guest malloc; a set stores a copy of the bytes', async () => {
+  const host = await ProxyWasmHost.create(await opts('vm'));
+  try {
+    const [a] = host.workers;
+    assert.equal(a.invoke('t_set', 0, 65), WasmResult.Ok);
+    const h0 = a.invoke('malloc', 0) as number; // the guest heap's top (malloc(0) does not move it)
+    assert.equal(a.invoke('t_get'), WasmResult.Ok);
+    const h1 = a.invoke('malloc', 0) as number;
+    assert.equal(a.invoke('t_get'), WasmResult.Ok);
+    const h2 = a.invoke('malloc', 0) as number;
+    assert.ok(h1 > h0 && h2 > h1, `each get allocated in the guest (heap ${h0} -> ${h1} -> ${h2})`);
+    assert.equal(a.invoke('t_value'), 65);
+    // t_set writes its byte into guest memory (offset 44) and then calls set: refused here (stale
+    // cas), so the guest's byte is 66 while the stored value must still be the copy of 65
+    assert.equal(a.invoke('t_set', 0x7fffffff, 66), WasmResult.CasMismatch);
+    assert.equal(a.invoke('t_get'), WasmResult.Ok);
+    assert.equal(a.invoke('t_value'), 65, 'the stored value is a copy, not a view of guest memory');
+  } finally {
+    await host.close();
+  }
+});
+
 test('shared data is per vm_id; hosts sharing a process and vm_id share it', async () => {
   const proc = new EnvoyProcess();
   const one = await ProxyWasmHost.create(await opts('one', proc));
