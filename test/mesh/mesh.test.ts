@@ -10,6 +10,8 @@
 //  2b. the leader hangs (alive in etcd, its keepalives going on, silent on NATS): the same
 //     takeover within 1 s; resumed, the old leader does not take the pool back (it finds its key
 //     taken and queues behind), no subscriber takes its late messages;
+//  2c. the leader's NATS link is cut (etcd fine): the same takeover within 1 s; reconnected, it
+//     queues behind (no flap);
 //  3. NATS dies: every subscriber scrapes itself (status, metrics), filters keep routing; NATS
 //     back: the subscribers return to the mesh and stop scraping;
 //  4. one subscriber cut off from NATS: it alone scrapes, its filter routes on its own scrapes;
@@ -31,6 +33,7 @@ type MeshStatus = { mode: string; id: number; nats: { connected: boolean }; loca
 let etcd: EtcdServer;
 let nats: NatsServer;
 let relay: Relay;
+let leaderRelay: Relay;
 let insts: CountedInstance[];
 let collectors: AgentHandle[] = [];
 let subs: AgentHandle[] = [];
@@ -74,6 +77,7 @@ function leaderOf(): AgentHandle | undefined {
 before(async () => {
   [etcd, nats] = await Promise.all([startMeshEtcd(), startNats()]);
   relay = await startRelay(nats.port);
+  leaderRelay = await startRelay(nats.port);
   insts = await Promise.all([1, 2, 3].map((s) => startCountedInstance(s)));
   for (let i = 0; i < 2; i++) collectors.push(await startAgent(agentConfig('collector', nats.url) as never, { logger: log, defaultMetrics: false }));
   for (let i = 0; i < 3; i++) subs.push(await startAgent(agentConfig('subscriber', i === 2 ? relay.url : nats.url) as never, { logger: log, defaultMetrics: false }));
@@ -94,6 +98,7 @@ after(async () => {
   for (const [k, a] of collectors.entries()) await bounded(`collector ${k}`, a.stop());
   for (const i of insts ?? []) await bounded('instance', i.stop());
   await bounded('relay', relay?.close());
+  await bounded('leader relay', leaderRelay?.close());
   await bounded('nats', nats?.dispose());
   await bounded('etcd', etcd?.dispose());
 });
@@ -239,6 +244,41 @@ test('hung leader (alive in etcd, silent on NATS): the standby takes over within
   await until(() => subs.every((s) => mesh(s).pools[0].leaderId === hung.mesh!.id), 5000, 'the resumed collector leads after the handover');
   t.diagnostic(`graceful handover back to the resumed collector ${(performance.now() - t1).toFixed(0)} ms`);
   collectors = [hung, await startAgent(agentConfig('collector', nats.url) as never, { logger: log, defaultMetrics: false })];
+});
+
+test('leader cut off from NATS (etcd fine): the standby takes over within 1 s; reconnected, the old leader queues behind (no flap)', async (t) => {
+  // a leader whose NATS link goes through a relay we can cut: stop the two collectors gracefully
+  // so that it leads, with a fresh standby behind it
+  const cutLeader = await startAgent(agentConfig('collector', leaderRelay.url) as never, { logger: log, defaultMetrics: false });
+  await until(() => mesh(cutLeader).election?.leaseId !== undefined && mesh(cutLeader).nats.connected, 10_000, 'the relayed collector queued');
+  for (const c of collectors) await c.stop();
+  await until(() => subs.every((s) => mesh(s).pools[0].leaderId === cutLeader.mesh!.id), 5000, 'the relayed collector leads');
+  const standby = await startAgent(agentConfig('collector', nats.url) as never, { logger: log, defaultMetrics: false });
+  collectors = [cutLeader, standby];
+  await until(() => mesh(standby).election?.leaseId !== undefined && mesh(standby).nats.connected, 10_000, 'a standby queued');
+  await sleep(1000);
+  const changes = subs.map((s) => mesh(s).pools[0].leaderChanges);
+  const t0 = performance.now();
+  leaderRelay.cut(); // the leader's NATS connection drops; its etcd lease lives
+  await until(() => subs.every((s) => mesh(s).pools[0].leaderId === standby.mesh!.id), 5000, 'every subscriber on the standby');
+  const ms = performance.now() - t0;
+  t.diagnostic(`NATS-cut leader failover ${ms.toFixed(0)} ms`);
+  assert.ok(ms <= 1000, `failover took ${ms.toFixed(0)} ms`);
+  assert.equal(mesh(standby).pools[0].leadReason, 'silence');
+  // the link back: the old leader reconnects, finds its key taken, queues behind; nobody flaps
+  await sleep(300);
+  leaderRelay.restore();
+  await until(() => mesh(cutLeader).nats.connected, 5000, 'the old leader reconnected');
+  for (let i = 0; i < 6; i++) {
+    await sleep(500);
+    assert.equal(mesh(cutLeader).pools[0].leading, false, 'the reconnected leader does not lead');
+    for (const [k, s] of subs.entries()) {
+      const st = mesh(s);
+      assert.equal(st.pools[0].leaderId, standby.mesh!.id, `subscriber ${k}: leader flapped`);
+      assert.equal(st.pools[0].leaderChanges, changes[k] + 1, `subscriber ${k}: exactly one leader change`);
+      assert.equal(st.fallback, false, `subscriber ${k} fell back`);
+    }
+  }
 });
 
 test('NATS down: subscribers scrape themselves and say so; NATS back: they return to the mesh', async () => {
