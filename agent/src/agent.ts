@@ -177,6 +177,7 @@ function inflightExchange(config: AgentConfig, w: Wired, agg: InflightAggregator
     poolOf: (a) => poolOfAddr(w, a),
     isLeader: (pool) => mesh.isLeader(pool),
     isCandidate: () => mesh.mode === 'collector',
+    leaderOf: (pool) => mesh.leaderOf(pool),
     registry: w.metrics.registry,
   });
 }

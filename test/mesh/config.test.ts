@@ -28,6 +28,8 @@ test('mesh config: defaults, and errors that name the field', () => {
   const col = resolveConfig({ link: { peers: [] }, inference, mesh: { mode: 'collector', nats, etcd: { endpoints: ['http://127.0.0.1:2379'] } } });
   assert.equal(col.mesh!.etcd!.leaseTtlS, 1, 'a crashed leader is replaced after about 1 s');
   assert.equal(col.mesh!.etcd!.prefix, '/switchyard/mesh/');
+  assert.equal(col.mesh!.heartbeatMs, 100, 'a silent leader is taken over after 3 heartbeats: 300 ms');
+  assert.equal(c.mesh!.heartbeatMs, 100);
   assert.equal(resolveConfig({ link: { peers: [] }, inference }).mesh, undefined, 'no mesh key: mode local');
 
   assert.deepEqual(problems({ inference, mesh: { mode: 'subscriber' } }), ['mesh.nats: required when mode is "subscriber"']);
@@ -38,6 +40,10 @@ test('mesh config: defaults, and errors that name the field', () => {
   assert.match(problems({ inference, mesh: { mode: 'subscriber', nats: { servers: ['http://x:4222'] } } })[0], /^mesh\.nats\.servers\[0\]: must match/);
   assert.match(problems({ inference, mesh: { mode: 'collector', nats, etcd: { endpoints: ['http://e:2379'], leaseTtlS: 0 } } })[0], /^mesh\.etcd\.leaseTtlS: /);
   assert.match(problems({ inference, mesh: { mode: 'subscriber', nats, bogus: 1 } })[0], /^mesh\.bogus: unknown field/);
+  assert.match(problems({ inference, mesh: { mode: 'subscriber', nats, heartbeatMs: 10 } })[0], /^mesh\.heartbeatMs: /);
+  assert.deepEqual(problems({ inference, mesh: { mode: 'subscriber', nats, heartbeatMs: 500 } }), ['mesh.heartbeatMs: the takeover window (3 x heartbeatMs = 1500 ms) must be < fallbackAfterMs / 2 (1500 ms: a failover would look like an outage)']);
+  assert.deepEqual(problems({ inference, mesh: { mode: 'collector', nats, heartbeatMs: 400, fallbackAfterMs: 5000, etcd: { endpoints: ['http://e:2379'] } } }), ['mesh.heartbeatMs: the takeover window (3 x heartbeatMs = 1200 ms) must be < etcd.leaseTtlS (1000 ms), or the lease expiry always comes first']);
+  assert.deepEqual(problems({ inference, mesh: { mode: 'collector', nats, heartbeatMs: 400, fallbackAfterMs: 5000, etcd: { endpoints: ['http://e:2379'], leaseTtlS: 2 } } }), []);
 });
 
 test('an agent without a mesh key runs mode local (scrapes itself, no mesh runtime)', async () => {

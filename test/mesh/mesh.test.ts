@@ -3,8 +3,15 @@
 // serving the real filter in the embedded host. Shipped mesh and scrape defaults (scrape 1 s,
 // fallbackAfterMs 3 s, lease TTL 1 s); etcd runs with --election-timeout 500, as docs/mesh.md asks.
 //  1. the pool state reaches every filter, and only the collectors scrape;
-//  2. the leader crashes: the standby publishes within TTL + etcd's expiry sweep, once (no flap),
-//     and no subscriber falls back; a graceful stop hands over within 1 s;
+//  2. the leader crashes: the standby, hearing no heartbeat for the takeover window (3 x 100 ms),
+//     takes the pool over through etcd ahead of the lease expiry and every subscriber is on it
+//     within 1 s, once (no flap), and none falls back; a graceful stop hands over within 1 s
+//     (the old leader's goodbye: no window to wait); /status and the metrics say why each leads;
+//  2b. the leader hangs (alive in etcd, its keepalives going on, silent on NATS): the same
+//     takeover within 1 s; resumed, the old leader does not take the pool back (it finds its key
+//     taken and queues behind), no subscriber takes its late messages;
+//  2c. the leader's NATS link is cut (etcd fine): the same takeover within 1 s; reconnected, it
+//     queues behind (no flap);
 //  3. NATS dies: every subscriber scrapes itself (status, metrics), filters keep routing; NATS
 //     back: the subscribers return to the mesh and stop scraping;
 //  4. one subscriber cut off from NATS: it alone scrapes, its filter routes on its own scrapes;
@@ -20,12 +27,13 @@ import { startCountedInstance, startMeshEtcd, startNats, startRelay, type Counte
 import type { EtcdServer } from '../rules/etcd-server';
 
 const AUTH = 'inference.example';
-type PoolStatus = { pool: string; source: string; leaderId?: number; leaderChanges: number; messageAgeMs?: number; rejected: number };
-type MeshStatus = { mode: string; id: number; nats: { connected: boolean }; localScraping: boolean; fallback: boolean; election?: { leading: string[] }; pools: PoolStatus[] };
+type PoolStatus = { pool: string; source: string; leaderId?: number; leaderChanges: number; messageAgeMs?: number; rejected: number; followed?: { id: number; reason: string }; leading?: boolean; leadReason?: string };
+type MeshStatus = { mode: string; id: number; nats: { connected: boolean }; localScraping: boolean; fallback: boolean; election?: { leading: string[]; leaseId?: string }; pools: PoolStatus[]; takeoverWindowMs: number };
 
 let etcd: EtcdServer;
 let nats: NatsServer;
 let relay: Relay;
+let leaderRelay: Relay;
 let insts: CountedInstance[];
 let collectors: AgentHandle[] = [];
 let subs: AgentHandle[] = [];
@@ -69,6 +77,7 @@ function leaderOf(): AgentHandle | undefined {
 before(async () => {
   [etcd, nats] = await Promise.all([startMeshEtcd(), startNats()]);
   relay = await startRelay(nats.port);
+  leaderRelay = await startRelay(nats.port);
   insts = await Promise.all([1, 2, 3].map((s) => startCountedInstance(s)));
   for (let i = 0; i < 2; i++) collectors.push(await startAgent(agentConfig('collector', nats.url) as never, { logger: log, defaultMetrics: false }));
   for (let i = 0; i < 3; i++) subs.push(await startAgent(agentConfig('subscriber', i === 2 ? relay.url : nats.url) as never, { logger: log, defaultMetrics: false }));
@@ -89,6 +98,7 @@ after(async () => {
   for (const [k, a] of collectors.entries()) await bounded(`collector ${k}`, a.stop());
   for (const i of insts ?? []) await bounded('instance', i.stop());
   await bounded('relay', relay?.close());
+  await bounded('leader relay', leaderRelay?.close());
   await bounded('nats', nats?.dispose());
   await bounded('etcd', etcd?.dispose());
 });
@@ -145,15 +155,29 @@ test('the leader\'s pool state reaches every filter; only the two collectors scr
   }
 });
 
-test('leader crash: the standby takes over within TTL + etcd\'s sweep, once, with no subscriber falling back', async (t) => {
+test('leader crash: the standby takes over by silence within 1 s, once, with no subscriber falling back', async (t) => {
   const old = leaderOf()!;
   const standby = collectors.find((c) => c !== old)!;
   const t0 = performance.now();
-  await old.mesh!.crash(); // no lease revocation: the lease must expire
-  const ms = await until(() => subs.every((s) => mesh(s).pools[0].leaderId === standby.mesh!.id), 5000, 'every subscriber on the new leader');
-  // lease TTL 1 s after the last keepalive (<= 1 s) + etcd's 500 ms expiry sweep
+  await old.mesh!.crash(); // no lease revocation: the lease would expire only after 1-1.5 s
+  await until(() => subs.every((s) => mesh(s).pools[0].leaderId === standby.mesh!.id), 5000, 'every subscriber on the new leader');
+  const ms = performance.now() - t0; // from the crash call: its heartbeats stop at once, its connections close within it
+  // the takeover window (300 ms after the last heartbeat, <= 100 ms before the crash) + a quarter
+  // heartbeat of check + a NATS flush + one etcd transaction and read; the lease expiry (1 s after
+  // the last keepalive + etcd's 500 ms sweep) is not waited for
   t.diagnostic(`crash failover ${ms.toFixed(0)} ms`);
-  assert.ok(ms <= 1600, `failover took ${ms.toFixed(0)} ms`);
+  assert.ok(ms <= 1000, `failover took ${ms.toFixed(0)} ms`);
+  assert.equal(mesh(standby).takeoverWindowMs, 300, 'shipped: 3 heartbeats of 100 ms');
+  // who leads and why: the standby took the silent leader over; the subscribers followed it for
+  // the old one's silence (status and metrics)
+  const sst = await statusJson(standby);
+  assert.deepEqual([sst.pools[0].leading, sst.pools[0].leadReason], [true, 'silence']);
+  assert.equal(await metric(standby, 'switchyard_mesh_leaderships_total\\{pool="_/llm",reason="silence"\\}'), 1);
+  for (const [k, s] of subs.entries()) {
+    const st = await statusJson(s);
+    assert.deepEqual(st.pools[0].followed, { ...st.pools[0].followed, id: standby.mesh!.id, reason: 'silence' }, `subscriber ${k} follows the standby for the old leader's silence`);
+    assert.equal(await metric(s, 'switchyard_mesh_leader_changes_total\\{pool="_/llm",reason="silence"\\}'), 1);
+  }
   // no flap: over three more seconds the new leader stays, no second change, nobody falls back
   for (let t = 0; t < 6; t++) {
     await sleep(500);
@@ -179,7 +203,82 @@ test('leader crash: the standby takes over within TTL + etcd\'s sweep, once, wit
   const graceful = performance.now() - t1;
   t.diagnostic(`graceful handover ${graceful.toFixed(0)} ms`);
   assert.ok(graceful <= 1000, `graceful handover took ${graceful.toFixed(0)} ms`);
+  // the revoked lease made etcd name the next leader; the subscribers followed it at once on the old one's goodbye
+  assert.equal(mesh(next).pools[0].leadReason, 'etcd');
+  for (const s of subs) assert.deepEqual([mesh(s).pools[0].followed?.reason, mesh(s).pools[0].leaderChanges], ['resigned', 2]);
   collectors = [next, await startAgent(agentConfig('collector', nats.url) as never, { logger: log, defaultMetrics: false })];
+});
+
+test('hung leader (alive in etcd, silent on NATS): the standby takes over within 1 s; resumed, the old leader does not take the pool back', async (t) => {
+  const [hung, standby] = collectors;
+  // the fresh standby has its key in etcd and hears the leader's heartbeats
+  await until(() => mesh(standby).election?.leaseId !== undefined && mesh(standby).nats.connected && mesh(hung).pools[0].leading === true, 10_000, 'a standby queued behind the leader');
+  await sleep(1000);
+  const changes = subs.map((s) => mesh(s).pools[0].leaderChanges);
+  assert.deepEqual(subs.map((s) => mesh(s).pools[0].leaderId), subs.map(() => hung.mesh!.id), 'the subscribers are on the leader');
+  const t0 = performance.now();
+  hung.mesh!.pauseForTest(true); // its etcd keepalives go on: the lease would never expire
+  await until(() => subs.every((s) => mesh(s).pools[0].leaderId === standby.mesh!.id), 5000, 'every subscriber on the standby');
+  const ms = performance.now() - t0;
+  t.diagnostic(`hung leader failover ${ms.toFixed(0)} ms`);
+  assert.ok(ms <= 1000, `failover took ${ms.toFixed(0)} ms`);
+  assert.equal(mesh(standby).pools[0].leadReason, 'silence');
+  assert.ok(mesh(hung).election!.leaseId !== undefined, 'the hung leader\'s lease is alive: only the silence made the takeover');
+  // resumed after 1.5 s: it finds its key taken, queues behind and publishes nothing (no flap)
+  await sleep(500);
+  hung.mesh!.pauseForTest(false);
+  for (let i = 0; i < 6; i++) {
+    await sleep(500);
+    assert.equal(mesh(hung).pools[0].leading, false, 'the resumed leader does not lead');
+    for (const [k, s] of subs.entries()) {
+      const st = mesh(s);
+      assert.equal(st.pools[0].leaderId, standby.mesh!.id, `subscriber ${k}: leader flapped`);
+      assert.equal(st.pools[0].leaderChanges, changes[k] + 1, `subscriber ${k}: exactly one leader change`);
+      assert.equal(st.fallback, false, `subscriber ${k} fell back`);
+    }
+    await allRoute('after the hung leader\'s takeover');
+  }
+  // it queued behind: a graceful stop of the new leader hands the pool back to it
+  const t1 = performance.now();
+  await standby.stop();
+  await until(() => subs.every((s) => mesh(s).pools[0].leaderId === hung.mesh!.id), 5000, 'the resumed collector leads after the handover');
+  t.diagnostic(`graceful handover back to the resumed collector ${(performance.now() - t1).toFixed(0)} ms`);
+  collectors = [hung, await startAgent(agentConfig('collector', nats.url) as never, { logger: log, defaultMetrics: false })];
+});
+
+test('leader cut off from NATS (etcd fine): the standby takes over within 1 s; reconnected, the old leader queues behind (no flap)', async (t) => {
+  // a leader whose NATS link goes through a relay we can cut: stop the two collectors gracefully
+  // so that it leads, with a fresh standby behind it
+  const cutLeader = await startAgent(agentConfig('collector', leaderRelay.url) as never, { logger: log, defaultMetrics: false });
+  await until(() => mesh(cutLeader).election?.leaseId !== undefined && mesh(cutLeader).nats.connected, 10_000, 'the relayed collector queued');
+  for (const c of collectors) await c.stop();
+  await until(() => subs.every((s) => mesh(s).pools[0].leaderId === cutLeader.mesh!.id), 5000, 'the relayed collector leads');
+  const standby = await startAgent(agentConfig('collector', nats.url) as never, { logger: log, defaultMetrics: false });
+  collectors = [cutLeader, standby];
+  await until(() => mesh(standby).election?.leaseId !== undefined && mesh(standby).nats.connected, 10_000, 'a standby queued');
+  await sleep(1000);
+  const changes = subs.map((s) => mesh(s).pools[0].leaderChanges);
+  const t0 = performance.now();
+  leaderRelay.cut(); // the leader's NATS connection drops; its etcd lease lives
+  await until(() => subs.every((s) => mesh(s).pools[0].leaderId === standby.mesh!.id), 5000, 'every subscriber on the standby');
+  const ms = performance.now() - t0;
+  t.diagnostic(`NATS-cut leader failover ${ms.toFixed(0)} ms`);
+  assert.ok(ms <= 1000, `failover took ${ms.toFixed(0)} ms`);
+  assert.equal(mesh(standby).pools[0].leadReason, 'silence');
+  // the link back: the old leader reconnects, finds its key taken, queues behind; nobody flaps
+  await sleep(300);
+  leaderRelay.restore();
+  await until(() => mesh(cutLeader).nats.connected, 5000, 'the old leader reconnected');
+  for (let i = 0; i < 6; i++) {
+    await sleep(500);
+    assert.equal(mesh(cutLeader).pools[0].leading, false, 'the reconnected leader does not lead');
+    for (const [k, s] of subs.entries()) {
+      const st = mesh(s);
+      assert.equal(st.pools[0].leaderId, standby.mesh!.id, `subscriber ${k}: leader flapped`);
+      assert.equal(st.pools[0].leaderChanges, changes[k] + 1, `subscriber ${k}: exactly one leader change`);
+      assert.equal(st.fallback, false, `subscriber ${k} fell back`);
+    }
+  }
 });
 
 test('NATS down: subscribers scrape themselves and say so; NATS back: they return to the mesh', async () => {

@@ -10,7 +10,13 @@
 // (expired, revoked, etcd gone > 2 TTL) is replaced by a new one, whose keys queue behind the
 // current leader's: a recovered collector does not take the pool back (no flap).
 // stop() revokes the lease: a graceful stop hands over at once, a crash after <= TTL (+ etcd's
-// 500 ms expiry sweep).
+// 500 ms expiry sweep) -- or sooner, by silence (runtime.ts): a standby that hears no heartbeat
+// of the leader for the takeover window calls takeOver(), which deletes exactly that leader's key
+// (a transaction on its create revision), so that etcd itself makes the standby the oldest key.
+// etcd stays the one authority: a leader whose key was taken finds it gone at its next read and
+// puts a new one, which queues behind the new leader's (a paused leader does not take the pool
+// back); suspect() makes a leader that was itself silent for the window stop publishing until a
+// read that started after its pause says it still leads.
 import { EventEmitter } from 'node:events';
 import { ConstantBackoff, noop } from 'cockatiel';
 import { Etcd3, type Lease, type Watcher } from 'etcd3';
@@ -25,9 +31,12 @@ export interface ElectionOptions {
   now?: () => number;
 }
 
+/** why a collector leads: etcd's order (first campaign, the old leader's lease expired or was revoked) or its takeover of a silent leader */
+export type LeadReason = 'etcd' | 'silence';
+
 export interface ElectionEvents {
   /** the pool's leadership of this collector changed */
-  leader: [pool: string, leading: boolean];
+  leader: [pool: string, leading: boolean, reason: LeadReason];
   error: [err: Error];
 }
 
@@ -41,6 +50,18 @@ interface PoolState {
   leading: boolean;
   /** what was last emitted (leading and trusted) */
   eff?: boolean;
+  /** the oldest key (the leader) at the last read: key, its create revision, the leader's mesh id */
+  leaderKey?: string;
+  leaderRev?: string;
+  leaderId?: number;
+  /** when this collector last learned of a new leader id (a standby's silence clock starts no earlier) */
+  leaderSince: number;
+  /** suspect(): the read sequence number after which a read confirms the leadership again */
+  suspectSeq: number;
+  /** a takeover by silence committed (etcd deleted the silent leader's key): the next leadership's reason */
+  tookOverAt?: number;
+  /** why the current leadership began */
+  reason?: LeadReason;
 }
 
 export class PoolElection extends EventEmitter<ElectionEvents> {
@@ -53,6 +74,7 @@ export class PoolElection extends EventEmitter<ElectionEvents> {
   private timer?: NodeJS.Timeout;
   private stopped = false;
   private campaigning = false;
+  private readSeq = 0;
   private readonly now: () => number;
   lastError?: string;
 
@@ -73,7 +95,7 @@ export class PoolElection extends EventEmitter<ElectionEvents> {
 
   /** Campaign for every pool; returns at once (nothing waits on etcd). */
   start(pools: string[]): void {
-    for (const p of pools) this.pools.set(p, { first: true, leading: false });
+    for (const p of pools) this.pools.set(p, { first: true, leading: false, leaderSince: this.now(), suspectSeq: 0 });
     void this.campaign();
     // re-reads and the trust deadline: leadership ends when keepalives stop, even with no event
     this.timer = setInterval(() => this.check(), Math.max(50, Math.floor((this.o.leaseTtlS * 1000) / 10)));
@@ -81,15 +103,61 @@ export class PoolElection extends EventEmitter<ElectionEvents> {
   }
 
   isLeader(pool: string): boolean {
-    return (this.pools.get(pool)?.leading ?? false) && this.trusted();
+    const s = this.pools.get(pool);
+    return s !== undefined && s.leading && s.suspectSeq === 0 && this.trusted();
+  }
+
+  /** the leader of the pool at the last read (its mesh id) and since when this collector knows it */
+  leaderOf(pool: string): { id?: number; since: number } {
+    const s = this.pools.get(pool);
+    return { id: s?.leaderId, since: s?.leaderSince ?? this.now() };
+  }
+
+  /** why this collector leads the pool (undefined: it does not) */
+  reasonOf(pool: string): LeadReason | undefined {
+    return this.isLeader(pool) ? this.pools.get(pool)?.reason : undefined;
+  }
+
+  /**
+   * This leader was silent for the follow window itself (its event loop paused, NATS lost), or
+   * heard another leader of the pool: a standby may have taken the pool. It publishes nothing until a read that starts now confirms
+   * that its key is still the oldest.
+   */
+  suspect(pool: string): void {
+    const s = this.pools.get(pool);
+    if (!s || !s.leading) return;
+    s.suspectSeq = this.readSeq + 1;
+    void this.reread();
+  }
+
+  /**
+   * A standby heard nothing from the pool's leader `silentId` for the takeover window: delete that
+   * leader's key -- only that incarnation (its create revision), only if this collector has a
+   * trusted key of its own -- and re-read, so that etcd's order makes the next key the leader.
+   * Returns whether etcd deleted it (false: the leader changed meanwhile, or etcd is unreachable).
+   */
+  async takeOver(pool: string, silentId: number): Promise<boolean> {
+    const s = this.pools.get(pool);
+    if (!s || this.stopped || !s.key || s.leading || !this.trusted() || s.leaderId !== silentId || !s.leaderKey || !s.leaderRev) return false;
+    try {
+      const r = await this.client.if(s.leaderKey, 'Create', '==', s.leaderRev).then(this.client.delete().key(s.leaderKey)).commit();
+      if (!r.succeeded) return false;
+      s.tookOverAt = this.now();
+      await this.reread();
+      return true;
+    } catch (err) {
+      this.lastError = `etcd: ${(err as Error).message}`;
+      return false;
+    }
   }
 
   private trusted(): boolean {
     return this.now() - this.lastKeepAliveAt < TRUST * this.o.leaseTtlS * 1000;
   }
 
-  status(): { leaseId?: string; leaseTrusted: boolean; leading: string[]; lastError?: string } {
-    return { leaseId: this.leaseId, leaseTrusted: this.trusted(), leading: [...this.pools].filter(([p]) => this.isLeader(p)).map(([p]) => p), lastError: this.lastError };
+  status(): { leaseId?: string; leaseTrusted: boolean; leading: string[]; reasons: Record<string, LeadReason | undefined>; lastError?: string } {
+    const leading = [...this.pools].filter(([p]) => this.isLeader(p)).map(([p]) => p);
+    return { leaseId: this.leaseId, leaseTrusted: this.trusted(), leading, reasons: Object.fromEntries(leading.map((p) => [p, this.reasonOf(p)])), lastError: this.lastError };
   }
 
   /** a new lease, our keys under it, then the watch; retried until it works */
@@ -149,8 +217,24 @@ export class PoolElection extends EventEmitter<ElectionEvents> {
         this.rereadAgain = false;
         for (const [p, s] of this.pools) {
           if (!s.key) continue;
-          const first = await this.client.getAll().prefix(this.prefixOf(p)).sort('Create', 'Ascend').limit(1).keys();
-          this.set(p, s, first[0] === s.key);
+          const seq = ++this.readSeq;
+          // every candidate's key (one per live collector: bounded by the collectors)
+          const kvs = (await this.client.getAll().prefix(this.prefixOf(p)).sort('Create', 'Ascend').exec()).kvs;
+          const lead = kvs[0];
+          const id = lead ? Number(lead.value.toString()) : undefined;
+          if (id !== s.leaderId) s.leaderSince = this.now();
+          s.leaderKey = lead?.key.toString();
+          s.leaderRev = lead?.create_revision;
+          s.leaderId = id;
+          if (s.suspectSeq !== 0 && seq >= s.suspectSeq) s.suspectSeq = 0;
+          if (!kvs.some((kv) => kv.key.toString() === s.key) && this.lease && !this.stopped) {
+            // our key was taken by a standby (we were silent): a new one, behind the current leader
+            this.set(p, s, false);
+            await this.lease.put(s.key).value(String(this.o.id));
+            this.rereadAgain = true;
+            continue;
+          }
+          this.set(p, s, lead?.key.toString() === s.key);
         }
       } while (this.rereadAgain && !this.stopped);
     } catch (err) {
@@ -169,12 +253,20 @@ export class PoolElection extends EventEmitter<ElectionEvents> {
   /** record the etcd answer; emit when the effective leadership (answer and trust) changes */
   private set(pool: string, s: PoolState, leading: boolean): void {
     s.leading = leading;
+    if (!leading) s.reason = undefined;
+    // (a suspect() pause is not a change of leadership: isLeader() holds it back, no event)
     const eff = leading && this.trusted();
     if (eff !== s.eff || s.first) {
       const changed = s.eff !== undefined && eff !== s.eff;
+      if (eff && s.reason === undefined) {
+        // a leadership that follows our own takeover within a second is the takeover's (kept
+        // while etcd says we lead: a suspect() pause confirmed by a read is the same leadership)
+        s.reason = s.tookOverAt !== undefined && this.now() - s.tookOverAt < 1000 ? 'silence' : 'etcd';
+        s.tookOverAt = undefined;
+      }
       s.eff = eff;
       s.first = false;
-      if (changed || eff) this.emit('leader', pool, eff);
+      if (changed || eff) this.emit('leader', pool, eff, s.reason ?? 'etcd');
     }
   }
 

@@ -68,6 +68,12 @@ export interface ExchangeDeps {
    * leader (no warm-up after a failover); undefined: only while leading
    */
   isCandidate?: (pool: string) => boolean;
+  /**
+   * leader mode: the mesh id of the pool leader this agent follows (MeshRuntime.leaderOf, from the
+   * leaders' heartbeats): only its totals are taken, so that a paused old leader's totals never
+   * interleave with its successor's; undefined (no leader heard yet, or not given): any total
+   */
+  leaderOf?: (pool: string) => number | undefined;
   registry?: Registry;
   now?: () => number;
 }
@@ -141,11 +147,15 @@ export class InflightExchange {
   /** leader mode: the pools this agent leads, and their `.up` subscriptions */
   private leading = new Map<string, { sum: LeaderPool; sub: Subscription }>();
   private readonly subjects: Map<string, string>;
+  /** leader mode: per pool, the mesh id of the leader whose total was last taken (status) */
+  readonly totalFrom = new Map<string, number>();
   private readonly now: () => number;
   readonly stats = {
     published: 0, received: 0, rejected: 0, own: 0, bytesOut: 0, bytesIn: 0,
     /** leader mode: totals published (as leader) and taken (as agent); agents' sums received as leader */
     totalsPublished: 0, totalsReceived: 0, totalsIgnored: 0, upReceived: 0,
+    /** leader mode: totals refused, from a sender other than the followed leader */
+    totalsNotLeader: 0,
   };
   private readonly m?: { messages: promClient.Counter<'direction' | 'result'>; bytes: promClient.Counter<'direction'> };
 
@@ -193,6 +203,7 @@ export class InflightExchange {
       exchange: this.mode,
       remoteKnown: this.mode === 'leader' ? this.knowsRemote() : undefined,
       leading: this.leadingPools(),
+      totalsFrom: this.mode === 'leader' ? Object.fromEntries(this.totalFrom) : undefined,
       rttMs: this.rttMs,
       ...this.stats,
     };
@@ -384,6 +395,11 @@ export class InflightExchange {
   private onTotal(pool: string, data: Uint8Array): void {
     const doc = this.decode(data, KIND_TOTAL);
     if (!doc) return;
+    const leader = this.deps.leaderOf?.(pool);
+    if (leader !== undefined && doc.proxyId !== leader) {
+      this.stats.totalsNotLeader++;
+      return;
+    }
     const now = this.now();
     // until the leader surely holds our sums, subtracting them would count the others short
     if (this.firstSentAt === undefined || now - this.firstSentAt < SETTLE_INTERVALS * this.cfg.exchangeMs) {
@@ -416,6 +432,7 @@ export class InflightExchange {
       this.m?.messages.inc({ direction: 'received', result: 'rejected' });
       return;
     }
+    this.totalFrom.set(pool, doc.proxyId);
     this.stats.totalsReceived++;
     this.stats.received++;
     this.m?.messages.inc({ direction: 'received', result: 'ok' });

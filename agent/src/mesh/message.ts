@@ -41,3 +41,40 @@ export function decodePoolMessage(data: Uint8Array, peer: string, service: strin
   }
   return { leaderId: d.bootId, seq: d.seq, generatedAtMs: d.generatedAtMs, peer, service, instances: d.instances, llm: d.llm };
 }
+
+// The leader's heartbeat, per pool on <pool subject>.leader every mesh.heartbeatMs while it leads
+// (and once with RESIGNED at a graceful stop): 12 bytes, magic "SYHB", version 1, flags, the
+// leader's heartbeat interval (ms, so that a listener derives the silence window from the
+// leader's own rate) and its mesh id. Standby collectors take over a pool whose leader is silent
+// for the takeover window; every agent follows one leader per pool by it (runtime.ts).
+export const HEARTBEAT_MAGIC = 0x53594842; // "SYHB"
+export const HEARTBEAT_RESIGNED = 1;
+
+export interface Heartbeat {
+  leaderId: number;
+  heartbeatMs: number;
+  /** a graceful stop: the next leader is followed at once, without waiting for the window */
+  resigned: boolean;
+}
+
+export function encodeHeartbeat(h: Heartbeat): Buffer {
+  const b = Buffer.alloc(12);
+  b.writeUInt32BE(HEARTBEAT_MAGIC, 0);
+  b.writeUInt8(1, 4);
+  b.writeUInt8(h.resigned ? HEARTBEAT_RESIGNED : 0, 5);
+  b.writeUInt16BE(Math.min(0xffff, Math.max(0, Math.round(h.heartbeatMs))), 6);
+  b.writeUInt32BE(h.leaderId >>> 0, 8);
+  return b;
+}
+
+/** Throws on anything but a 12-byte version-1 heartbeat with a non-zero interval and id. */
+export function decodeHeartbeat(data: Uint8Array): Heartbeat {
+  if (data.length !== 12) throw new Error(`heartbeat: ${data.length} bytes, expected 12`);
+  const b = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
+  if (b.readUInt32BE(0) !== HEARTBEAT_MAGIC) throw new Error('heartbeat: bad magic');
+  if (b.readUInt8(4) !== 1) throw new Error(`heartbeat: version ${b.readUInt8(4)}`);
+  const heartbeatMs = b.readUInt16BE(6);
+  const leaderId = b.readUInt32BE(8);
+  if (heartbeatMs === 0 || leaderId === 0) throw new Error('heartbeat: zero interval or id');
+  return { leaderId, heartbeatMs, resigned: (b.readUInt8(5) & HEARTBEAT_RESIGNED) !== 0 };
+}

@@ -8,6 +8,15 @@
 //               until the local scrapes are warm (their dataAgeMs grows, so the filter's
 //               stalenessMs retires them as it would a silent agent). When every pool has had
 //               fresh messages for fallbackAfterMs the local scraping stops again.
+// Leadership (docs/mesh.md "Leader election"): the leader also publishes a heartbeat per pool on
+// <pool subject>.leader every mesh.heartbeatMs. A standby collector that hears none from the
+// pool's etcd leader for the takeover window (3 heartbeats), after a NATS flush has shown it
+// everything the server had for it, takes the pool over through etcd (election.takeOver: the
+// silent leader's key deleted, etcd's order makes the standby the leader) and publishes at once
+// from its own hot scrapes -- a crashed, hung or NATS-cut leader is replaced in about the window,
+// not the lease TTL + etcd's sweep. Every agent follows one leader per pool (follow.ts): another
+// sender's messages are refused until the followed leader has been silent for 2 heartbeats or
+// said goodbye, so no subscriber interleaves two leaders' states (nor their in-flight totals).
 // Nothing on the request path waits on NATS or etcd: the snapshot publisher reads records() and
 // llmRecords(), which only read memory.
 import { randomInt } from 'node:crypto';
@@ -19,8 +28,9 @@ import type { InstanceRecord } from '../snapshot/codec';
 import type { InstanceLlmRecord } from '../snapshot/llm';
 import type { InstanceSource } from '../wiring/instances';
 import { resolveInferenceConfig, type InferenceConfig } from '../inference/schema';
-import { PoolElection } from './election';
-import { decodePoolMessage, encodePoolMessage, type PoolMessage } from './message';
+import { PoolElection, type LeadReason } from './election';
+import { followWindowMs, LeaderFollow, takeoverWindowMs } from './follow';
+import { decodeHeartbeat, decodePoolMessage, encodeHeartbeat, encodePoolMessage, type PoolMessage } from './message';
 import { poolKey, poolSubject, type MeshConfig } from './schema';
 
 export interface MeshDeps {
@@ -44,8 +54,17 @@ interface Pool {
   source: 'mesh' | 'local' | 'none';
   rejected: number;
   lastRejected?: string;
-  leaderChanges: number;
   sub?: Subscription;
+  /** <subject>.leader: the leader's heartbeats */
+  beatSubject: string;
+  beatSub?: Subscription;
+  /** the one leader this agent listens to (pool states, in-flight totals) */
+  follow: LeaderFollow;
+  /** collector: when each sender's last heartbeat came (the leader's silence clock; bounded by the live collectors, pruned) */
+  heard: Map<number, number>;
+  /** collector, leading: when it last sent a heartbeat (its own silence: suspect() past the follow window) */
+  lastBeatAt?: number;
+  takingOver: boolean;
 }
 
 const U32_MAX = 0xffffffff;
@@ -85,8 +104,14 @@ export class MeshRuntime {
     messages: promClient.Counter<'direction' | 'result'>;
     bytes: promClient.Counter<'direction'>;
     leader: promClient.Gauge<'pool'>;
-    leaderChanges: promClient.Counter<'pool'>;
+    leaderChanges: promClient.Counter<'pool' | 'reason'>;
+    leaderships: promClient.Counter<'pool' | 'reason'>;
+    beats: promClient.Counter<'direction' | 'result'>;
   };
+  /** when NATS last (re)connected: a standby's silence clock starts no earlier */
+  private connectedAt = -Infinity;
+  private lastCheckAt?: number;
+  private lagUntil = -Infinity;
 
   constructor(private readonly cfg: MeshConfig, inference: Record<string, unknown> | undefined, private readonly deps: MeshDeps) {
     this.now = deps.now ?? Date.now;
@@ -97,7 +122,8 @@ export class MeshRuntime {
     this.pools = this.inference.services.map((s) => ({
       key: poolKey(s.peer, s.name), peer: s.peer, service: s.name,
       llm: s.llm ?? (s.kind === 'vllm' || (s.models?.length ?? 0) > 0),
-      subject: poolSubject(prefix, s.peer, s.name), source: 'none' as const, rejected: 0, leaderChanges: 0,
+      subject: poolSubject(prefix, s.peer, s.name), source: 'none' as const, rejected: 0,
+      beatSubject: `${poolSubject(prefix, s.peer, s.name)}.leader`, follow: new LeaderFollow(cfg.heartbeatMs), heard: new Map<number, number>(), takingOver: false,
     }));
     const reg = deps.registry;
     const r = [reg];
@@ -108,11 +134,13 @@ export class MeshRuntime {
       messages: getOrCreate(reg, 'switchyard_mesh_messages_total', () => new promClient.Counter({ name: 'switchyard_mesh_messages_total', help: 'Pool messages published or received, by result (ok, rejected: malformed or of another pool, old: an older seq of the same leader).', labelNames: ['direction', 'result'], registers: r })),
       bytes: getOrCreate(reg, 'switchyard_mesh_message_bytes_total', () => new promClient.Counter({ name: 'switchyard_mesh_message_bytes_total', help: 'Bytes of pool messages published or received.', labelNames: ['direction'], registers: r })),
       leader: getOrCreate(reg, 'switchyard_mesh_leader', () => new promClient.Gauge({ name: 'switchyard_mesh_leader', help: '1 while this collector leads the pool (publishes it).', labelNames: ['pool'], registers: r })),
-      leaderChanges: getOrCreate(reg, 'switchyard_mesh_leader_changes_total', () => new promClient.Counter({ name: 'switchyard_mesh_leader_changes_total', help: 'Subscriber: messages from a new leader of the pool (a failover).', labelNames: ['pool'], registers: r })),
+      leaderChanges: getOrCreate(reg, 'switchyard_mesh_leader_changes_total', () => new promClient.Counter({ name: 'switchyard_mesh_leader_changes_total', help: 'The leader this agent follows for the pool changed (a failover), by reason: silence (the old one silent for 2 heartbeats) or resigned (its goodbye at a graceful stop).', labelNames: ['pool', 'reason'], registers: r })),
+      leaderships: getOrCreate(reg, 'switchyard_mesh_leaderships_total', () => new promClient.Counter({ name: 'switchyard_mesh_leaderships_total', help: 'Collector: leaderships of the pool begun, by reason: etcd (its key became the oldest: first campaign, the old lease expired or was revoked) or silence (it took over a leader silent for 3 heartbeats).', labelNames: ['pool', 'reason'], registers: r })),
+      beats: getOrCreate(reg, 'switchyard_mesh_heartbeats_total', () => new promClient.Counter({ name: 'switchyard_mesh_heartbeats_total', help: 'Leader heartbeats published or received, by result (ok, rejected: malformed, not_leader: a sender other than the followed leader, refused).', labelNames: ['direction', 'result'], registers: r })),
     };
     for (const d of ['published', 'received']) {
       this.m.bytes.inc({ direction: d }, 0);
-      for (const res of ['ok', 'rejected', 'old']) this.m.messages.inc({ direction: d, result: res }, 0);
+      for (const res of ['ok', 'rejected', 'old', 'not_leader']) this.m.messages.inc({ direction: d, result: res }, 0);
     }
   }
 
@@ -122,7 +150,29 @@ export class MeshRuntime {
 
   /** Whether this collector leads the pool now (`_/llm`; the mesh in-flight exchange's leader mode follows it). */
   isLeader(pool: string): boolean {
-    return !this.stopped && (this.election?.isLeader(pool) ?? false);
+    if (this.stopped || this.paused || !(this.election?.isLeader(pool) ?? false)) return false;
+    // and only while its own heartbeat is current: a leader that was silent (paused, NATS lost)
+    // publishes nothing -- neither pool states nor in-flight totals -- until beat() has asked etcd
+    const p = this.pools.find((x) => x.key === pool);
+    return p?.lastBeatAt !== undefined && this.now() - p.lastBeatAt < followWindowMs(this.cfg.heartbeatMs);
+  }
+
+  private paused = false;
+  /**
+   * Tests: a hung collector -- alive in etcd (its keepalives go on) but silent on NATS: no
+   * heartbeat, no pool state, no takeover check while paused; resumed, it carries on from where
+   * it stopped, as a process whose event loop was stalled would.
+   */
+  pauseForTest(paused: boolean): void {
+    this.paused = paused;
+  }
+
+  /**
+   * The mesh id of the leader this agent follows for the pool (its pool states and in-flight
+   * totals are the only ones taken; undefined: none heard yet).
+   */
+  leaderOf(pool: string): number | undefined {
+    return this.pools.find((p) => p.key === pool)?.follow.id;
   }
 
   /** The NATS connection while connected (the mesh in-flight exchange shares it), else undefined. */
@@ -135,14 +185,20 @@ export class MeshRuntime {
       await this.startLocal();
       const e = this.cfg.etcd!;
       this.election = new PoolElection({ endpoints: e.endpoints, prefix: e.prefix, leaseTtlS: e.leaseTtlS, dialTimeoutMs: e.dialTimeoutMs, id: this.id, now: this.now });
-      this.election.on('leader', (pool, leading) => {
+      this.election.on('leader', (pool, leading, reason) => {
         this.m.leader.set({ pool }, leading ? 1 : 0);
-        this.deps.logger.info({ pool, leading, id: this.id }, leading ? 'mesh: leading the pool' : 'mesh: no longer leading the pool');
-        if (leading) this.publishPool(this.pools.find((p) => p.key === pool));
+        this.deps.logger.info({ pool, leading, reason, id: this.id }, leading ? 'mesh: leading the pool' : 'mesh: no longer leading the pool');
+        const p = this.pools.find((x) => x.key === pool);
+        if (leading) this.m.leaderships.inc({ pool, reason });
+        if (leading && p) { this.beat(p); this.publishPool(p); }
+        if (!leading && p) p.lastBeatAt = undefined;
       });
       this.election.on('error', (err) => this.deps.logger.warn({ err: err.message }, 'mesh: etcd election'));
       this.election.start(this.pools.map((p) => p.key));
       this.every(this.inference.scrapeIntervalMs, () => { for (const p of this.pools) this.publishPool(p); });
+      this.every(this.cfg.heartbeatMs, () => { for (const p of this.pools) this.beat(p); });
+      // the standby's silence check, a quarter heartbeat apart (the takeover lands within that of the window)
+      this.every(Math.max(5, Math.floor(this.cfg.heartbeatMs / 4)), () => this.watchLeaders());
     }
     this.connectNats();
     this.every(Math.max(25, Math.min(250, Math.floor(this.cfg.fallbackAfterMs / 8))), () => this.housekeep());
@@ -173,6 +229,7 @@ export class MeshRuntime {
       if (this.stopped) { void nc.close(); return; }
       this.nc = nc;
       this.setConnected(true);
+      for (const p of this.pools) p.beatSub = nc.subscribe(p.beatSubject, { callback: (err, msg) => { if (!err) this.onHeartbeat(p, msg.data); } });
       if (this.mode === 'subscriber') {
         for (const p of this.pools) p.sub = nc.subscribe(p.subject, { callback: (err, msg) => { if (!err) this.onMessage(p, msg.data); } });
       }
@@ -193,7 +250,7 @@ export class MeshRuntime {
   private setConnected(c: boolean): void {
     if (c === this.connected) return;
     this.connected = c;
-    if (c) { this.everConnected = true; this.natsError = undefined; }
+    if (c) { this.everConnected = true; this.natsError = undefined; this.connectedAt = this.now(); }
     this.m.connected.set(c ? 1 : 0);
     this.deps.logger[c ? 'info' : 'warn']({ mode: this.mode }, c ? 'mesh: NATS connected' : 'mesh: NATS disconnected');
     this.housekeep();
@@ -210,7 +267,7 @@ export class MeshRuntime {
 
   /** nothing is published while disconnected: a late pool state is worth nothing, the next scrape replaces it */
   private publishPool(p: Pool | undefined): void {
-    if (!p || !this.nc || !this.connected || !this.local || !this.election?.isLeader(p.key)) return;
+    if (!p || !this.nc || !this.connected || !this.local || !this.isLeader(p.key)) return;
     const { instances, llm } = this.poolRecords(p, this.local);
     let data: Buffer;
     try {
@@ -226,6 +283,97 @@ export class MeshRuntime {
       this.m.bytes.inc({ direction: 'published' }, data.length);
     } catch (err) {
       this.natsError = (err as Error).message;
+    }
+  }
+
+  /** the leader's heartbeat of a pool (every heartbeatMs while it leads); a leader late by the follow window suspects it was replaced */
+  private beat(p: Pool, resigned = false): void {
+    if (!this.nc || !this.connected || !this.election || this.paused) return;
+    const now = this.now();
+    if (!resigned) {
+      if (!this.election.isLeader(p.key)) return;
+      // silent for the follow window itself (event loop paused, NATS lost): a standby may hold the
+      // pool now; nothing more is published until etcd confirms (no two leaders talking)
+      if (p.lastBeatAt !== undefined && now - p.lastBeatAt >= followWindowMs(this.cfg.heartbeatMs)) {
+        p.lastBeatAt = undefined;
+        this.election.suspect(p.key);
+        return;
+      }
+    }
+    try {
+      this.nc.publish(p.beatSubject, encodeHeartbeat({ leaderId: this.id, heartbeatMs: this.cfg.heartbeatMs, resigned }));
+      this.m.beats.inc({ direction: 'published', result: 'ok' });
+      p.lastBeatAt = now;
+    } catch (err) {
+      this.natsError = (err as Error).message;
+    }
+  }
+
+  private onHeartbeat(p: Pool, data: Uint8Array): void {
+    let hb;
+    try {
+      hb = decodeHeartbeat(data);
+    } catch {
+      this.m.beats.inc({ direction: 'received', result: 'rejected' });
+      return;
+    }
+    const now = this.now();
+    if (this.mode === 'collector') p.heard.set(hb.leaderId, now); // pruned by watchLeaders
+    // a leader that hears another leader of its pool re-reads etcd before it publishes again
+    if (hb.leaderId !== this.id && this.election?.isLeader(p.key)) this.election.suspect(p.key);
+    const r = this.follow(p, hb.leaderId, now, hb);
+    this.m.beats.inc({ direction: 'received', result: r === 'not_leader' ? 'not_leader' : 'ok' });
+  }
+
+  /** every agent: the followed leader of the pool hears a message of `sender` (follow.ts) */
+  private follow(p: Pool, sender: number, now: number, beat?: { heartbeatMs: number; resigned: boolean }): ReturnType<LeaderFollow['hear']> {
+    const before = p.follow.id;
+    const r = p.follow.hear(sender, now, beat);
+    if (r === 'switched' && before !== undefined) {
+      this.m.leaderChanges.inc({ pool: p.key, reason: p.follow.reason ?? 'silence' });
+      this.deps.logger.info({ pool: p.key, from: before, to: sender, reason: p.follow.reason }, 'mesh: following a new leader');
+    }
+    return r;
+  }
+
+  /**
+   * Standby: a pool whose etcd leader has sent no heartbeat for the takeover window is taken over.
+   * The window counts from the last heartbeat heard, and no earlier than this collector learned of
+   * that leader or (re)connected to NATS. Before deciding, a NATS flush (PING/PONG) shows every
+   * message the server had for us -- an event loop that was late has not read them yet -- and
+   * proves our own link; a check that itself ran late waits a heartbeat (the leader's timer was
+   * as late as ours if we share a machine).
+   */
+  private watchLeaders(): void {
+    const now = this.now();
+    const period = Math.max(5, Math.floor(this.cfg.heartbeatMs / 4));
+    if (this.lastCheckAt !== undefined && now - this.lastCheckAt > period + this.cfg.heartbeatMs / 2) this.lagUntil = now + this.cfg.heartbeatMs;
+    this.lastCheckAt = now;
+    if (this.stopped || this.paused || !this.nc || !this.connected || !this.election || now < this.lagUntil) return;
+    const window = takeoverWindowMs(this.cfg.heartbeatMs);
+    for (const p of this.pools) {
+      for (const [id, at] of p.heard) if (now - at > 10 * window) p.heard.delete(id);
+      if (p.takingOver || this.election.isLeader(p.key)) continue;
+      const lead = this.election.leaderOf(p.key);
+      if (lead.id === undefined || lead.id === this.id) continue;
+      // after its own (re)connection a standby gives the leader a reconnection wait more (with its
+      // jitter): an outage of the server cut both, and the leader may reconnect a little later
+      const silentSince = (): number => Math.max(p.heard.get(lead.id!) ?? -Infinity, lead.since, this.connectedAt + 1.5 * this.cfg.nats!.reconnectWaitMs);
+      if (now - silentSince() < window) continue;
+      p.takingOver = true;
+      const nc = this.nc;
+      void (async () => {
+        try {
+          const flushed = await Promise.race([nc.flush().then(() => true, () => false), new Promise<boolean>((r) => setTimeout(() => r(false), this.cfg.heartbeatMs).unref?.())]);
+          const t = this.now();
+          if (!flushed || this.stopped || !this.connected || t < this.lagUntil || t - silentSince() < window) return;
+          if (await this.election!.takeOver(p.key, lead.id!)) {
+            this.deps.logger.warn({ pool: p.key, silent: lead.id, silentMs: Math.round(t - silentSince()), id: this.id }, 'mesh: took the pool over from a silent leader');
+          }
+        } finally {
+          p.takingOver = false;
+        }
+      })();
     }
   }
 
@@ -247,9 +395,10 @@ export class MeshRuntime {
       this.m.messages.inc({ direction: 'received', result: 'old' });
       return;
     }
-    if (prev && prev.leaderId !== msg.leaderId) {
-      p.leaderChanges++;
-      this.m.leaderChanges.inc({ pool: p.key });
+    // one leader at a time: another sender's state is refused while the followed leader talks
+    if (this.follow(p, msg.leaderId, this.now()) === 'not_leader') {
+      this.m.messages.inc({ direction: 'received', result: 'not_leader' });
+      return;
     }
     this.m.messages.inc({ direction: 'received', result: 'ok' });
     p.msg = msg;
@@ -393,9 +542,15 @@ export class MeshRuntime {
       pools: this.pools.map((p) => ({
         pool: p.key, subject: p.subject, source: p.source,
         leaderId: p.msg?.leaderId, seq: p.msg?.seq, messageAgeMs: p.receivedAt === undefined ? undefined : now - p.receivedAt,
-        leaderChanges: p.leaderChanges, rejected: p.rejected, lastRejected: p.lastRejected,
-        leading: this.election ? this.election.isLeader(p.key) : undefined,
+        // the leader followed (pool states and in-flight totals taken from it alone), and why
+        followed: p.follow.id === undefined ? undefined : { id: p.follow.id, reason: p.follow.reason, sinceMs: now - (p.follow.since ?? now), silentMs: now - p.follow.lastAt },
+        leaderChanges: p.follow.changes, rejected: p.rejected, lastRejected: p.lastRejected,
+        leading: this.election ? this.isLeader(p.key) : undefined,
+        // collector: why it leads (etcd: its key became the oldest; silence: it took over a silent leader)
+        leadReason: this.election?.reasonOf(p.key),
       })),
+      heartbeatMs: this.cfg.heartbeatMs,
+      takeoverWindowMs: takeoverWindowMs(this.cfg.heartbeatMs),
     };
   }
 
@@ -414,6 +569,10 @@ export class MeshRuntime {
     this.stopped = true;
     for (const t of this.timers) clearInterval(t);
     if (this.changeTimer) clearTimeout(this.changeTimer);
+    // graceful: a goodbye heartbeat per pool led, so that every agent follows the next leader at once
+    if (graceful && this.election) {
+      for (const p of this.pools) if (this.election.isLeader(p.key)) this.beat(p, true);
+    }
     if (this.election) await (graceful ? this.election.stop() : this.election.abandon());
     const nc = this.nc;
     this.nc = undefined;

@@ -5,6 +5,8 @@
 //   collector   scrapes the pools; per service, the etcd lease leader publishes the pool on NATS
 //   subscriber  serves the pools it receives on NATS; scrapes itself only while the mesh is unavailable
 
+import { takeoverWindowMs } from './follow';
+
 export type MeshMode = 'local' | 'collector' | 'subscriber';
 
 export interface MeshConfig {
@@ -19,6 +21,8 @@ export interface MeshConfig {
   };
   etcd?: { endpoints: string[]; prefix: string; leaseTtlS: number; dialTimeoutMs: number };
   fallbackAfterMs: number;
+  /** the leader's heartbeat per pool on NATS; a standby takes over after 3 silent heartbeats (follow.ts) */
+  heartbeatMs: number;
 }
 
 const SUBJECT = '^[A-Za-z0-9_-]+(\\.[A-Za-z0-9_-]+)*$';
@@ -58,6 +62,7 @@ export const meshSchema: Record<string, unknown> = {
         dialTimeoutMs: { type: 'integer', minimum: 50, maximum: 60000, default: 1000 },
       },
     },
+    heartbeatMs: { type: 'integer', minimum: 20, maximum: 10000, default: 100, description: 'the pool leader publishes a 12-byte heartbeat per pool this often on <pool subject>.leader; a standby collector that hears none from the leader for 3 heartbeats (300 ms) takes the pool over through etcd, ahead of the lease expiry, and every agent follows the new leader once the old one has been silent for 2 heartbeats (docs/mesh.md "Leader election")' },
     fallbackAfterMs: { type: 'integer', minimum: 100, maximum: 600000, default: 3000, description: 'subscriber: no pool message for a service this long (or NATS disconnected) and the agent scrapes the service itself until messages return' },
   },
 };
@@ -72,6 +77,11 @@ export function checkMeshConfig(m: MeshConfig, inference: { scrapeIntervalMs?: n
   const scrape = inference?.scrapeIntervalMs ?? 1000;
   // a pool message is due every scrape interval: a shorter silence is no outage
   if (m.fallbackAfterMs <= 2 * scrape) problems.push(`${base}.fallbackAfterMs: must be > 2 x inference.scrapeIntervalMs (${m.fallbackAfterMs} <= ${2 * scrape}: a late message would look like an outage)`);
+  // a takeover by silence must end before the subscribers give the mesh up, and come before the
+  // lease expiry, or the heartbeat buys nothing
+  const takeover = takeoverWindowMs(m.heartbeatMs);
+  if (2 * takeover >= m.fallbackAfterMs) problems.push(`${base}.heartbeatMs: the takeover window (3 x heartbeatMs = ${takeover} ms) must be < fallbackAfterMs / 2 (${m.fallbackAfterMs / 2} ms: a failover would look like an outage)`);
+  if (m.mode === 'collector' && m.etcd && takeover >= m.etcd.leaseTtlS * 1000) problems.push(`${base}.heartbeatMs: the takeover window (3 x heartbeatMs = ${takeover} ms) must be < etcd.leaseTtlS (${m.etcd.leaseTtlS * 1000} ms), or the lease expiry always comes first`);
   return problems;
 }
 
