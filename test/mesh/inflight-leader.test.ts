@@ -20,7 +20,7 @@ import { startAgent, type AgentHandle } from '../../agent/src';
 import { AGE_UNKNOWN, decodeInflight, encodeInflight, INFLIGHT_CONTENT_TYPE, KIND_REPORT } from '../../agent/src/mesh/inflight';
 import type { HttpStream, ProxyWasmHost } from '../../host/src';
 import { header, pluginConfig, sleep, startHost, until } from '../integration/helpers';
-import { AUTH, hold, inflightAgentConfig, priceAt, releaseAndStop, riseBeforeNextScrape, scrapeAt, SUBSET } from './inflight-rig';
+import { AUTH, hold, inflightAgentConfig, priceAt, releaseAndStop, newScrape, riseBeforeNextScrape, scrapeAt, SUBSET } from './inflight-rig';
 import { startCountedInstance, startMeshEtcd, startNats, type CountedInstance, type NatsServer } from './servers';
 import type { EtcdServer } from '../rules/etcd-server';
 
@@ -81,7 +81,7 @@ test('leader exchange: the totals reach every filter; only the collectors hear t
   // 1. requests held in N's filter reach S's filter's price, before S's next scrape
   const base = await priceAt(hS, x);
   const s0 = scrapeAt(S, x);
-  await until(() => scrapeAt(S, x) !== s0, 5000, 'a new scrape of x at S');
+  await until(() => newScrape(S, x, s0), 5000, 'a new scrape of x at S');
   const s1 = scrapeAt(S, x);
   const t0 = performance.now();
   hold(hN, x, HELD, held);

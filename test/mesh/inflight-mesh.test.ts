@@ -11,7 +11,7 @@ import pino from 'pino';
 import { startAgent, type AgentHandle } from '../../agent/src';
 import type { HttpStream, ProxyWasmHost } from '../../host/src';
 import { header, pluginConfig, sleep, startHost, until } from '../integration/helpers';
-import { AUTH, hold, inflightAgentConfig, priceAt, releaseAndStop, riseBeforeNextScrape, scrapeAt, SUBSET } from './inflight-rig';
+import { AUTH, hold, inflightAgentConfig, priceAt, releaseAndStop, newScrape, riseBeforeNextScrape, scrapeAt, SUBSET } from './inflight-rig';
 import { startCountedInstance, startMeshEtcd, startNats, type CountedInstance, type NatsServer } from './servers';
 import type { EtcdServer } from '../rules/etcd-server';
 
@@ -58,7 +58,7 @@ test('in-flight held in one agent\'s filter reaches the other agent\'s filter\'s
 
   // right after B's agent published a new scrape of x (the window until the next one is ~1 s)
   const s0 = scrapeAt(aB, x);
-  await until(() => scrapeAt(aB, x) !== s0, 5000, 'a new scrape of x published by B\'s agent');
+  await until(() => newScrape(aB, x, s0), 5000, 'a new scrape of x published by B\'s agent');
   const s1 = scrapeAt(aB, x);
   const t0 = performance.now();
   hold(hA, x, HELD, held, 'A\'s held request went to x');

@@ -139,13 +139,17 @@ export class PoolElection extends EventEmitter<ElectionEvents> {
   async takeOver(pool: string, silentId: number): Promise<boolean> {
     const s = this.pools.get(pool);
     if (!s || this.stopped || !s.key || s.leading || !this.trusted() || s.leaderId !== silentId || !s.leaderKey || !s.leaderRev) return false;
+    // marked before the commit: the watch event of the deletion (or a periodic re-read already in
+    // flight) can make us the leader before the commit's continuation runs, and that leadership is
+    // the takeover's
+    s.tookOverAt = this.now();
     try {
       const r = await this.client.if(s.leaderKey, 'Create', '==', s.leaderRev).then(this.client.delete().key(s.leaderKey)).commit();
-      if (!r.succeeded) return false;
-      s.tookOverAt = this.now();
+      if (!r.succeeded) { if (!s.leading) s.tookOverAt = undefined; return false; }
       await this.reread();
       return true;
     } catch (err) {
+      if (!s.leading) s.tookOverAt = undefined;
       this.lastError = `etcd: ${(err as Error).message}`;
       return false;
     }
