@@ -50,6 +50,10 @@ export interface FilterPolicyOpts {
   /** engine settings of the fleet this filter routes to (e.g. vLLM --scheduling-policy priority) */
   engine?: Partial<LlmEngineConfig>;
   name?: string;
+  /** the agent's POST /v1/inflight (mesh in-flight, docs/mesh.md), answered in-process at the
+   *  filter's virtual time `nowMs`; absent: 404, as an agent with `inflight.enabled: false` (the
+   *  filter then prices its own in-flight only) */
+  inflight?: (req: ClusterRequest, nowMs: number) => ClusterResponse;
   /** bench tracing: called with each response's debug header (set `service: { debug: true }`) */
   onDebug?: (idx: number, value: string) => void;
 }
@@ -153,6 +157,7 @@ export class SwitchyardFilterPolicy implements RoutingPolicy {
   private serve(req: ClusterRequest): ClusterResponse | Promise<ClusterResponse> {
     this.stats.polls++;
     const u = new URL(req.path, 'http://agent');
+    if (u.pathname === '/v1/inflight' && this.opts.inflight) return this.opts.inflight(req, this.host.now() - START_EPOCH_MS);
     if (u.pathname !== '/v1/snapshot') return { status: 404, body: 'not found\n' };
     const after = u.searchParams.get('after') ?? undefined;
     const waitMs = Number(u.searchParams.get('waitMs') ?? 0);
@@ -219,6 +224,11 @@ export class SwitchyardFilterPolicy implements RoutingPolicy {
       }
     }
     this.hostTo(t);
+  }
+
+  /** the host and the agent's publisher moved to virtual time t (K proxies kept in step, proxies.ts) */
+  advance(t: number): void {
+    this.sync(t);
   }
 
   onMetrics(t: number, i: number, text: string): void {

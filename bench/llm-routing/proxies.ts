@@ -1,0 +1,241 @@
+// K-proxy mode of the published-workload matrix (issue 22 item 2): does the per-proxy state of the
+// filter — the prefix index, the pending prefill per instance, the adapter streams — pay to share
+// across proxies? K independent copies of the compiled filter (each its own embedded host, so its
+// own prefix index, pending prefill and in-flight table, as the shipped filter keeps them per
+// proxy), the arrivals split across them round robin (or seeded random, `--split random`), every
+// copy fed the same scrapes of the same fleet by its own agent (the agent code is deterministic:
+// the K agents publish the same snapshots, as K proxies polling one agent would read). Without
+// `--mesh on` a proxy sees the other proxies' requests only through the next scrape's waiting +
+// running (mesh in-flight off); with it, through the agent's mesh in-flight answers. K = 1 sees
+// every request: the upper bound of what sharing all three states (and in-flight) could give.
+//
+// `--split prefix` (attribution): the arrivals split by a hash of the prompt's first bytes, so every
+// request of one shared prefix reaches the same proxy — that proxy's prefix index holds everything
+// a shared one would for that prefix, while the pending prefill and in-flight stay split. The
+// gap K=1 → K/prefix is then the pending prefill's (and in-flight's) share; K/prefix → K/rr the
+// prefix index's.
+//
+// `--mesh off,on`: without and with mesh in-flight (the proxies' POST /v1/inflight answered by one
+// agent's InflightAggregator, agent/src/mesh/inflight.ts, on the virtual clock); off (the default)
+// the agent answers 404 as with `inflight.enabled: false`, which is what the matrix's filter row sees.
+//
+// `tsx bench/llm-routing/proxies.ts [--quick] [--proxies 1,4,16] [--split rr|random|prefix] [--mesh off,on]
+//   [--seed N] [--seeds K] [--workloads p60,p90,mt,grouped,ev] [--refs] [--wasm path] [--out build/bench]`
+// `--refs` adds SGLang's cache-aware router and llm-d's default (central pickers that see every
+// request) on the same sample paths.
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { runFleet, type PolicyCtx, type RouteRequest, type RoutingPolicy } from './fleet';
+import { SwitchyardFilterPolicy } from './filter';
+import type { ClusterRequest, ClusterResponse } from '../../host/src';
+import { SglangCacheAware } from './cache-aware';
+import { calibratedPeakPrefill, LlmdOptimizedBaseline } from './llmd';
+import { mulberry32, type Rng } from '../../sim/inference/prng';
+import { cellOf, type Cell, scenarios, WORKLOAD_TITLES, WORKLOADS } from './matrix';
+import { A100_LLAMA8B, publishedFleet } from './published';
+import { INFLIGHT_CONTENT_TYPE, InflightAggregator } from '../../agent/src/mesh/inflight';
+import { INFLIGHT_DEFAULTS } from '../../agent/src/mesh/inflight-schema';
+
+export type Split = 'rr' | 'random' | 'prefix';
+
+/** FNV-1a over the first `n` characters: the prefix-sticky split's key. */
+function hashPrefix(s: string, n: number): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < Math.min(n, s.length); i++) h = Math.imul(h ^ s.charCodeAt(i), 0x01000193);
+  return h >>> 0;
+}
+
+/** K shipped-default filters behind a uniform (or prefix-sticky) split of the arrivals. */
+export class ProxiesPolicy implements RoutingPolicy {
+  readonly name: string;
+  readonly scrapeMs: number;
+  private readonly proxies: SwitchyardFilterPolicy[];
+  private readonly of = new Map<number, number>();
+  private next = 0;
+  private last = 0;
+  private rng!: Rng;
+  private agg?: InflightAggregator;
+  private aggNow = 0;
+  private at = 0;
+
+  /** `mesh`: the proxies report to one agent's POST /v1/inflight (the agent's own aggregator, its
+   *  shipped bounds) as the shipped filter does every loadAware.meshReportMs (50 ms); off: the
+   *  agent answers 404 (inflight.enabled: false) and each proxy prices its own in-flight only */
+  constructor(readonly k: number, readonly split: Split, wasmPath: string, readonly mesh = false) {
+    const inflight = mesh ? (req: ClusterRequest, nowMs: number): ClusterResponse => this.inflight(req, nowMs) : undefined;
+    this.proxies = Array.from({ length: k }, () => new SwitchyardFilterPolicy({ wasmPath, agent: { scrapeIntervalMs: 1000 }, inflight }));
+    this.scrapeMs = this.proxies[0].scrapeMs;
+    this.name = `switchyard K=${k}${k === 1 ? '' : ` (${split})`}${mesh ? ', mesh in-flight' : ''}`;
+  }
+
+  private inflight(req: ClusterRequest, nowMs: number): ClusterResponse {
+    if (req.method !== 'POST') return { status: 405, body: 'POST only\n' };
+    // the proxies are kept within one tick of each other (step): the agent's clock is the latest
+    this.aggNow = Math.max(this.aggNow, nowMs);
+    const r = this.agg!.report(req.body);
+    if (!r.ok) return { status: r.status, body: `${r.error}\n` };
+    return { status: 200, headers: { 'content-type': INFLIGHT_CONTENT_TYPE }, body: r.answer };
+  }
+
+  /** every proxy's host moved to t in 20 ms steps (the filter's tick), so their reports reach the
+   *  agent in time order to within a tick */
+  private step(t: number): void {
+    if (!this.mesh) return;
+    for (let s = Math.min(t, this.at + 20); ; s = Math.min(t, s + 20)) {
+      for (const p of this.proxies) p.advance(s);
+      if (s >= t) break;
+    }
+    this.at = Math.max(this.at, t);
+  }
+
+  init(ctx: PolicyCtx): void {
+    this.rng = mulberry32(ctx.seed ^ 0x9e0c5);
+    if (this.mesh) {
+      const addrs = new Set(ctx.instances.map((_, i) => `10.0.${Math.floor(i / 250)}.${(i % 250) + 1}:8000`));
+      this.agg = new InflightAggregator({ maxProxies: INFLIGHT_DEFAULTS.maxProxies, maxInstances: INFLIGHT_DEFAULTS.maxInstances, expireReports: INFLIGHT_DEFAULTS.expireReports, isInstance: (a) => addrs.has(a), now: () => this.aggNow });
+    }
+    // proxy 0 gets the context a single filter gets (K = 1 is the matrix's cell exactly); the
+    // others a different seed for their degraded-mode LEAST_REQUEST draws
+    this.proxies.forEach((p, j) => p.init(j === 0 ? ctx : { ...ctx, seed: ctx.seed + 7919 * j }));
+  }
+
+  onMetrics(t: number, i: number, text: string): void {
+    this.step(t);
+    for (const p of this.proxies) p.onMetrics(t, i, text);
+  }
+
+  private pick(r: RouteRequest): number {
+    if (this.k === 1) return 0;
+    if (this.split === 'random') return Math.floor(this.rng() * this.k);
+    // 256 characters: inside every shared system prompt / session opening of the published sets
+    if (this.split === 'prefix') return hashPrefix(r.text, 256) % this.k;
+    return this.next++ % this.k;
+  }
+
+  route(t: number, r: RouteRequest): number {
+    this.step(t);
+    const j = this.pick(r);
+    this.of.set(r.idx, j);
+    this.last = j;
+    return this.proxies[j].route(t, r);
+  }
+
+  priorityOf(): number | undefined {
+    return this.proxies[this.last].priorityOf();
+  }
+
+  onFirstToken(t: number, inst: number, r: RouteRequest): void {
+    const j = this.of.get(r.idx);
+    this.step(t);
+    if (j !== undefined) this.proxies[j].onFirstToken(t, inst, r);
+  }
+
+  onComplete(t: number, inst: number, r: RouteRequest): void {
+    const j = this.of.get(r.idx);
+    this.step(t);
+    if (j === undefined) return;
+    this.of.delete(r.idx);
+    this.proxies[j].onComplete(t, inst, r);
+  }
+
+  finish(t: number): void {
+    this.step(t);
+    for (const p of this.proxies) p.finish(t);
+  }
+
+  /** each proxy's counters (switchyard.request.* / switchyard.lb.*), after finish */
+  perProxy(): Array<Record<string, number>> {
+    return this.proxies.map((p) => p.stats.metrics);
+  }
+
+  /** proxies whose mesh in-flight report the agent holds (0 with mesh off) */
+  meshProxies(): number {
+    return this.agg?.proxyCount ?? 0;
+  }
+
+  /** the filters' counters summed over the proxies (switchyard.request.* / switchyard.lb.*) */
+  metrics(): Record<string, number> {
+    const m: Record<string, number> = {};
+    for (const p of this.proxies) for (const [k, v] of Object.entries(p.stats.metrics)) m[k] = (m[k] ?? 0) + v;
+    return m;
+  }
+}
+
+function main(): void {
+  const args = process.argv.slice(2);
+  const argOf = (k: string): string | undefined => {
+    const i = args.indexOf(k);
+    return i >= 0 ? args[i + 1] : undefined;
+  };
+  const quick = args.includes('--quick');
+  const seed = Number(argOf('--seed') ?? 1);
+  const nSeeds = Number(argOf('--seeds') ?? (quick ? 1 : 2));
+  const ks = (argOf('--proxies') ?? '1,4').split(',').map(Number);
+  const splits = (argOf('--split') ?? 'rr').split(',') as Split[];
+  const workloads = (argOf('--workloads') ?? 'p60,p90,mt,grouped').split(',').filter(Boolean);
+  for (const w of workloads) if (!(WORKLOADS as readonly string[]).includes(w)) throw new Error(`--workloads: unknown workload "${w}"`);
+  const wasmPath = argOf('--wasm') ?? 'build/switchyard.wasm';
+  const meshModes = (argOf('--mesh') ?? 'off').split(',').map((x) => x === 'on');
+  const seeds = Array.from({ length: nSeeds }, (_, k) => seed + k);
+  const cells: Array<Cell & { seed: number; metrics?: Record<string, number> }> = [];
+  const t0 = performance.now();
+  for (const s of seeds) {
+    for (const { key, sc } of scenarios(quick, s, workloads)) {
+      const policies: RoutingPolicy[] = [];
+      for (const m of meshModes) for (const k of ks) for (const sp of k === 1 ? ['rr' as Split] : splits) policies.push(new ProxiesPolicy(k, sp, wasmPath, m));
+      if (args.includes('--refs')) {
+        policies.push(new SglangCacheAware());
+        const peak = calibratedPeakPrefill(A100_LLAMA8B as { stepBaseMs: number; prefillMsPerToken: number; maxNumBatchedTokens: number });
+        policies.push(new LlmdOptimizedBaseline({ peakPrefillThroughput: peak }));
+      }
+      for (const p of policies) {
+        const t1 = performance.now();
+        const r = runFleet(publishedFleet(sc.numBlocks), sc.requests, p, s);
+        if (r.outcomes.filter((o) => o !== undefined).length !== sc.requests.length) throw new Error(`${p.name} on ${key}: requests unaccounted for`);
+        const c = { ...cellOf(sc, r), workload: key, seed: s, metrics: p instanceof ProxiesPolicy ? p.metrics() : undefined };
+        cells.push(c);
+        console.error(`seed ${s} ${key} ${p.name}: ${c.reqPerS.toFixed(1)} req/s, TTFT P99 ${c.ttftP99S.toFixed(2)} s, hit ${(100 * c.hitRate).toFixed(1)} %, refused ${c.refused} (${((performance.now() - t1) / 1000).toFixed(1)} s)`);
+      }
+    }
+  }
+  // one row per policy; per workload the mean over seeds and, with 2+ seeds, the per-seed values
+  const keys = WORKLOADS.filter((k) => cells.some((c) => c.workload === k));
+  const names = [...new Set(cells.map((c) => c.policy))];
+  const mean = (xs: number[]): number => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length);
+  const lines = [`| router | ${keys.map((k) => WORKLOAD_TITLES[k]).join(' | ')} |`, `|---|${keys.map(() => '---').join('|')}|`];
+  for (const n of names) {
+    lines.push(`| ${n} | ${keys.map((k) => {
+      const cs = cells.filter((c) => c.policy === n && c.workload === k);
+      const refused = cs.reduce((a, c) => a + c.refused, 0);
+      return `${mean(cs.map((c) => c.reqPerS)).toFixed(1)} · ${mean(cs.map((c) => c.ttftP99S)).toFixed(2)} · ${(100 * mean(cs.map((c) => c.hitRate))).toFixed(1)} %${refused ? ` · ${refused} refused` : ''}`;
+    }).join(' | ')} |`);
+  }
+  console.log(`\n## K proxies (${quick ? 'quick' : 'full'} mode, seeds ${seeds.join(', ')}; mean of seeds; req/s · TTFT P99 (s) · prefix-cache hit rate)\n`);
+  console.log(lines.join('\n'));
+  if (seeds.length > 1) {
+    const per = [`| router | ${keys.map((k) => WORKLOAD_TITLES[k]).join(' | ')} |`, `|---|${keys.map(() => '---').join('|')}|`];
+    for (const n of names) per.push(`| ${n} | ${keys.map((k) => cells.filter((c) => c.policy === n && c.workload === k).map((c) => `${c.ttftP99S.toFixed(2)} / ${(100 * c.hitRate).toFixed(1)} %`).join(' ; ')).join(' | ')} |`);
+    console.log(`\nper seed (${seeds.join(' ; ')}): TTFT P99 (s) / hit rate\n`);
+    console.log(per.join('\n'));
+  }
+  // attribution: how often the filter's own prefix index named a holder of the prompt's leading
+  // blocks (switchyard.request.prefix_hit / parsed, summed over the K proxies)
+  const fl = [`| router | ${keys.map((k) => WORKLOAD_TITLES[k]).join(' | ')} |`, `|---|${keys.map(() => '---').join('|')}|`];
+  for (const n of names) {
+    const cs0 = cells.filter((c) => c.policy === n && c.metrics);
+    if (!cs0.length) continue;
+    fl.push(`| ${n} | ${keys.map((k) => {
+      const cs = cs0.filter((c) => c.workload === k);
+      const sum = (m: string): number => cs.reduce((a, c) => a + (c.metrics?.[`switchyard.request.${m}.llm`] ?? 0), 0);
+      return `${(100 * sum('prefix_hit') / Math.max(1, sum('parsed'))).toFixed(1)} %`;
+    }).join(' | ')} |`);
+  }
+  console.log(`\nthe filter's prefix index: requests whose prompt it found a holder for (prefix_hit / parsed, all seeds)\n`);
+  console.log(fl.join('\n'));
+  const outDir = argOf('--out') ?? 'build/bench';
+  fs.mkdirSync(outDir, { recursive: true });
+  fs.writeFileSync(path.join(outDir, 'llm-proxies.json'), JSON.stringify({ quick, seeds, ks, splits, wasm: wasmPath, cells }, null, 1));
+  console.log(`\n${((performance.now() - t0) / 1000).toFixed(0)} s; ${path.join(outDir, 'llm-proxies.json')}`);
+}
+
+if (process.argv[1] && path.resolve(process.argv[1]) === path.resolve(__filename)) main();
