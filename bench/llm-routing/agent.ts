@@ -138,6 +138,7 @@ export class LlmAgentModel {
       decodeMsPerSeq: rt.terms?.decodeMsPerSeq ?? NaN,
       kvCacheUsage: rt.signals?.kvCacheUsage ?? NaN,
       kvSeqs: rt.kv.value(),
+      kvTokens: rt.signals?.kvTokens ?? NaN,
       maxLoras: lora && Number.isFinite(lora.maxLora) ? lora.maxLora : 0,
       models: modelList([], rt.served, lora).models,
     };

@@ -2,7 +2,7 @@
 // agent's oracle too: test/agent/snapshot-llm.test.ts) and the per-token value rules (D1: out of
 // range reads as unknown, the instance is kept).
 import { decodeSnapshot } from "../assembly/lib/snapshot";
-import { MODEL_BASE, MODEL_LOADED, MODEL_WAITING, llmTermOrNaN, kvUsageOrNaN, kvSeqsOrNaN } from "../assembly/lib/snapshot-llm";
+import { MODEL_BASE, MODEL_LOADED, MODEL_WAITING, llmTermOrNaN, kvUsageOrNaN, kvSeqsOrNaN, kvTokensOrNaN, InstanceLlm, KvCapacity, mergeKvCapacity } from "../assembly/lib/snapshot-llm";
 import { fixture } from "./fixtures";
 
 describe("snapshot LLM section", () => {
@@ -80,5 +80,28 @@ describe("snapshot LLM section", () => {
     expect(isNaN(s.llm[1].decodeIdleMs)).toBe(true);
     const old = decodeSnapshot(fixture("accept-llm.bin")).snapshot!;
     expect(isNaN(old.llm[0].decodeIdleMs)).toBe(true);
+  });
+});
+
+describe("snapshot LLM KV capacity (section type 6)", () => {
+  it("kvTokens: valid 1 .. 2^31 tokens, anything else unknown", () => {
+    expect(kvTokensOrNaN(<f32>424000)).toBe(<f32>424000);
+    expect(kvTokensOrNaN(<f32>1)).toBe(<f32>1);
+    expect(kvTokensOrNaN(<f32>2147483648)).toBe(<f32>2147483648);
+    expect(isNaN(kvTokensOrNaN(<f32>0))).toBe(true);
+    expect(isNaN(kvTokensOrNaN(<f32>-16))).toBe(true);
+    expect(isNaN(kvTokensOrNaN(<f32>4294967296))).toBe(true);
+    expect(isNaN(kvTokensOrNaN(<f32>Infinity))).toBe(true);
+    expect(isNaN(kvTokensOrNaN(<f32>NaN))).toBe(true);
+  });
+
+  it("merged into the LLM record of the same service and address; the others stay unknown", () => {
+    const a = new InstanceLlm(); a.service = "llm"; a.addr = "10.0.0.1:80";
+    const b = new InstanceLlm(); b.service = "llm"; b.addr = "10.0.0.2:80";
+    const k = new KvCapacity(); k.service = "llm"; k.addr = "10.0.0.2:80"; k.kvTokens = 96000;
+    const o = new KvCapacity(); o.service = "other"; o.addr = "10.0.0.1:80"; o.kvTokens = 5;
+    mergeKvCapacity([a, b], [k, o]);
+    expect(isNaN(a.kvTokens)).toBe(true);
+    expect(b.kvTokens).toBe(<f32>96000);
   });
 });

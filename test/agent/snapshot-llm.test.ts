@@ -73,3 +73,24 @@ test('accept-llm-decode-line.bin: the decode line (section type 5) merged into t
   assert.equal(s.llm[1].decodeIdleMs, undefined);
   assert.deepEqual(s.unknownSections, []);
 });
+
+test('the KV capacity (section type 6): written only when known, merged by address, out of range unknown; a document without it decodes as before', () => {
+  const rec: InstanceLlmRecord = { service: 'llm', addr: '10.1.1.1:8000', prefillMsPerToken: NaN, decodeMsPerToken: NaN, kvCacheUsage: 0, kvSeqs: NaN, maxLoras: 0, models: [{ name: 'base', flags: MODEL_BASE }] };
+  const known = { ...rec, kvTokens: 424_000 };
+  const other = { ...rec, addr: '10.1.1.2:8000', kvTokens: NaN };
+  const bad = { ...rec, addr: '10.1.1.3:8000', kvTokens: 0 };
+  const buf = encodeSnapshot({ seq: 1, generatedAtMs: 1, peers: [], llm: [known, other, bad] });
+  const back = decodeSnapshot(buf);
+  assert.equal(back.llm![0].kvTokens, 424_000);
+  assert.equal(back.llm![1].kvTokens, undefined, 'unknown: not written');
+  assert.equal(back.llm![2].kvTokens, undefined, 'below 1: unknown');
+  assert.deepEqual(back.unknownSections, []);
+  const json = snapshotToJson(back) as { llm: Array<Record<string, unknown>> };
+  assert.equal(json.llm[0].kvTokens, 424_000);
+  assert.equal('kvTokens' in json.llm[1], false);
+  // no instance known: no section 6, the bytes of an agent that predates it
+  const none = encodeSnapshot({ seq: 1, generatedAtMs: 1, peers: [], llm: [rec] });
+  assert.ok(none.length < encodeSnapshot({ seq: 1, generatedAtMs: 1, peers: [], llm: [known] }).length);
+  assert.deepEqual(none, encodeSnapshot({ seq: 1, generatedAtMs: 1, peers: [], llm: [{ ...rec, kvTokens: NaN }] }));
+  assert.equal(decodeSnapshot(none).llm![0].kvTokens, undefined);
+});

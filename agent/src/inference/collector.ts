@@ -604,6 +604,7 @@ export class InferenceCollector extends EventEmitter {
         decodeMsPerSeq: l.terms?.decodeMsPerSeq ?? NaN,
         kvCacheUsage: l.signals?.kvCacheUsage ?? NaN,
         kvSeqs: l.kv.value(),
+        kvTokens: l.signals?.kvTokens ?? NaN,
         maxLoras: lora && Number.isFinite(lora.maxLora) ? lora.maxLora : 0,
         models,
       },

@@ -16,7 +16,7 @@
 // seq, generatedAtMs and lastSampleAtMs are u64 on the wire and `number` here: a value above
 // 2^53 is a structural error on both sides.
 import * as zlib from 'node:zlib';
-import { decodeLines, LLM_DECODE_SECTION, LLM_SECTION, llmToJson, mergeDecodeLines, sanitizeLlm, SECTION_LLM, SECTION_LLM_DECODE, type InstanceLlmRecord, type LlmDecodeRecord } from './llm';
+import { decodeLines, kvCapacities, LLM_DECODE_SECTION, LLM_KV_SECTION, LLM_SECTION, llmToJson, mergeDecodeLines, mergeKvCapacities, sanitizeLlm, SECTION_LLM, SECTION_LLM_DECODE, SECTION_LLM_KV, type InstanceLlmRecord, type LlmDecodeRecord, type LlmKvRecord } from './llm';
 import { firstInvalidNumber, isEndpointAddress, judge, normalizeRtt, SLOTS_RULE, type InstanceNumberField } from './rules';
 import { RULES_SECTION, SECTION_RULES_TYPE } from './rules-section';
 import { readEndpoint, readRecords, writeRecords } from './records';
@@ -531,6 +531,9 @@ export function encodeSnapshot(s: Snapshot, onInvalid?: (i: InvalidNumber) => vo
   // the decode lines ride in their own section (type 5), so a decoder that predates them skips it
   const lines = s.llm !== undefined ? decodeLines(s.llm) : [];
   if (lines.length > 0) sections.push({ type: SECTION_LLM_DECODE, payload: encodeSection(LLM_DECODE_SECTION, lines) });
+  // the KV capacities too (type 6): a decoder that predates them skips it and keeps its index size
+  const kv = s.llm !== undefined ? kvCapacities(s.llm) : [];
+  if (kv.length > 0) sections.push({ type: SECTION_LLM_KV, payload: encodeSection(LLM_KV_SECTION, kv) });
   if (s.rules !== undefined) sections.push({ type: SECTION_RULES, payload: encodeSection(RULES_SECTION, s.rules) });
   return encodeDocument(s, sections);
 }
@@ -566,6 +569,7 @@ export function decodeSnapshot(input: Uint8Array): DecodedSnapshot {
   let pos = headerLen;
   let sawPeers = false;
   let lines: LlmDecodeRecord[] | undefined;
+  let kv: LlmKvRecord[] | undefined;
   for (let i = 0; i < sectionCount; i++) {
     const sh = new Reader(buf, pos, total, `section ${i} header`);
     const type = sh.u16();
@@ -587,6 +591,9 @@ export function decodeSnapshot(input: Uint8Array): DecodedSnapshot {
     } else if (type === SECTION_LLM_DECODE) {
       if (lines) throw new SnapshotDecodeError(`section ${i}: duplicate section type ${type}`);
       lines = decodeSection(LLM_DECODE_SECTION, payload, `section ${i} (type ${type})`);
+    } else if (type === SECTION_LLM_KV) {
+      if (kv) throw new SnapshotDecodeError(`section ${i}: duplicate section type ${type}`);
+      kv = decodeSection(LLM_KV_SECTION, payload, `section ${i} (type ${type})`);
     } else if (type === SECTION_RULES) {
       if (out.rules) throw new SnapshotDecodeError(`section ${i}: duplicate section type ${type}`);
       out.rules = decodeSection(RULES_SECTION, payload, `section ${i} (type ${type})`);
@@ -598,6 +605,7 @@ export function decodeSnapshot(input: Uint8Array): DecodedSnapshot {
   }
   if (pos !== total) throw new SnapshotDecodeError(`document: ${total - pos} trailing bytes after ${sectionCount} sections`);
   if (lines && out.llm) out.llm = mergeDecodeLines(out.llm, lines);
+  if (kv && out.llm) out.llm = mergeKvCapacities(out.llm, kv);
   return out;
 }
 

@@ -48,6 +48,12 @@ export interface InstanceLlmRecord {
    */
   decodeIdleMs?: number;
   decodeMsPerSeq?: number;
+  /**
+   * Section type 6, LLM_KV: the tokens the instance's KV cache holds (vLLM cache_config_info
+   * num_gpu_blocks × block_size), which sizes the filter's prefix index. Absent or NaN: unknown
+   * (the filter keeps its configured index size); written only when known.
+   */
+  kvTokens?: number;
 }
 
 export const SECTION_LLM_DECODE = 5;
@@ -106,6 +112,63 @@ export function mergeDecodeLines(records: InstanceLlmRecord[], lines: LlmDecodeR
     if (!l) return r;
     const a = decodeLineOrNaN(l.decodeIdleMs), b = decodeLineOrNaN(l.decodeMsPerSeq);
     return Number.isFinite(a) && Number.isFinite(b) ? { ...r, decodeIdleMs: a, decodeMsPerSeq: b } : r;
+  });
+}
+
+export const SECTION_LLM_KV = 6;
+export const KV_TOKENS_MAX = 2 ** 31;
+
+/** A KV capacity as published: the value when in [1, 2^31] tokens (judged as f32), NaN otherwise. */
+export function kvTokensOrNaN(v: number | undefined): number {
+  if (v === undefined) return NaN;
+  // Stryker disable next-line BooleanLiteral: equivalent, NaN is neither 'ok' when unknown nor when invalid: NaN either way
+  return judge(v, { min: 1, max: KV_TOKENS_MAX, nanIsUnknown: true }) === 'ok' ? v : NaN;
+}
+
+export interface LlmKvRecord {
+  service: string;
+  addr: string;
+  kvTokens: number;
+}
+
+/** Section type 6: u16 count, u16 reserved, then per instance str service, str addr, f32 kvTokens
+ *  (docs/contracts.md, "Section type 6, LLM KV capacity"). */
+export const LLM_KV_SECTION: SectionCodec<LlmKvRecord[]> = {
+  type: SECTION_LLM_KV,
+  name: 'LLM_KV',
+  write(w: Writer, records) {
+    writeRecords(w, 'llmKv', records, (r, i) => {
+      if (!r.service) throw new RangeError(`llmKv[${i}].service: must not be empty`);
+      w.str(r.service, `llmKv[${i}].service`);
+      w.str(r.addr, `llmKv[${i}].addr`);
+      w.f32(r.kvTokens);
+    });
+  },
+  read(r: Reader) {
+    return readRecords(r, 'llmKv', (i): LlmKvRecord => {
+      const { service, addr } = readEndpoint(r, 'llmKv', i);
+      return { service, addr, kvTokens: r.f32() };
+    });
+  },
+};
+
+/** The KV-capacity records of the LLM records that know it (in range). */
+export function kvCapacities(records: InstanceLlmRecord[]): LlmKvRecord[] {
+  const out: LlmKvRecord[] = [];
+  for (const r of records) {
+    const t = kvTokensOrNaN(r.kvTokens);
+    if (Number.isFinite(t)) out.push({ service: r.service, addr: r.addr, kvTokens: t });
+  }
+  return out;
+}
+
+/** Merges decoded KV capacities into the LLM records (by service and address; out of range: unknown, left out). */
+export function mergeKvCapacities(records: InstanceLlmRecord[], kv: LlmKvRecord[]): InstanceLlmRecord[] {
+  const by = new Map(kv.map((k) => [`${k.service} ${k.addr}`, k]));
+  return records.map((r) => {
+    const k = by.get(`${r.service} ${r.addr}`);
+    const t = k ? kvTokensOrNaN(k.kvTokens) : NaN;
+    return Number.isFinite(t) ? { ...r, kvTokens: t } : r;
   });
 }
 
@@ -190,6 +253,7 @@ export function llmToJson(r: InstanceLlmRecord): Record<string, unknown> {
     kvSeqs: f32(r.kvSeqs),
     maxLoras: r.maxLoras,
     ...(r.decodeIdleMs !== undefined && Number.isFinite(r.decodeIdleMs) ? { decodeIdleMs: f32(r.decodeIdleMs), decodeMsPerSeq: f32(r.decodeMsPerSeq ?? NaN) } : {}),
+    ...(Number.isFinite(kvTokensOrNaN(r.kvTokens)) ? { kvTokens: f32(r.kvTokens as number) } : {}),
     models: r.models.map((m) => ({ name: m.name, base: (m.flags & MODEL_BASE) !== 0, loaded: (m.flags & MODEL_LOADED) !== 0, waiting: (m.flags & MODEL_WAITING) !== 0 })),
   };
 }

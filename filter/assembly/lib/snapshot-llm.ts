@@ -12,6 +12,7 @@ export class InstanceLlm {
   maxLoras: u16 = 0;              // 0: unknown / no LoRA
   decodeIdleMs: f32 = NaN;        // decode line (section type 5): ms per output token at batch 0, NaN unknown
   decodeMsPerSeq: f32 = NaN;      // ... and ms more per running sequence, NaN unknown
+  kvTokens: f32 = NaN;            // KV-cache capacity in tokens (section type 6), NaN unknown
   models: Array<string> = [];
   modelFlags: Array<u8> = [];
 }
@@ -125,5 +126,49 @@ export function decodeLlm(r: Reader, out: Array<InstanceLlm>): void {
       x.modelFlags.push(flags);
     }
     out.push(x);
+  }
+}
+
+// ---------------------------------------------------------------- decoder (section type 6)
+//
+// LLM KV capacity (docs/contracts.md, "Section type 6, LLM KV capacity"): u16 count, u16 reserved,
+// then per instance u8 serviceLen, service, u8 addrLen, addr, f32 kvTokens (the tokens its KV cache
+// holds, vLLM num_gpu_blocks × block_size). Merged into the LLM records by service and address; a
+// value out of [1, 2^31] reads as NaN (unknown: the prefix index keeps its configured size).
+export const SECTION_LLM_KV: u16 = 6;
+export const KV_TOKENS_MAX: f64 = 2147483648;
+
+export class KvCapacity {
+  service: string = "";
+  addr: string = "";
+  kvTokens: f32 = NaN;
+}
+
+/** KV capacity in tokens: the value when in [1, 2^31], NaN ("unknown") otherwise. */
+export function kvTokensOrNaN(v: f32): f32 {
+  return judge(v, 1, KV_TOKENS_MAX, true) == VALUE_OK ? v : NaN;
+}
+
+export function decodeLlmKv(r: Reader, out: Array<KvCapacity>): void {
+  const count = <i32>r.u16();
+  r.u16();
+  for (let i = 0; i < count && r.err.length == 0; i++) {
+    const x = new KvCapacity();
+    const at = "llm kv " + i.toString();
+    x.service = r.str(at + " service");
+    x.addr = r.str(at + " address");
+    x.kvTokens = kvTokensOrNaN(r.f32());
+    if (r.err.length > 0) return;
+    if (x.service.length == 0) { r.fail(at + ": empty service"); return; }
+    if (!isEndpointAddress(x.addr)) { r.fail(at + ": address is not ip:port"); return; }
+    out.push(x);
+  }
+}
+
+/** The KV capacities into the LLM records they name (a record naming none is ignored). */
+export function mergeKvCapacity(llm: Array<InstanceLlm>, kv: Array<KvCapacity>): void {
+  for (let k = 0; k < kv.length; k++) {
+    const c = kv[k];
+    for (let i = 0; i < llm.length; i++) if (llm[i].addr == c.addr && llm[i].service == c.service) llm[i].kvTokens = c.kvTokens;
   }
 }

@@ -10,7 +10,7 @@ import {
   rhoOk, esMsOk, es2Ms2Ok, lambdaOk, queueOk, latencyOk, gpuUtilOk, slotsOk, normalizeRtt,
   isValidUtf8, isEndpointAddress,
 } from "./snapshot-rules";
-import { InstanceLlm, SECTION_LLM, decodeLlm, SECTION_LLM_DECODE, DecodeLine, decodeLlmDecode, mergeDecodeLines } from "./snapshot-llm";
+import { InstanceLlm, SECTION_LLM, decodeLlm, SECTION_LLM_DECODE, DecodeLine, decodeLlmDecode, mergeDecodeLines, SECTION_LLM_KV, KvCapacity, decodeLlmKv, mergeKvCapacity } from "./snapshot-llm";
 
 import {
   RuleDecision, SplitTarget, Because, decisionProblem, MAX_RULE_SETS, MAX_BECAUSE,
@@ -347,8 +347,9 @@ export function decodeSnapshot(buf: ArrayBuffer): DecodeResult {
   s.bootId = load<u32>(p + <usize>H_BOOT_ID);
   const sections = <i32>load<u16>(p + <usize>H_SECTION_COUNT);
   const r = new Reader(buf, hlen, n);
-  let sawPeers = false, sawInstances = false, sawLlm = false, sawRules = false, sawDecode = false;
+  let sawPeers = false, sawInstances = false, sawLlm = false, sawRules = false, sawDecode = false, sawKv = false;
   const lines = new Array<DecodeLine>();
+  const kv = new Array<KvCapacity>();
   let unknownSeen: Set<u16> | null = null;
   for (let i = 0; i < sections && r.err.length == 0; i++) {
     const type = r.u16();
@@ -374,6 +375,10 @@ export function decodeSnapshot(buf: ArrayBuffer): DecodeResult {
       if (sawDecode) { r.err = "section " + i.toString() + ": duplicate section type " + type.toString(); break; }
       sawDecode = true;
       decodeLlmDecode(sr, lines);
+    } else if (type == SECTION_LLM_KV) {
+      if (sawKv) { r.err = "section " + i.toString() + ": duplicate section type " + type.toString(); break; }
+      sawKv = true;
+      decodeLlmKv(sr, kv);
     } else if (type == SECTION_RULES) {
       if (sawRules) { r.err = "section " + i.toString() + ": duplicate section type 3"; break; }
       sawRules = true;
@@ -390,6 +395,7 @@ export function decodeSnapshot(buf: ArrayBuffer): DecodeResult {
   if (r.err.length == 0 && r.pos != n) r.err = "trailing bytes after the last section";
   if (r.err.length > 0) { res.error = r.err; return res; }
   if (lines.length > 0) mergeDecodeLines(s.llm, lines);
+  if (kv.length > 0) mergeKvCapacity(s.llm, kv);
   res.snapshot = s;
   return res;
 }

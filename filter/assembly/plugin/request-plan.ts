@@ -4,7 +4,7 @@
 // host metrics on tick).
 import { RequestConfig } from "../lib/request/config";
 import { RequestParser, ParseLimits } from "../lib/request/openai";
-import { PrefixIndex, PrefixMatch } from "../lib/request/prefix";
+import { PrefixIndex, PrefixMatch, indexEntriesFor } from "../lib/request/prefix";
 import { PrefixShare } from "../lib/request/prefix-share";
 import { Inflight } from "../lib/inflight";
 import { LlmPlan, buildLlmPlan } from "../lib/choice/plan-llm";
@@ -15,7 +15,7 @@ import { AdapterStreamsShare } from "../lib/choice/adapter-streams-share";
 import { RequestPick } from "../lib/choose-request";
 import { Plan } from "../lib/choice/plan";
 import { InstanceLlm } from "../lib/snapshot-llm";
-import { defineMetric, incrementMetric, METRIC_COUNTER, getSharedData, setSharedData, OK, CAS_MISMATCH } from "../abi/host";
+import { defineMetric, incrementMetric, recordMetric, METRIC_COUNTER, METRIC_GAUGE, getSharedData, setSharedData, OK, CAS_MISMATCH } from "../abi/host";
 
 export const RC_PARSED: i32 = 0;
 export const RC_INVALID: i32 = 1;
@@ -73,6 +73,8 @@ export class RequestPlan {
   /** request.objectiveHeader, encoded once. */
   objectiveHeader: ArrayBuffer;
   private metricIds: StaticArray<u32> = new StaticArray<u32>(RC_COUNT);
+  /** gauge: the prefix index's entries now (sizeIndex) */
+  private entriesMetric: u32;
 
   constructor(public cfg: RequestConfig, service: string) {
     const lim = new ParseLimits();
@@ -95,6 +97,8 @@ export class RequestPlan {
     this.cp.decodeIdleShare = cfg.decodeIdleShare;
     this.cp.shed.set(cfg.shedSheddableAt, cfg.shedStandardAt, cfg.shedKvSheddableAt, cfg.shedKvStandardAt, cfg.shedPoolSheddableAt, cfg.shedPoolStandardAt, cfg.shedOverloadShare);
     for (let i = 0; i < RC_COUNT; i++) this.metricIds[i] = defineMetric(METRIC_COUNTER, "switchyard.request." + RC_NAMES[i] + "." + service);
+    this.entriesMetric = defineMetric(METRIC_GAUGE, "switchyard.request.prefix_entries." + service);
+    recordMetric(this.entriesMetric, <u64>this.index.capacity());
   }
 
   @inline count(what: i32): void { unchecked(this.counts[what]++); }
@@ -113,6 +117,25 @@ export class RequestPlan {
       if (this.slotAddr.has(s) && this.slotAddr.get(s) != a) { this.index.forgetSlot(<u16>s); this.rc.streams.forgetSlot(s); }
       this.slotAddr.set(s, a);
     }
+    this.sizeIndex(plan, service, llm);
+  }
+
+  /**
+   * The prefix index follows the KV capacity of the live instances (prefix.ts indexEntriesFor),
+   * re-sized here, on snapshot adoption, bounded by prefix.maxEntries. No plan (no snapshot): the
+   * size is left as it is, so a gap in the snapshots does not churn the index.
+   */
+  private sizeIndex(plan: Plan, service: string, llm: Array<InstanceLlm>): void {
+    if (plan.n == 0) return;
+    const kv = new Array<f64>(plan.n);
+    for (let i = 0; i < plan.n; i++) {
+      let t: f64 = NaN;
+      const a = plan.addr[i];
+      for (let j = 0; j < llm.length; j++) if (llm[j].addr == a && llm[j].service == service) { t = <f64>llm[j].kvTokens; break; }
+      kv[i] = t;
+    }
+    const cfg = this.cfg;
+    if (this.index.resize(indexEntriesFor(kv, <f64>cfg.prefixBlockBytes / cfg.bytesPerToken, cfg.prefixEntries, cfg.prefixMaxEntries))) recordMetric(this.entriesMetric, <u64>this.index.capacity());
   }
 
   /**

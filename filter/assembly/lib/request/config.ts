@@ -58,7 +58,14 @@ export class RequestConfig {
   decodeIdleShare: f64 = 0;
   prefixBlockBytes: i32 = 64;
   prefixMaxBlocks: i32 = 256;
+  /** The index's entries while the fleet's KV capacity is unknown (an instance without it in the snapshot). */
   prefixEntries: i32 = 32768;
+  /**
+   * Memory bound of the index: once every instance's KV capacity is known, the index holds twice
+   * as many entries as the fleet's KV caches hold index blocks (prefix.ts indexEntriesFor), at most
+   * this many (16 B each: 262,144 = 4 MiB per worker VM).
+   */
+  prefixMaxEntries: i32 = 262144;
   prefixMaxAgeMs: i32 = 600000;
   criticalityHeader: string = "x-switchyard-criticality";
   defaultCriticality: i32 = CRIT_STANDARD;
@@ -126,12 +133,13 @@ export function parseRequestConfig(r: ObjectReader): RequestConfig {
   c.adapterLoadMs = r.num("adapterLoadMs", c.adapterLoadMs, 0, 600000);
   c.kvCacheFull = r.num("kvCacheFull", c.kvCacheFull, 0.5, 1);
   c.decodeIdleShare = r.num("decodeIdleShare", c.decodeIdleShare, 0, 1);
-  const px = r.obj("prefix", ["blockBytes", "maxBlocks", "entries", "maxAgeMs"]);
+  const px = r.obj("prefix", ["blockBytes", "maxBlocks", "entries", "maxEntries", "maxAgeMs"]);
   if (px != null) {
     c.prefixBlockBytes = px.int("blockBytes", c.prefixBlockBytes, 8, 4096);
     if (c.prefixBlockBytes % 8 != 0) p.add(join(px.path, "blockBytes"), "must be a multiple of 8");
     c.prefixMaxBlocks = px.int("maxBlocks", c.prefixMaxBlocks, 1, 4096);
     c.prefixEntries = px.int("entries", c.prefixEntries, 1, 1048576);
+    c.prefixMaxEntries = px.int("maxEntries", c.prefixMaxEntries, 1, 1048576);
     c.prefixMaxAgeMs = px.int("maxAgeMs", c.prefixMaxAgeMs, 0, 86400000);
   }
   c.criticalityHeader = r.str("criticalityHeader", c.criticalityHeader);

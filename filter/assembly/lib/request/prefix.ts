@@ -177,6 +177,40 @@ export class PrefixMatch {
 }
 
 /**
+ * Entries per block the fleet holds. Blocks land in 8-way sets at random (Poisson per set): at one
+ * entry per block a set receives Poisson(8) blocks and about 14 % of them find their set full
+ * (docs/architecture-choice.md), evicted while the engine still holds them; at two, Poisson(4),
+ * about 0.8 %. A property of WAYS, not of a fleet.
+ */
+export const SET_HEADROOM: i32 = 2;
+
+/**
+ * The index's entry budget from what the servers export: the blocks the fleet's KV caches hold, in
+ * index blocks (an instance's `kvTokens` ÷ `tokensPerBlock`, tokensPerBlock = prefix.blockBytes ÷
+ * bytesPerToken), summed over the live instances, times SET_HEADROOM, bounded by `maxEntries`
+ * (memory). An entry stands for one block hash held by 1–4 instances, so the fleet's (block,
+ * instance) pairs bound the distinct blocks it can hold; the headroom is what 8-way sets need to
+ * keep that many. Much more only keeps prefixes the engines have evicted (docs/benchmarks/llm-r8.md:
+ * 262,144 entries on a 48,000-block fleet, 5.5×, sent requests to holders that no longer held);
+ * much less forgets what they hold (32,768 on a 212,000-block fleet: conversations left their
+ * worker). PrefixIndex rounds down to whole power-of-two sets: between 1 and 2 entries per block.
+ * Any instance's capacity unknown (NaN, not above 0), or no instance: `unknownEntries` (the
+ * configured prefix.entries), so a fleet that does not export it keeps the configured size.
+ */
+export function indexEntriesFor(kvTokens: Array<f64>, tokensPerBlock: f64, unknownEntries: i32, maxEntries: i32): i32 {
+  const cap = max(WAYS, maxEntries);
+  if (kvTokens.length == 0 || !(tokensPerBlock > 0)) return min(max(WAYS, unknownEntries), cap);
+  let blocks: f64 = 0;
+  for (let i = 0; i < kvTokens.length; i++) {
+    const t = unchecked(kvTokens[i]);
+    if (!(t > 0) || !isFinite(t)) return min(max(WAYS, unknownEntries), cap);
+    blocks += Math.floor(t / tokensPerBlock);
+  }
+  const want = blocks * <f64>SET_HEADROOM;
+  return want >= <f64>cap ? cap : max(WAYS, <i32>want);
+}
+
+/**
  * Block hash → instance slots, set-associative: bounded by `capacity` entries (sets × WAYS) and
  * aged: an entry not recorded for `maxAgeMs` counts as absent and is dropped when met.
  */
@@ -229,6 +263,70 @@ export class PrefixIndex {
     store<u32>(p, <u32>(this.setsP - p), 24);
     store<u64>(p, maxAgeMs, 32);
     store<u64>(p, 0, 40); // epoch: set by the first use (rel)
+  }
+
+  /**
+   * Re-sized to the sets for `capacity` entries (setsFor: a power of two, at most `capacity`),
+   * keeping what it remembers: O(old + new capacity) and one new buffer, run on snapshot adoption,
+   * never on the request path. False when the set count is unchanged (nothing done).
+   * Growing: an entry does not store the hash bits that now pick among the sets its old set splits
+   * into, so it is copied into each of them; it is found in the one its hash picks, and the copies
+   * elsewhere are never probed for it, age out at maxAgeMs or are evicted by that set's newer
+   * records. Shrinking: each new set keeps the WAYS most recently recorded entries of the old sets
+   * folded into it (equal tags: the newer), as if those sets had evicted their least recent.
+   */
+  resize(capacity: i32): bool {
+    const sets = PrefixIndex.setsFor(capacity);
+    const oldSets = this.setMask + 1;
+    if (sets == oldSets) return false;
+    const buf = new ArrayBuffer(PrefixIndex.bytesFor(capacity)); // zeroed: every way empty
+    const p = changetype<usize>(buf);
+    const setsP = (p + <usize>HEADER_BYTES + 127) & ~(<usize>127);
+    memory.copy(p, this.p, <usize>HEADER_BYTES); // magic, version, maxAgeMs, epoch
+    store<u32>(p, sets * <u32>WAYS, 8);
+    store<u32>(p, sets, 12);
+    store<u32>(p, <u32>(setsP - p), 24);
+    const from = this.setsP;
+    let count: u32 = 0;
+    if (sets > oldSets) {
+      const m = <usize>(oldSets - 1);
+      for (let t: usize = 0; t < <usize>sets; t++) memory.copy(setsP + (t << SET_SHIFT), from + ((t & m) << SET_SHIFT), <usize>SET_BYTES);
+    } else {
+      const m = <usize>(sets - 1);
+      for (let o: usize = 0; o < <usize>oldSets; o++) {
+        const sp = setsP + ((o & m) << SET_SHIFT);
+        for (let k = 0; k < WAYS; k++) {
+          const ep = from + (o << SET_SHIFT) + (<usize>k << 4);
+          const tag = load<u32>(ep);
+          if (tag == 0) continue;
+          const at = load<u32>(ep, 4);
+          // the way to take: the same tag (keep the newer), else an empty way, else the least recent if older
+          let dst: usize = 0;
+          let oldest: u32 = u32.MAX_VALUE;
+          let oldestP: usize = 0;
+          for (let j = 0; j < WAYS; j++) {
+            const dp = sp + (<usize>j << 4);
+            const dt = load<u32>(dp);
+            if (dt == tag) { dst = load<u32>(dp, 4) < at ? dp : 1; break; }
+            if (dt == 0) { if (dst == 0) dst = dp; continue; }
+            const da = load<u32>(dp, 4);
+            if (da < oldest) { oldest = da; oldestP = dp; }
+          }
+          if (dst == 1) continue; // a newer copy of the same block is kept
+          if (dst == 0 && oldestP != 0 && oldest < at) dst = oldestP;
+          if (dst != 0) memory.copy(dst, ep, <usize>ENTRY_BYTES);
+        }
+      }
+    }
+    const n = <usize>(sets * <u32>WAYS);
+    for (let i: usize = 0; i < n; i++) if (load<u32>(setsP + (i << 4)) != 0) count++;
+    store<u32>(p, count, 16);
+    this.buf = buf;
+    this.p = p;
+    this.setsP = setsP;
+    this.setMask = sets - 1;
+    this.hitN = 0;
+    return true;
   }
 
   count(): i32 { return <i32>load<u32>(this.p, 16); }
