@@ -298,6 +298,36 @@ export class Inflight {
   /** The other proxies' count to `slot` (-1: unknown); read-only. */
   meshCount(slot: i32): i32 { return unchecked(this.meshNow[slot]); }
 
+  /**
+   * How many more requests the other proxies have in flight to `slot` than they had `windowMs`
+   * before `nowMs` (0 when unknown): the LLM price's stand-in for the other proxies' pending
+   * prefill, which no count carries (score-request.ts). A request sent within the last windowMs --
+   * the prefill of a request of the size being priced -- is taken to be still prefilling; the
+   * counts are dated by when they were taken (meshInfoMs / meshInfoAt), so the reference is the
+   * newest recorded tick whose counts were taken at or before nowMs - windowMs (the history
+   * reaches back HISTORY ticks: the oldest known counts then, which can only count short). Counts
+   * in force taken before the window, unknown counts (no answer, expired, off), a slot with no
+   * known past, or a decrease: 0 -- exactly the price without it, never cheaper.
+   */
+  meshRecent(slot: i32, nowMs: f64, windowMs: f64): i32 {
+    if (slot < 0 || slot >= this.meshNow.length) return 0;
+    const now = unchecked(this.meshNow[slot]);
+    const from = nowMs - windowMs;
+    if (now < 0 || !(this.meshInfoMs > from) || this.histHead < 0) return 0;
+    let ref = -1;
+    for (let i = 0; i < HISTORY; i++) {
+      const k = (this.histHead - i + HISTORY) % HISTORY;
+      const at = unchecked(this.histAt[k]);
+      if (at <= 0 && i > 0) break; // not filled yet
+      const info = unchecked(this.meshInfoAt[k]);
+      const c = unchecked(this.meshHist[slot * HISTORY + k]);
+      if (!(info >= 0) || c < 0) break; // unknown from here back
+      ref = c;
+      if (info <= from) break; // taken before the window: the reference
+    }
+    return ref >= 0 && now > ref ? now - ref : 0;
+  }
+
   /** Sets the other proxies' in-flight count to `slot` (-1: unknown) and the slot's total. */
   setMesh(slot: i32, n: i32): void {
     unchecked(this.meshNow[slot] = n);

@@ -153,6 +153,7 @@ function chooseWithBody(s: SwitchyardStream, v: RequestView, h: BodyHold, body: 
   }
   const crit = resolveCriticality(h.criticality, rule == null ? -1 : rule!.criticality, cfg.defaultCriticality, h.objectiveCrit);
   const rc = req.rc;
+  rc.mesh = la.inflight; // the other proxies' recent sends (mesh in-flight; unknown: none)
   rc.modelCol = col;
   rc.promptTokens = promptTokenEstimate(r, cfg.bytesPerToken);
   rc.outTokens = outTokenEstimate(r, cfg.defaultMaxTokens);

@@ -10,6 +10,8 @@
 //         floor; none measured: 0 for all),
 //   cap_i = a known capacity (slots while the server queued, or the KV cache's kvSeqs), unknown: no slot wait,
 //   ahead_i = the prefill this proxy (every worker VM) sent to i and not done yet (lib/pending-prefill.ts),
+//         plus the other proxies' sends to i within the last P·a ms (mesh in-flight counts,
+//         Inflight.meshRecent), each this request's uncached prefill there; unknown counts: none,
 //   shared_i = the part of it that computes the request's own leading blocks (lib/shared-prefill.ts)
 // and the chosen instance's pending prefill grows by P_i (RequestCost.charge). No LLM section
 // (a request-aware service that is no LLM): the body-blind form with the request's service time
@@ -30,6 +32,7 @@ import { PendingPrefill } from "../pending-prefill";
 import { ShedAt, loadAt } from "../criticality";
 import { OverloadShares, growthEvidence } from "../overload";
 import { AdapterStreams, streamedCostMs } from "./adapter-streams";
+import { Inflight } from "../inflight";
 
 /** The request's side of the cost, filled per request (reused: nothing allocated per request). */
 export class RequestCost {
@@ -77,6 +80,10 @@ export class RequestCost {
   blockMsOf: StaticArray<f64> = new StaticArray<f64>(0);
   /** Scratch, per candidate: the pending prefill there the request shares, left out of its wait (ms). */
   sharedOf: StaticArray<f64> = new StaticArray<f64>(0);
+  /** This proxy's in-flight table, for the other proxies' recent sends (Inflight.meshRecent; null: none, the price without them). */
+  mesh: Inflight | null = null;
+  /** Scratch, per candidate: the other proxies' sends within the request's prefill time, priced as prefill ahead (ms). */
+  meshOf: StaticArray<f64> = new StaticArray<f64>(0);
   /** A request was sent to candidate i (slot `slot`) at `nowMs`: its prefill (and adapter load) queues behind what this proxy sent there before. */
   charge(pending: PendingPrefill, i: i32, slot: i32, nowMs: f64, extraMs: f64): void {
     if (i < 0 || i >= this.prefillMs.length) return;
@@ -122,8 +129,9 @@ export function scoreRequest(plan: Plan, lp: LlmPlan, inflightP: usize, pending:
     rc.shedLoadOf = new StaticArray<f64>(n); rc.stdLoadOf = new StaticArray<f64>(n);
     rc.drainOf = new StaticArray<u8>(n); rc.runOf = new StaticArray<u8>(n);
     rc.blockMsOf = new StaticArray<f64>(n); rc.sharedOf = new StaticArray<f64>(n);
-    rc.decodeOf = new StaticArray<f64>(n);
+    rc.decodeOf = new StaticArray<f64>(n); rc.meshOf = new StaticArray<f64>(n);
   }
+  const mesh = rc.mesh;
   for (let i = 0; i < n; i++) {
     if (leftOutAt(skipP, staleP, skippedP, costP, checkStale, nowMs, i)) continue;
     const slot = i32At(slotP, i);
@@ -179,6 +187,7 @@ export function scoreRequest(plan: Plan, lp: LlmPlan, inflightP: usize, pending:
         ? pending.sharedMs(slot, nowMs, rc.hashes, rc.nh, blocks) : 0;
       unchecked(rc.sharedOf[i] = shared);
       const ahead = pending.aheadMs(slot, nowMs) - shared;
+      const whole = rc.promptTokens * pf;
       // The wait for a batch slot: the requests beyond the instance's capacity, each E[S]/capacity
       // (one of the running ones finishes that often). Capacity known = slots the server showed
       // while it queued, or the KV cache's (kvSeqs) where that is larger; slots only a floor and no
@@ -201,11 +210,19 @@ export function scoreRequest(plan: Plan, lp: LlmPlan, inflightP: usize, pending:
       // a whole prompt's prefill a tenth), the other VMs' part in prefills of this request's size.
       // A miss where hits are queued costs the fleet its prefix again (205 ms of a 2,271-token
       // prompt) for every one of them; a hit, its suffix.
-      const queued = ahead > 0 ? ahead : 0;
+      // The other proxies' prefill there is not known in ms, only their in-flight counts (mesh
+      // in-flight; the backlog b holds them, but b is priced only beyond a known capacity and on
+      // the decode line's slope, which the published fleet never reaches and measures as 0): the
+      // requests they sent within the last `whole` ms (this prompt's whole prefill) are taken to be
+      // prefilling still, each as this request's own uncached prefill there -- at the holder of its
+      // prefix likely hits of it, elsewhere misses. Priced as `whole` each they cost ~10 points of
+      // hit rate (docs/benchmarks/mesh-llm-r8b.md, tried). Unknown counts: 0, today's price.
+      const meshMs = mesh != null && whole > 0 ? <f64>mesh.meshRecent(slot, nowMs, whole) * own : 0;
+      unchecked(rc.meshOf[i] = meshMs);
+      const queued = (ahead > 0 ? ahead : 0) + meshMs;
       let mine = pending.ownAheadMs(slot, nowMs) - shared;
       if (mine > queued) mine = queued;
       if (mine < 0) mine = 0;
-      const whole = rc.promptTokens * pf;
       const behindMine = own * pending.requestsIn(slot, mine, whole);
       const behind = behindMine + (whole > 0 ? own * (queued - mine) / whole : 0);
       c = unchecked(lp.restMs[i]) * inv + (own + extra) * inv + decode + slotWait * inv + (queued + behind) * inv;
@@ -215,7 +232,7 @@ export function scoreRequest(plan: Plan, lp: LlmPlan, inflightP: usize, pending:
       unchecked(rc.decodeOf[i] = decode + (mine + behindMine) * inv);
     } else {
       unchecked(rc.prefillMs[i] = 0);
-      unchecked(rc.blockMsOf[i] = 0); unchecked(rc.sharedOf[i] = 0); unchecked(rc.decodeOf[i] = 0);
+      unchecked(rc.blockMsOf[i] = 0); unchecked(rc.sharedOf[i] = 0); unchecked(rc.decodeOf[i] = 0); unchecked(rc.meshOf[i] = 0);
       const s = serviceMs(rc.promptTokens, cached, rc.outTokens, NaN, NaN, cp.fallbackPrefillMs, unchecked(lp.esMs[i]));
       c = unchecked(lp.restMs[i]) * inv + (s + extra) * inv + b * f64At(pwP, i);
     }
