@@ -22,8 +22,8 @@ const p = new SwitchyardFilterPolicy({ wasmPath: arg('--wasm', 'build/switchyard
   ...(args.includes('--debug') ? { service: { debug: true }, onDebug: (i: number, d: string) => dbg.set(i, d) } : {}) });
 // the scrapes the policy saw, per instance (time, waiting, running, kv)
 const scr: Array<Array<{ t: number; w: number; r: number; kv: number; lr: string; lw: string }>> = Array.from({ length: 8 }, () => []);
-const onS = p.onScrape?.bind(p);
-(p as { onScrape?: RoutingPolicy['onScrape'] }).onScrape = (t: number, i: number, m: Scraped) => { scr[i].push({ t, w: m.numRequestsWaiting, r: m.numRequestsRunning, kv: m.kvCacheUsagePerc, lr: m.runningLoraAdapters.join('+'), lw: m.waitingLoraAdapters.join('+') }); onS?.(t, i, m); };
+// the filter reads /metrics (onMetrics); onScrape, which it does not define, only records the same scrape
+(p as { onScrape?: RoutingPolicy['onScrape'] }).onScrape = (t: number, i: number, m: Scraped) => { scr[i].push({ t, w: m.numRequestsWaiting, r: m.numRequestsRunning, kv: m.kvCacheUsagePerc, lr: m.runningLoraAdapters.join('+'), lw: m.waitingLoraAdapters.join('+') }); };
 // --engine idx,a,b: log the engine request idx was sent to, each step in [a, b] ms (its waiting
 // queue: criticality, adapter, prompt; running: adapters; resident adapters; free blocks)
 let eng: LlmEngine | undefined;
