@@ -59,15 +59,22 @@ async function send(maxBodyBytes?: number): Promise<{ status: number; body: stri
       };
       pump();
     });
-    return { ...res, received, hits: upstreamHits, invalid: proxy.host!.metric('switchyard.request.invalid.llm'), proxy };
+    return { ...res, received, hits: upstreamHits, invalid: proxy.host!.metric('switchyard.request.invalid.llm'), holdTimeout: proxy.host!.metric('switchyard.request.hold_timeout.llm'), proxy };
   } finally {
     await proxy.close();
     upstream.close();
   }
 }
 
-test('shipped defaults: an oversized body in 64 KiB chunks gets the filter\'s onInvalid (forwarded whole), not Envoy\'s 413', async () => {
-  const r = await send();
+test('shipped defaults: an oversized body in 64 KiB chunks gets the filter\'s onInvalid (forwarded whole), not Envoy\'s 413', async (t) => {
+  let r = await send();
+  if (Number(r.holdTimeout ?? 0) > 0 && Number(r.invalid ?? 0) === 0) {
+    // the body watchdog fired: this process stalled for more than request.holdTimeoutMs (1 s)
+    // between two chunks (a loaded CI machine), so the filter chose body-blind before the body
+    // grew past maxBodyBytes -- not what this test is about; once more
+    t.diagnostic('hold timeout on a stalled machine: sent again');
+    r = await send();
+  }
   assert.equal(r.status, 200, `got ${r.status} ${r.body}`);
   assert.equal(r.backend, 'up');
   assert.equal(r.hits, 1);
