@@ -17,7 +17,7 @@ import { EnvoyProxy } from '../../host/src';
 
 const ROOT = path.resolve(__dirname, '../..');
 
-async function send(maxBodyBytes?: number): Promise<{ status: number; body: string; backend?: string; received: number; hits: number; invalid: number | undefined; proxy: EnvoyProxy }> {
+async function send(maxBodyBytes?: number): Promise<{ status: number; body: string; backend?: string; received: number; hits: number; invalid: number | undefined; holdTimeout: number | undefined; proxy: EnvoyProxy }> {
   let received = 0;
   let upstreamHits = 0;
   const upstream = http.createServer((req, res) => {
