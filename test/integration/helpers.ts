@@ -108,3 +108,13 @@ export async function twoWorkerLlmHost(o: { authority: string; t0: number; refre
   if ((host.metric('switchyard.snapshot.updates') ?? 0) < 2) throw new Error('both VMs should have adopted the snapshot');
   return host;
 }
+
+/** The agent config both LLM-simulator integration tests start: one vLLM service `llm` over `addrs`, serving llama-3-8b, scraped and published every 100 ms. */
+export function llmAgentConfig(addrs: string[]): Record<string, unknown> {
+  return {
+    listen: { host: '127.0.0.1', port: 0 },
+    publishIntervalMs: 100,
+    link: { peers: [] },
+    inference: { scrapeIntervalMs: 100, services: [{ name: 'llm', kind: 'vllm', instances: { static: addrs }, models: ['llama-3-8b'] }] },
+  };
+}

@@ -10,18 +10,13 @@ import { startAgent } from '../../agent/src';
 import { decodeSnapshot } from '../../agent/src/snapshot/codec';
 import { MODEL_BASE } from '../../agent/src/snapshot/llm';
 import { complete, startLlmSim } from '../inference/llm-sim-helpers';
-import { header, pluginConfig, startHost, until } from './helpers';
+import { header, llmAgentConfig, pluginConfig, startHost, until } from './helpers';
 
 const AUTH = 'inference.example';
 
 test('a fresh LLM fleet with allIneligible reject-503 gets traffic (prior E[S]), and the filter adopts the LLM section', async () => {
   const sims = [await startLlmSim(['--model-name', 'llama-3-8b', '--adapters', 'sql-lora:llama-3-8b']), await startLlmSim(['--model-name', 'llama-3-8b', '--adapters', 'sql-lora:llama-3-8b'])];
-  const agent = await startAgent({
-    listen: { host: '127.0.0.1', port: 0 },
-    publishIntervalMs: 100,
-    link: { peers: [] },
-    inference: { scrapeIntervalMs: 100, services: [{ name: 'llm', kind: 'vllm', instances: { static: sims.map((s) => s.addr) }, models: ['llama-3-8b'] }] },
-  } as any, { logger: pino({ level: 'silent' }), defaultMetrics: false });
+  const agent = await startAgent(llmAgentConfig(sims.map((s) => s.addr)) as any, { logger: pino({ level: 'silent' }), defaultMetrics: false });
   const host = await startHost(pluginConfig({
     loadAware: { services: [{ authorities: [AUTH], service: 'llm', allIneligible: 'reject-503', debug: true }] },
   }, { services: [] }), agent.port, { workers: 1 });

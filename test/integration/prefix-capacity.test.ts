@@ -9,19 +9,14 @@ import pino from 'pino';
 import { startAgent } from '../../agent/src';
 import { decodeSnapshot } from '../../agent/src/snapshot/codec';
 import { startLlmSim } from '../inference/llm-sim-helpers';
-import { pluginConfig, startHost, until } from './helpers';
+import { llmAgentConfig, pluginConfig, startHost, until } from './helpers';
 
 const AUTH = 'inference.example';
 const GAUGE = 'switchyard.request.prefix_entries.llm';
 
 test('the agent publishes each instance\'s KV capacity and the filter sizes its prefix index to the fleet\'s', async () => {
   const sims = [await startLlmSim(['--model-name', 'llama-3-8b', '--num-blocks', '65536']), await startLlmSim(['--model-name', 'llama-3-8b', '--num-blocks', '32768'])];
-  const agent = await startAgent({
-    listen: { host: '127.0.0.1', port: 0 },
-    publishIntervalMs: 100,
-    link: { peers: [] },
-    inference: { scrapeIntervalMs: 100, services: [{ name: 'llm', kind: 'vllm', instances: { static: sims.map((s) => s.addr) }, models: ['llama-3-8b'] }] },
-  } as any, { logger: pino({ level: 'silent' }), defaultMetrics: false });
+  const agent = await startAgent(llmAgentConfig(sims.map((s) => s.addr)) as any, { logger: pino({ level: 'silent' }), defaultMetrics: false });
   const host = await startHost(pluginConfig({
     loadAware: { services: [{ authorities: [AUTH], service: 'llm', request: { allowOnHeadersStopIteration: true } }] },
   }, { services: [] }), agent.port, { workers: 1 });
