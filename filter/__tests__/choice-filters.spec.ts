@@ -131,6 +131,49 @@ describe("filter-saturated", () => {
   });
 });
 
+// two healthy instances, ρ 0.97 and every slot busy by our count, and one left out by its P99
+// alone (the agent's P99 7x its baseline), empty, whose scraped E[S] is `slowEs`
+function saturatedFleet(slowEs: f32): Plan {
+  const s = good(); s.rho = 0.97; s.queueDepth = 4; s.slots = 4; s.esMs = 100;
+  const t = good(); t.rho = 0.97; t.queueDepth = 6; t.slots = 4; t.esMs = 100; t.addr = "10.0.0.2:80";
+  const u = good(); u.rho = 0.2; u.queueDepth = 0; u.slots = 4; u.esMs = slowEs; u.addr = "10.0.0.3:80";
+  u.p99Ms = 280; u.baselineP99Ms = 40;
+  const a = candidateFrom(s, MODEL_CONDITIONAL, 5000, 0, false); a.slot = 0;
+  const b = candidateFrom(t, MODEL_CONDITIONAL, 5000, 0, false); b.slot = 1;
+  const c = candidateFrom(u, MODEL_CONDITIONAL, 5000, 0, false); c.slot = 2;
+  expect(c.skip).toBe(SKIP_SLOW);
+  return new Plan([a, b, c]);
+}
+
+describe("filter-saturated: every eligible instance saturated (the overflow)", () => {
+  it("forwarded (the default): chosen by price, the P99-skipped instance at its own price -- not the all-ineligible fallback", () => {
+    // the skipped one 10x slower by its scrape and one request of ours in it, in-band priced out
+    // (factor 1000; empty and unpriced it would take one, as its price is its wait): never chosen
+    const slow = saturatedFleet(1000);
+    const adj: Array<f64> = [1, NaN, Infinity, 1, NaN, Infinity, 1000, NaN, Infinity];
+    for (let k = 0; k < 20; k++) {
+      const p = pick(slow, [0, 0, 1], 0, PICKER_P2C, 0, new Rng(k), adj);
+      expect(p.index).toBeGreaterThanOrEqual(0); // -1: forwarded degraded, where LEAST_REQUEST takes the empty #2
+      expect(p.index).toBeLessThan(2);
+    }
+    expect(pick(slow, [0, 0, 1], 0, PICKER_BAND, 0, new Rng(1), adj).index).toBe(0); // the shorter queue
+    expect(slow.skipped[SKIP_SATURATED]).toBe(0);
+    // back to normal (its scrape still holds the episode's P99, nothing in-band against it): it takes the overflow
+    const back = saturatedFleet(100);
+    const none: Array<f64> = [1, NaN, Infinity, 1, NaN, Infinity, 1, NaN, Infinity];
+    expect(pick(back, [0, 0, 0], 0, PICKER_BAND, 0, new Rng(1), none).index).toBe(2);
+    // stale data: not taken back
+    expect(pick(back, [0, 0, 0], 1e9, PICKER_BAND, 0, new Rng(1), none).index).toBe(-1);
+  });
+
+  it("shed (allIneligible reject-503): none eligible, as before", () => {
+    const plan = saturatedFleet(100);
+    plan.shedSaturated = true;
+    expect(pick(plan, [0, 0, 0], 0, PICKER_P2C, 0, new Rng(1)).index).toBe(-1);
+    expect(plan.skipped[SKIP_SATURATED]).toBe(2);
+  });
+});
+
 describe("filter-stale on the default picker's O(1) path", () => {
   it("never picks an instance whose data is stale, though nothing is saturated and it is cheapest", () => {
     const fresh1 = good(); fresh1.queueDepth = 3;

@@ -197,11 +197,15 @@ describe("pick", () => {
     expect(PICKER_BAND).not.toBe(PICKER_P2C);
   });
 
-  it("has no eligible instance when every one is saturated", () => {
+  it("when every one is saturated: none eligible to shed the request (reject-503), else price decides among them", () => {
     const a = cand(inst("a:1", 0.97, 10, 200, 4, 4));
     const b = cand(inst("b:1", 0.95, 10, 200, 1, 1));
     a.slot = 0; b.slot = 1;
     const plan = new Plan([a, b]);
+    const kept = pick(plan, [0, 0], 0, PICKER_P2C, 0, new Rng(1)).index; // forward-degraded (the default)
+    expect(kept).toBeGreaterThanOrEqual(0);
+    expect(plan.skipped[SKIP_SATURATED]).toBe(0);
+    plan.shedSaturated = true;
     expect(pick(plan, [0, 0], 0, PICKER_P2C, 0, new Rng(1)).index).toBe(-1);
     expect(plan.skipped[SKIP_SATURATED]).toBe(2);
     // the moment one has a free slot by our count (we drained 1 below the scrape), it is used
@@ -213,6 +217,7 @@ describe("pick", () => {
     const b = candidateFrom(inst("b:1", 0.1, 10, 200, 0, 1), MODEL_CONDITIONAL, 1000, 0, false); // stale from t=1000
     a.slot = 0; b.slot = 1;
     const plan = new Plan([a, b]);
+    plan.shedSaturated = true; // reject-503: the saturated one is left out too
     const p = pick(plan, [0, 0], 1000, PICKER_P2C, 0.1, new Rng(3));
     expect(p.index).toBe(-1);
     expect(p.eligible).toBe(0);

@@ -149,13 +149,27 @@ test('a remote instance pays the measured link round trip', async () => {
 test('all ineligible, forward-degraded: the default route with x-degraded: true, never a silent drop', async () => {
   const b = await bed({ allIneligible: 'forward-degraded' });
   try {
-    await b.serve([inst('10.0.0.1:80', { rho: 0.99, queueDepth: 1 }), inst('10.0.0.2:80', { healthy: false })]);
+    await b.serve([inst('10.0.0.1:80', { dataAgeMs: 70000 }), inst('10.0.0.2:80', { healthy: false })]);
     const r = await b.request({ 'x-switchyard-endpoint': '10.9.9.9:1', 'x-degraded': 'false' });
     assert.equal(r.localReply, undefined);
     assert.deepEqual(endpoint(r), [], 'no endpoint: ORIGINAL_DST is not used');
     assert.deepEqual(header(r.upstreamHeaders, 'x-degraded'), ['true']);
     await b.host.advance(20);
     assert.equal(b.host.metric('switchyard.lb.all_ineligible'), 1);
+  } finally {
+    await b.host.close();
+  }
+});
+
+test('every eligible instance saturated, forward-degraded: the filter still chooses among them (the regular cluster would reach the unhealthy one)', async () => {
+  const b = await bed({ allIneligible: 'forward-degraded' });
+  try {
+    await b.serve([inst('10.0.0.1:80', { rho: 0.99, queueDepth: 1 }), inst('10.0.0.2:80', { healthy: false })]);
+    const r = await b.request({ 'x-degraded': 'false' });
+    assert.deepEqual(endpoint(r), ['10.0.0.1:80']);
+    assert.deepEqual(header(r.upstreamHeaders, 'x-degraded'), []);
+    await b.host.advance(20);
+    assert.equal(b.host.metric('switchyard.lb.all_ineligible') ?? 0, 0);
   } finally {
     await b.host.close();
   }

@@ -41,7 +41,7 @@ export function pick(plan: Plan, inflight: Array<i32>, nowMs: f64, picker: i32, 
     return p;
   }
   const scan = scoreAll(plan, inflightP, nowMs, adjP);
-  dropSaturated(plan, inflightP, scan, adjP);
+  dropSaturated(plan, inflightP, scan, adjP, nowMs, !plan.shedSaturated);
   // the in-band probe knows no subset: off for a restricted pick
   if (subset != null) { applySubset(plan, scan, subset!); p.probe = false; }
   p.scored = true;

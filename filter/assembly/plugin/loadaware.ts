@@ -1,7 +1,7 @@
 // Glue for load-aware choice: per-snapshot candidate plans, the shared in-flight table (bounded by
 // the live fleet: slots of addresses gone from the snapshots for SLOT_GRACE_MS are freed) and the
 // per-service metrics. Decisions themselves live in lib/choose.ts and lib/choice/.
-import { LoadAwareService, PluginConfig, STATUS_DEGRADED } from "../lib/config";
+import { LoadAwareService, PluginConfig, STATUS_DEGRADED, ALL_INELIGIBLE_REJECT } from "../lib/config";
 import { Snapshot } from "../lib/snapshot";
 import { Candidate, candidateFrom, Plan, SKIP_REASONS, skipName, MAX_FALLBACKS } from "../lib/choose";
 import { Inflight, Rng } from "../lib/inflight";
@@ -161,6 +161,7 @@ export class LoadAware {
         this.inband.onScrape(c.slot, c.scrapeAtMs, c.perItemMs * c.slots, c.slots);
       }
       sp.plan = new Plan(cands, sp.cfg.maxUtilization);
+      sp.plan.shedSaturated = sp.cfg.allIneligible == ALL_INELIGIBLE_REJECT;
       if (rq != null) {
         const es = new Array<f64>(cands.length), w = new Array<f64>(cands.length), at = new Array<f64>(cands.length);
         for (let k = 0; k < cands.length; k++) { es[k] = cands[k].perItemMs * cands[k].slots; w[k] = cands[k].weight; at[k] = cands[k].scrapeAtMs; }

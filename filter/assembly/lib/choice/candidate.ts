@@ -1,7 +1,7 @@
 // One instance as the choice sees it, built once per snapshot: the static filter's verdict and the
 // static parts of the scorers. The per-request parts live in the plan (plan.ts).
 import { InstanceState } from "../snapshot";
-import { SKIP_NONE } from "./skip";
+import { SKIP_NONE, SKIP_SLOW } from "./skip";
 import { staticSkip } from "./filter-static";
 import { healthWeight } from "./scorer-health";
 import { baseWaitMs } from "./scorer-wait";
@@ -27,6 +27,13 @@ export class Candidate {
   /** In-flight slot (see Inflight) and our in-flight count at that scrape. */
   slot: i32 = 0;
   inflightAtSnapshot: i32 = 0;
+  /**
+   * Skipped by its P99 alone (SKIP_SLOW): its price without the health weight -- base wait, E[S]/c
+   * and queue -- for the overflow (filter-saturated.ts overflowTo); +Inf for any other.
+   */
+  overflowBaseMs: f64 = Infinity;
+  overflowPerMs: f64 = Infinity;
+  overflowQueue: f64 = 0;
   /** slots is a floor, not a capacity (snapshot flag): the backlog per slot is not shed on */
   slotsFloor: bool = false;
   /** the server's own queue keeps growing (snapshot flag): evidence for the pool's overload state */
@@ -62,5 +69,11 @@ export function candidateFrom(s: InstanceState, model: i32, stalenessMs: f64, ge
   const age = ok ? <f64>s.dataAgeMs : 0;
   c.scrapeAtMs = generatedAtMs - age;
   c.staleAtMs = c.scrapeAtMs + stalenessMs;
+  if (c.skip == SKIP_SLOW) {
+    const e = <f64>s.esMs, k = s.slots >= 1 ? <f64>s.slots : 1;
+    c.overflowBaseMs = baseWaitMs(model, <f64>s.rho, e, <f64>s.es2Ms2, linkRttMs);
+    c.overflowPerMs = e / k;
+    c.overflowQueue = <f64>s.queueDepth;
+  }
   return c;
 }

@@ -48,10 +48,20 @@ export class Plan {
   // kept for the debug header
   baseWaitMs: StaticArray<f64>;
   perItemMs: StaticArray<f64>;
+  /** Candidate.overflow*: the price of one skipped by its P99 alone, for the overflow (queue: less ours at the snapshot). */
+  ovBase: StaticArray<f64>;
+  ovPer: StaticArray<f64>;
+  ovQ: StaticArray<f64>;
   /** Scratch: cost of each candidate for the current pick (+Inf: not eligible). */
   cost: StaticArray<f64>;
   /** Saturation threshold per candidate, fixed per snapshot (filter-saturated.ts). */
   satAt: StaticArray<f64>;
+  /**
+   * When every eligible candidate is saturated: true leaves them all out (the service's
+   * all-ineligible policy `reject-503` sheds the request), false (`forward-degraded`, the default)
+   * applies the overflow rule of the load-independent pick (filter-saturated.ts overflowTo).
+   */
+  shedSaturated: bool = false;
   /** Earliest staleAtMs of the candidates not statically skipped: before it, nothing is stale. */
   minStaleAtMs: f64 = Infinity;
   /** Indices of the candidates not statically skipped (p2c draws from these). */
@@ -85,6 +95,9 @@ export class Plan {
     this.queueGrowing = new StaticArray<u8>(n);
     this.baseWaitMs = new StaticArray<f64>(n);
     this.perItemMs = new StaticArray<f64>(n);
+    this.ovBase = new StaticArray<f64>(n);
+    this.ovPer = new StaticArray<f64>(n);
+    this.ovQ = new StaticArray<f64>(n);
     this.cost = new StaticArray<f64>(n);
     this.satAt = new StaticArray<f64>(n);
     this.staticSkipped = new StaticArray<i64>(SKIP_REASONS);
@@ -111,6 +124,9 @@ export class Plan {
       this.queueGrowing[i] = c.queueGrowing ? 1 : 0;
       this.baseWaitMs[i] = c.baseWaitMs;
       this.perItemMs[i] = c.perItemMs;
+      this.ovBase[i] = c.overflowBaseMs;
+      this.ovPer[i] = c.overflowPerMs;
+      this.ovQ[i] = c.overflowQueue - <f64>c.inflightAtSnapshot;
       this.satAt[i] = saturationThreshold(c.rho, maxUtilization, c.slots);
       if (c.skip == SKIP_NONE) {
         if (c.staleAtMs < this.minStaleAtMs) this.minStaleAtMs = c.staleAtMs;
