@@ -26,8 +26,10 @@ test('format: a report round-trips; zero counts and over-long addresses stay out
   assert.deepEqual([d.kind, d.intervalMs, d.proxyId, d.atMs], [KIND_REPORT, 50, 7, 123]);
   assert.deepEqual([...d.counts], [['10.0.0.1:8000', 3]]);
   assert.throws(() => decodeInflight(Buffer.alloc(3)), /shorter than the 18-byte header/);
-  const v = Buffer.from(b); v[0] = 2;
-  assert.throws(() => decodeInflight(v), /version 2/);
+  const v = Buffer.from(b); v[0] = 3;
+  assert.throws(() => decodeInflight(v), /version 3/);
+  const v2 = Buffer.from(b); v2[0] = 2; // version 2 without its prefix trailer
+  assert.throws(() => decodeInflight(v2), /prefix trailer is cut off/);
   assert.throws(() => decodeInflight(b.subarray(0, b.length - 1)), /record 0 of 1 is cut off/);
   assert.throws(() => decodeInflight(Buffer.concat([b, Buffer.alloc(1)])), /1 bytes after the last record/);
 });
