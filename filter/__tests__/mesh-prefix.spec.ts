@@ -54,7 +54,7 @@ describe("PrefixIndex.learnRemote (another proxy's placement)", () => {
     expect(ix.learnRemote(h[0], 3, 1002)).toBe(false); // already known: nothing changes
   });
 
-  it("never goes before this proxy's own slots, never displaces them, never refreshes their age", () => {
+  it("never goes before this proxy's own slots, never displaces them; a new slot refreshes the entry, a known one does not", () => {
     const ix = new PrefixIndex(1024, 1000);
     const h = hashes(1, 500);
     ix.record(h, 1, 1, 0);
@@ -71,11 +71,15 @@ describe("PrefixIndex.learnRemote (another proxy's placement)", () => {
     ix.record(h, 1, 4, 30);
     expect(blocksOf(ix, h, 8, 40)).toBe(0);
     expect(blocksOf(ix, h, 1, 40)).toBe(1);
-    // the remote record did not keep the entry alive: it ages from its last own record (30)
+    // a remote send of a new slot is a send now: the entry ages from it (a full set evicts by it)
     const ix2 = new PrefixIndex(1024, 1000);
     ix2.record(h, 1, 1, 0);
     ix2.learnRemote(h[0], 2, 900);
-    expect(blocksOf(ix2, h, 1, 1001)).toBe(0);
+    expect(blocksOf(ix2, h, 1, 1001)).toBe(1);
+    expect(blocksOf(ix2, h, 2, 1001)).toBe(1);
+    // a slot already listed changes nothing: the entry still ages from 900
+    ix2.learnRemote(h[0], 2, 1800);
+    expect(blocksOf(ix2, h, 2, 1901)).toBe(0);
   });
 
   it("ignores hash 0 and no slot, and is not offered back to the other VMs or proxies", () => {

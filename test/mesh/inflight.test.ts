@@ -118,7 +118,7 @@ test('bounds: at most maxProxies reports (503 beyond), the live fleet\'s address
 
 test('config: inflight defaults, field-named errors', () => {
   const c = resolveConfig({});
-  assert.deepEqual(c.inflight, { enabled: true, maxProxies: 4096, maxInstances: 100000, expireReports: 4, maxBodyBytes: 1048576, exchangeMs: 20, agentExpireMs: 1000, maxAgents: 4096, exchange: 'leader' });
+  assert.deepEqual(c.inflight, { enabled: true, maxProxies: 4096, maxInstances: 100000, expireReports: 4, maxBodyBytes: 1048576, exchangeMs: 20, agentExpireMs: 1000, maxAgents: 4096, exchange: 'leader', prefixRecords: 4096, prefixLog: 65536 });
   assert.equal(resolveConfig({ inflight: { exchange: 'all' } }).inflight.exchange, 'all');
   assert.throws(() => resolveConfig({ inflight: { exchange: 'ring' } as never }), (e: unknown) => e instanceof ConfigError && /inflight\.exchange/.test(e.message));
   assert.throws(() => resolveConfig({ inflight: { maxProxies: 0 } }), (e: unknown) => e instanceof ConfigError && /inflight\.maxProxies: must be >= 1/.test(e.message));

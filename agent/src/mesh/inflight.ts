@@ -27,6 +27,8 @@ export const KIND_ANSWER = 2;
 export const KIND_AGENT = 3;
 /** a pool leader's mesh-wide totals, on NATS (inflight-exchange.ts, inflight.exchange leader) */
 export const KIND_TOTAL = 4;
+/** an agent's (or a pool leader's relay of) prefix placements, on NATS (inflight-exchange.ts): no counts, the prefix trailer */
+export const KIND_PREFIX = 5;
 /**
  * The age field of an answer whose agent does not know the rest of the mesh's counts (leader mode:
  * no current total from the pool's leader, NATS lost): the filter prices without mesh in-flight at
@@ -59,7 +61,7 @@ export function decodeInflight(buf: Buffer): InflightDoc {
   const version = buf.readUInt8(0);
   if (version !== INFLIGHT_VERSION && version !== INFLIGHT_VERSION_PREFIX) throw new InflightFormatError(`version ${version} (expected ${INFLIGHT_VERSION} or ${INFLIGHT_VERSION_PREFIX})`);
   const kind = buf.readUInt8(1);
-  if (kind !== KIND_REPORT && kind !== KIND_ANSWER && kind !== KIND_AGENT && kind !== KIND_TOTAL) throw new InflightFormatError(`kind ${kind} (expected ${KIND_REPORT} report, ${KIND_ANSWER} answer, ${KIND_AGENT} an agent's sums or ${KIND_TOTAL} a leader's totals)`);
+  if (kind !== KIND_REPORT && kind !== KIND_ANSWER && kind !== KIND_AGENT && kind !== KIND_TOTAL && kind !== KIND_PREFIX) throw new InflightFormatError(`kind ${kind} (expected ${KIND_REPORT} report, ${KIND_ANSWER} answer, ${KIND_AGENT} an agent's sums, ${KIND_TOTAL} a leader's totals or ${KIND_PREFIX} placements)`);
   const count = buf.readUInt16LE(16);
   const counts = new Map<string, number>();
   let off = HEADER_BYTES;
@@ -138,9 +140,9 @@ export interface InflightOptions {
   prefixLog?: number;
 }
 
-/** Records per report and per answer: the filter's outbox ring (MAX_RING), what a proxy absorbs per report. */
+/** Records per report and per answer (inflight.prefixRecords): the filter's outbox ring (MAX_RING), what a proxy absorbs per report. */
 export const PREFIX_DEFAULT_RECORDS = 4096;
-/** The log: 16 answers' worth (a proxy may miss a few reports and still get every record). */
+/** The log (inflight.prefixLog): 16 answers' worth (a proxy may miss a few reports and still get every record). */
 export const PREFIX_DEFAULT_LOG = 65536;
 
 interface Held {
