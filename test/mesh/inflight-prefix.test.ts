@@ -11,6 +11,8 @@ import { InflightExchange } from '../../agent/src/mesh/inflight-exchange';
 import { INFLIGHT_DEFAULTS } from '../../agent/src/mesh/inflight-schema';
 import { decodePrefixTrailer, encodePrefixTrailer, PrefixLog, type PrefixRecord } from '../../agent/src/mesh/prefix-records';
 import { startNats, type NatsServer } from './servers';
+import { Registry } from 'prom-client';
+import { inflightMetrics } from '../../agent/src/api/inflight';
 
 const rec = (addr: string, hash: bigint, service = 'llm'): PrefixRecord => ({ service, addr, hash });
 const report = (id: number, prefix?: PrefixRecord[]): Buffer => encodeInflight(KIND_REPORT, 50, id, 1, [['a:1', 1]], prefix);
@@ -61,6 +63,19 @@ test('each proxy is given the other proxies\' placements once, never its own; a 
   assert.equal(v1.answer[0], 1);
   assert.equal(decodeInflight(v1.answer).kind, KIND_ANSWER);
   assert.deepEqual([a.stats.prefixIn, a.stats.prefixOut], [3, 3]);
+});
+
+test('metrics: switchyard_inflight_prefix_records_total by direction', async () => {
+  const a = agg({ isInstance: (x) => x === 'a:1' });
+  const reg = new Registry();
+  inflightMetrics(reg, a);
+  const p1 = a.report(report(0, []));
+  const p2 = a.report(report(0, []));
+  assert.ok(p1.ok && p2.ok);
+  a.report(report(p1.proxyId, [rec('a:1', 1n), rec('b:1', 2n)]));
+  a.report(report(p2.proxyId, []));
+  const text = await reg.metrics();
+  for (const [d, n] of [['in', 1], ['out', 1], ['ignored', 1], ['lost', 0]] as const) assert.match(text, new RegExp(`switchyard_inflight_prefix_records_total\\{direction="${d}"\\} ${n}\\b`));
 });
 
 test('bounds: the live fleet only, at most prefixRecords per report and per answer (the rest follows), a log of prefixLog records', () => {
