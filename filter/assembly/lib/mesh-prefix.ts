@@ -6,8 +6,8 @@
 // (the DES: hit rate 87 % at K = 1, 74 % at K = 4, 59 % at K = 16). The records its VMs already
 // exchange among themselves (lib/request/prefix-share.ts: a block whose front slot changed, or one
 // re-offered once per maxAgeMs / 4 window) also go into a second ring, the mesh outbox; the mesh
-// report carries the outbox's new records (at most request.prefixMaxBlocks per service and report:
-// one whole new prompt at least), and the agent's answer carries the other proxies' records. The
+// report carries the outbox's new records (at most the outbox's capacity, min(prefix.entries,
+// 4096), per service and report; more new placements between two reports are counted dropped), and the agent's answer carries the other proxies' records. The
 // filter applies them with PrefixIndex.learnRemote (never more trusted than its own knowledge).
 //
 // Trailer of a version-2 in-flight report or answer (after the counts, little-endian):

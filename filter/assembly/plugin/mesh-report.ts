@@ -8,7 +8,7 @@
 // nothing: the last good answer stands until it expires.
 //
 // Prefix placements (lib/mesh-prefix.ts): with a request-aware service the report is version 2 and
-// carries each service's mesh outbox (at most request.prefixMaxBlocks records per report); every
+// carries each service's mesh outbox (at most its ring's capacity, 4,096, per report); every
 // VM applies the answer's records of the other proxies to its own index when it adopts the answer.
 // An agent that refuses version 2 (400: an agent older than this filter) is sent version 1 for
 // NOT_SERVED_RETRY_MS, then version 2 again.
@@ -49,6 +49,8 @@ export class MeshReporter {
   prefixLearned: u32 = defineMetric(METRIC_COUNTER, "switchyard.mesh.prefix_learned");
   prefixKnown: u32 = defineMetric(METRIC_COUNTER, "switchyard.mesh.prefix_known");
   prefixIgnored: u32 = defineMetric(METRIC_COUNTER, "switchyard.mesh.prefix_ignored");
+  /** records the outbox overwrote before a report took them (more new placements than it holds between reports) */
+  prefixDropped: u32 = defineMetric(METRIC_COUNTER, "switchyard.mesh.prefix_dropped");
   /** version 1 reports until then (an agent refused version 2) */
   private v1UntilMs: u64 = 0;
   private sentV2: bool = false;
@@ -106,8 +108,10 @@ export class MeshReporter {
     const t = prefixTargets(la);
     let trailer: ArrayBuffer | null = null;
     if (t.names.length > 0 && now >= this.v1UntilMs) {
+      const dropped = t.dropped();
       trailer = encodePrefixTrailer(t.names, t.outs, t.maxRecords, inflight);
       incrementMetric(this.prefixSent, <u64>t.pending(t.outs));
+      if (t.dropped() > dropped) incrementMetric(this.prefixDropped, t.dropped() - dropped);
     }
     this.sentV2 = trailer != null;
     const body = encodeReport(inflight, this.proxyId, cfg.loadAware.meshReportMs, now, trailer);
@@ -175,6 +179,11 @@ class PrefixTargets {
     for (let i = 0; i < outs.length; i++) if (outs[i] != null) n += outs[i]!.sent - this.before[i];
     return n;
   }
+  dropped(): u64 {
+    let n: u64 = 0;
+    for (let i = 0; i < this.outs.length; i++) if (this.outs[i] != null) n += this.outs[i]!.dropped;
+    return n;
+  }
 }
 
 function prefixTargets(la: LoadAware): PrefixTargets {
@@ -185,7 +194,8 @@ function prefixTargets(la: LoadAware): PrefixTargets {
     t.names.push(la.plans[i].cfg.service);
     t.indexes.push(rq.index);
     t.outs.push(rq.meshOut);
-    t.maxRecords.push(rq.cfg.prefixMaxBlocks);
+    // per report: what the outbox holds (min(prefix.entries, 4096)); a busier proxy's overflow is counted (prefix_dropped)
+    t.maxRecords.push(rq.meshOut.ring.capacity());
     t.before.push(rq.meshOut.sent);
   }
   return t;
