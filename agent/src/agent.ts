@@ -150,7 +150,7 @@ export async function startAgent(input: AgentConfigInput | AgentConfig = {}, opt
  */
 function meshInflight(config: AgentConfig, w: Wired): InflightAggregator {
   const c = config.inflight;
-  return new InflightAggregator({ maxProxies: c.maxProxies, maxInstances: c.maxInstances, expireReports: c.expireReports, isInstance: (a) => poolOfAddr(w, a) !== undefined });
+  return new InflightAggregator({ maxProxies: c.maxProxies, maxInstances: c.maxInstances, expireReports: c.expireReports, prefixRecords: c.prefixRecords, prefixLog: c.prefixLog, isInstance: (a) => poolOfAddr(w, a) !== undefined });
 }
 
 /** addr -> its pool key ("peer or _/service"), from the records served, rebuilt at most once a second */

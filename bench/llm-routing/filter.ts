@@ -226,6 +226,16 @@ export class SwitchyardFilterPolicy implements RoutingPolicy {
     this.hostTo(t);
   }
 
+  /** this proxy's shared data under the filter's vm_id (proxies.ts --share reads and writes the
+   *  prefix-share document between ticks, when no VM runs) */
+  shared(key: string): { value: Buffer; cas: number } | undefined {
+    return this.host.process.sharedData.get(this.host.vmId, key);
+  }
+
+  setShared(key: string, value: Buffer): void {
+    this.host.process.sharedData.set(this.host.vmId, key, value, 0);
+  }
+
   /** the host and the agent's publisher moved to virtual time t (K proxies kept in step, proxies.ts) */
   advance(t: number): void {
     this.sync(t);
@@ -318,7 +328,7 @@ export class SwitchyardFilterPolicy implements RoutingPolicy {
 
   finish(t: number): void {
     this.sync(t + 200);
-    for (const m of this.host.metrics()) if (m.name.startsWith('switchyard.request.') || m.name.startsWith('switchyard.lb.')) this.stats.metrics[m.name] = m.value;
+    for (const m of this.host.metrics()) if (m.name.startsWith('switchyard.request.') || m.name.startsWith('switchyard.lb.') || m.name.startsWith('switchyard.mesh.prefix_')) this.stats.metrics[m.name] = m.value;
     this.stats.vmFailures = this.host.failures.length;
     this.host.closeSync();
     if (this.stats.vmFailures) throw new Error(`${this.name}: ${this.stats.vmFailures} VM failures`);

@@ -35,6 +35,7 @@ import { cellOf, type Cell, scenarios, WORKLOAD_TITLES, WORKLOADS } from './matr
 import { A100_LLAMA8B, publishedFleet } from './published';
 import { INFLIGHT_CONTENT_TYPE, InflightAggregator } from '../../agent/src/mesh/inflight';
 import { INFLIGHT_DEFAULTS } from '../../agent/src/mesh/inflight-schema';
+import { PrefixMesh } from './prefix-mesh';
 
 export type Split = 'rr' | 'random' | 'prefix';
 
@@ -61,11 +62,19 @@ export class ProxiesPolicy implements RoutingPolicy {
   /** `mesh`: the proxies report to one agent's POST /v1/inflight (the agent's own aggregator, its
    *  shipped bounds) as the shipped filter does every loadAware.meshReportMs (50 ms); off: the
    *  agent answers 404 (inflight.enabled: false) and each proxy prices its own in-flight only */
-  constructor(readonly k: number, readonly split: Split, wasmPath: string, readonly mesh = false) {
+  /** `--share N` (measurement model, prefix-mesh.ts): the proxies' prefix-share records exchanged
+   *  across proxies, at most N per proxy per report period; needs `mesh` (the proxies kept in step) */
+  readonly share?: PrefixMesh;
+
+  constructor(readonly k: number, readonly split: Split, wasmPath: string, readonly mesh = false, shareRecords = 0) {
     const inflight = mesh ? (req: ClusterRequest, nowMs: number): ClusterResponse => this.inflight(req, nowMs) : undefined;
     this.proxies = Array.from({ length: k }, () => new SwitchyardFilterPolicy({ wasmPath, agent: { scrapeIntervalMs: 1000 }, inflight }));
     this.scrapeMs = this.proxies[0].scrapeMs;
-    this.name = `switchyard K=${k}${k === 1 ? '' : ` (${split})`}${mesh ? ', mesh in-flight' : ''}`;
+    if (shareRecords > 0 && k > 1) {
+      if (!mesh) throw new Error('--share needs --mesh on (the proxies kept in step)');
+      this.share = new PrefixMesh(this.proxies, shareRecords);
+    }
+    this.name = `switchyard K=${k}${k === 1 ? '' : ` (${split})`}${mesh ? ', mesh in-flight' : ''}${this.share ? `, prefix share ${shareRecords}` : ''}`;
   }
 
   private inflight(req: ClusterRequest, nowMs: number): ClusterResponse {
@@ -83,6 +92,7 @@ export class ProxiesPolicy implements RoutingPolicy {
     if (!this.mesh) return;
     for (let s = Math.min(t, this.at + 20); ; s = Math.min(t, s + 20)) {
       for (const p of this.proxies) p.advance(s);
+      this.share?.at(s);
       if (s >= t) break;
     }
     this.at = Math.max(this.at, t);
@@ -176,13 +186,15 @@ function main(): void {
   for (const w of workloads) if (!(WORKLOADS as readonly string[]).includes(w)) throw new Error(`--workloads: unknown workload "${w}"`);
   const wasmPath = argOf('--wasm') ?? 'build/switchyard.wasm';
   const meshModes = (argOf('--mesh') ?? 'off').split(',').map((x) => x === 'on');
+  // `--share 0,64,4096`: the prefix-placement exchange across proxies (prefix-mesh.ts), records per proxy per period; 0 = none
+  const shares = (argOf('--share') ?? '0').split(',').map(Number);
   const seeds = Array.from({ length: nSeeds }, (_, k) => seed + k);
   const cells: Array<Cell & { seed: number; metrics?: Record<string, number> }> = [];
   const t0 = performance.now();
   for (const s of seeds) {
     for (const { key, sc } of scenarios(quick, s, workloads)) {
       const policies: RoutingPolicy[] = [];
-      for (const m of meshModes) for (const k of ks) for (const sp of k === 1 ? ['rr' as Split] : splits) policies.push(new ProxiesPolicy(k, sp, wasmPath, m));
+      for (const m of meshModes) for (const k of ks) for (const sp of k === 1 ? ['rr' as Split] : splits) for (const n of k === 1 || !m ? [0] : shares) policies.push(new ProxiesPolicy(k, sp, wasmPath, m, n));
       if (args.includes('--refs')) {
         policies.push(new SglangCacheAware());
         const peak = calibratedPeakPrefill(A100_LLAMA8B as { stepBaseMs: number; prefillMsPerToken: number; maxNumBatchedTokens: number });
@@ -194,7 +206,9 @@ function main(): void {
         if (r.outcomes.filter((o) => o !== undefined).length !== sc.requests.length) throw new Error(`${p.name} on ${key}: requests unaccounted for`);
         const c = { ...cellOf(sc, r), workload: key, seed: s, metrics: p instanceof ProxiesPolicy ? p.metrics() : undefined };
         cells.push(c);
-        console.error(`seed ${s} ${key} ${p.name}: ${c.reqPerS.toFixed(1)} req/s, TTFT P99 ${c.ttftP99S.toFixed(2)} s, hit ${(100 * c.hitRate).toFixed(1)} %, refused ${c.refused} (${((performance.now() - t1) / 1000).toFixed(1)} s)`);
+        const sh = p instanceof ProxiesPolicy && p.share ? p.share.stats : undefined;
+        const shTxt = sh ? `, share ${(sh.sent / Math.max(1, sh.periods) / (p as ProxiesPolicy).k).toFixed(1)} rec/proxy/period (max ${sh.maxPerPeriod}, dropped ${sh.dropped})` : '';
+        console.error(`seed ${s} ${key} ${p.name}: ${c.reqPerS.toFixed(1)} req/s, TTFT P99 ${c.ttftP99S.toFixed(2)} s, hit ${(100 * c.hitRate).toFixed(1)} %, refused ${c.refused}${shTxt} (${((performance.now() - t1) / 1000).toFixed(1)} s)`);
       }
     }
   }

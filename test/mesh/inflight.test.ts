@@ -26,8 +26,10 @@ test('format: a report round-trips; zero counts and over-long addresses stay out
   assert.deepEqual([d.kind, d.intervalMs, d.proxyId, d.atMs], [KIND_REPORT, 50, 7, 123]);
   assert.deepEqual([...d.counts], [['10.0.0.1:8000', 3]]);
   assert.throws(() => decodeInflight(Buffer.alloc(3)), /shorter than the 18-byte header/);
-  const v = Buffer.from(b); v[0] = 2;
-  assert.throws(() => decodeInflight(v), /version 2/);
+  const v = Buffer.from(b); v[0] = 3;
+  assert.throws(() => decodeInflight(v), /version 3/);
+  const v2 = Buffer.from(b); v2[0] = 2; // version 2 without its prefix trailer
+  assert.throws(() => decodeInflight(v2), /prefix trailer is cut off/);
   assert.throws(() => decodeInflight(b.subarray(0, b.length - 1)), /record 0 of 1 is cut off/);
   assert.throws(() => decodeInflight(Buffer.concat([b, Buffer.alloc(1)])), /1 bytes after the last record/);
 });
@@ -116,7 +118,7 @@ test('bounds: at most maxProxies reports (503 beyond), the live fleet\'s address
 
 test('config: inflight defaults, field-named errors', () => {
   const c = resolveConfig({});
-  assert.deepEqual(c.inflight, { enabled: true, maxProxies: 4096, maxInstances: 100000, expireReports: 4, maxBodyBytes: 1048576, exchangeMs: 20, agentExpireMs: 1000, maxAgents: 4096, exchange: 'leader' });
+  assert.deepEqual(c.inflight, { enabled: true, maxProxies: 4096, maxInstances: 100000, expireReports: 4, maxBodyBytes: 1048576, exchangeMs: 20, agentExpireMs: 1000, maxAgents: 4096, exchange: 'leader', prefixRecords: 4096, prefixLog: 65536 });
   assert.equal(resolveConfig({ inflight: { exchange: 'all' } }).inflight.exchange, 'all');
   assert.throws(() => resolveConfig({ inflight: { exchange: 'ring' } as never }), (e: unknown) => e instanceof ConfigError && /inflight\.exchange/.test(e.message));
   assert.throws(() => resolveConfig({ inflight: { maxProxies: 0 } }), (e: unknown) => e instanceof ConfigError && /inflight\.maxProxies: must be >= 1/.test(e.message));

@@ -10,6 +10,7 @@ import { send, type ApiRoute } from './server';
 export interface InflightRouteMetrics {
   reports: promClient.Counter<'result'>;
   proxies: promClient.Gauge;
+  prefix: promClient.Counter<'direction'>;
 }
 
 export function inflightMetrics(registry: Registry, agg: InflightAggregator): InflightRouteMetrics {
@@ -17,6 +18,17 @@ export function inflightMetrics(registry: Registry, agg: InflightAggregator): In
   return {
     reports: new promClient.Counter({ name: 'switchyard_inflight_reports_total', help: 'Mesh in-flight reports from the filters, by result (ok, remote_unknown: answered "the rest of the mesh unknown", refused: malformed, too_large, too_many_proxies).', labelNames: ['result'], registers: r }),
     proxies: new promClient.Gauge({ name: 'switchyard_inflight_proxies', help: 'Proxies whose in-flight report stands (not expired).', registers: r, collect() { agg.sweep(); this.set(agg.proxyCount); } }),
+    prefix: new promClient.Counter({
+      name: 'switchyard_inflight_prefix_records_total', help: 'Prefix placements (docs/mesh.md "Prefix placements"): records taken from the proxies\' reports and the other agents (in), given in answers (out), dropped: malformed, not an instance, over inflight.prefixRecords (ignored), overwritten before a proxy was given them (lost).', labelNames: ['direction'], registers: r,
+      collect() {
+        const st = agg.stats;
+        this.reset();
+        this.inc({ direction: 'in' }, st.prefixIn);
+        this.inc({ direction: 'out' }, st.prefixOut);
+        this.inc({ direction: 'ignored' }, st.prefixIgnored);
+        this.inc({ direction: 'lost' }, agg.prefixLog.lost);
+      },
+    }),
   };
 }
 

@@ -36,14 +36,29 @@
 //
 // Message: the in-flight document (inflight.ts format), proxyId = the sender's mesh id, intervalMs
 // = the age (ms) of the counts it sums (their weighted mean; 0 = none stated).
+//
+// Prefix placements (docs/mesh.md "Prefix placements"): the records this agent's proxies reported
+// (inflight.ts onLocalPrefix) go out per pool at most once per exchangeMs, at most prefixRecords
+// per message (the rest waits for the next tick; beyond PREFIX_PENDING_FACTOR × that it is
+// dropped and counted), as a KIND_PREFIX document (no counts, the prefix trailer):
+//   leader mode: every agent -> <pool subject>.inflight.prefix.up; the pool leader merges them and
+//     publishes <pool subject>.inflight.prefix once per exchangeMs (bounded the same way): every
+//     agent receives one message per pool and interval, whatever the number of agents. An agent's
+//     own records come back in it once (its proxies find them known: 1/agents of the relay).
+//   all mode: every agent -> <pool subject>.inflight.prefix, every other agent takes it.
+// Nothing waits for them: a lost message only costs hits (they are hints; the next placement of
+// a prefix is reported again).
 import type { NatsConnection, Subscription } from 'nats';
 import * as promClient from 'prom-client';
 import type { Registry } from 'prom-client';
-import { decodeInflight, encodeAgeMs, encodeInflight, KIND_AGENT, KIND_TOTAL, type InflightAggregator } from './inflight';
+import { decodeInflight, encodeAgeMs, encodeInflight, KIND_AGENT, KIND_PREFIX, KIND_TOTAL, PREFIX_DEFAULT_RECORDS, type InflightAggregator } from './inflight';
+import type { PrefixRecord } from './prefix-records';
 import type { InflightConfig } from './inflight-schema';
 import { poolSubject } from './schema';
 
-export { KIND_AGENT, KIND_TOTAL };
+export { KIND_AGENT, KIND_PREFIX, KIND_TOTAL };
+/** records waiting to go out (per pool) at most this many messages' worth; older ones are dropped */
+export const PREFIX_PENDING_FACTOR = 4;
 
 /** An agent's last messages per pool remembered for the subtraction (leader mode). */
 export const OWN_VERSIONS = 3;
@@ -149,6 +164,10 @@ export class InflightExchange {
   private readonly subjects: Map<string, string>;
   /** leader mode: per pool, the mesh id of the leader whose total was last taken (status) */
   readonly totalFrom = new Map<string, number>();
+  /** prefix placements of this agent's proxies waiting to go out, per pool */
+  private prefixPending = new Map<string, PrefixRecord[]>();
+  /** leader mode: the pools whose agents' placements this agent relays, and what waits */
+  private relaying = new Map<string, { sub: Subscription; pending: PrefixRecord[] }>();
   private readonly now: () => number;
   readonly stats = {
     published: 0, received: 0, rejected: 0, own: 0, bytesOut: 0, bytesIn: 0,
@@ -156,6 +175,8 @@ export class InflightExchange {
     totalsPublished: 0, totalsReceived: 0, totalsIgnored: 0, upReceived: 0,
     /** leader mode: totals refused, from a sender other than the followed leader */
     totalsNotLeader: 0,
+    /** prefix placements: records published / relayed (leader) / taken / dropped (over the pending bound) */
+    prefixOut: 0, prefixRelayed: 0, prefixIn: 0, prefixDropped: 0,
   };
   private readonly m?: { messages: promClient.Counter<'direction' | 'result'>; bytes: promClient.Counter<'direction'> };
 
@@ -163,6 +184,17 @@ export class InflightExchange {
     this.now = deps.now ?? Date.now;
     this.subjects = new Map(deps.pools.map((p) => [poolKeyOf(p.peer, p.service), `${poolSubject(deps.subjectPrefix, p.peer, p.service)}.inflight`]));
     agg.onLocalChange = () => { this.dirty = true; };
+    agg.onLocalPrefix = (records) => {
+      for (const r of records) {
+        const pool = this.deps.poolOf(r.addr);
+        if (pool === undefined || !this.subjects.has(pool)) continue;
+        let q = this.prefixPending.get(pool);
+        if (!q) this.prefixPending.set(pool, (q = []));
+        q.push(r);
+        // NATS away: what waits stays bounded (the oldest go first)
+        if (q.length > PREFIX_PENDING_FACTOR * this.prefixRecords) { q.shift(); this.stats.prefixDropped++; }
+      }
+    };
     // leader mode: without a current total for every pool the rest of the mesh is unknown, and the
     // answers say so (the filters price without mesh in-flight: never cheaper than that)
     if (this.mode === 'leader') agg.remoteKnown = () => this.knowsRemote();
@@ -223,8 +255,10 @@ export class InflightExchange {
     if (nc !== this.nc) {
       for (const s of this.subs) s.unsubscribe();
       for (const l of this.leading.values()) l.sub.unsubscribe();
+      for (const r of this.relaying.values()) r.sub.unsubscribe();
       this.subs = [];
       this.leading.clear();
+      this.relaying.clear();
       this.nc = nc;
       this.sent.clear(); // a new connection: everything goes out again
       this.ownSent.clear();
@@ -238,6 +272,7 @@ export class InflightExchange {
         for (const [pool, subject] of this.subjects) {
           const s = this.mode === 'leader' ? `${subject}.total` : subject;
           this.subs.push(nc.subscribe(s, { callback: (err, msg) => { if (!err) this.onMessage(pool, msg.data); } }));
+          this.subs.push(nc.subscribe(`${subject}.prefix`, { callback: (err, msg) => { if (!err) this.onPrefix(pool, msg.data); } }));
         }
       }
     }
@@ -254,6 +289,7 @@ export class InflightExchange {
         }, () => undefined).finally(() => { this.rttPending = false; });
       }
     }
+    this.publishPrefix(nc, now);
     const keepalive = now - this.lastSentAt >= this.cfg.agentExpireMs / 3;
     if (!this.dirty && !keepalive) return;
     this.dirty = false;
@@ -292,6 +328,68 @@ export class InflightExchange {
       const data = encodeInflight(KIND_TOTAL, encodeAgeMs(ageMs), this.deps.id, now, [...sum.total].sort((a, b) => (a[0] < b[0] ? -1 : 1)));
       if (this.send(nc, `${subject}.total`, data)) this.stats.totalsPublished++;
     }
+  }
+
+  private get prefixRecords(): number { return this.agg.opts.prefixRecords ?? PREFIX_DEFAULT_RECORDS; }
+
+  /** At most prefixRecords of `q` as one KIND_PREFIX message on `subject` (the rest waits); over the pending bound the oldest are dropped. */
+  private sendPrefix(nc: NatsConnection, subject: string, q: PrefixRecord[], now: number): number {
+    const max = this.prefixRecords;
+    if (q.length > PREFIX_PENDING_FACTOR * max) {
+      const drop = q.length - PREFIX_PENDING_FACTOR * max;
+      q.splice(0, drop);
+      this.stats.prefixDropped += drop;
+    }
+    if (!q.length) return 0;
+    const take = q.splice(0, Math.min(max, q.length));
+    return this.send(nc, subject, encodeInflight(KIND_PREFIX, 0, this.deps.id, now, [], take)) ? take.length : 0;
+  }
+
+  /** every tick: this agent's proxies' placements out; leader mode: follow the election, relay the agents' */
+  private publishPrefix(nc: NatsConnection, now: number): void {
+    for (const [pool, q] of this.prefixPending) {
+      const subject = this.subjects.get(pool)!;
+      this.stats.prefixOut += this.sendPrefix(nc, this.mode === 'leader' ? `${subject}.prefix.up` : `${subject}.prefix`, q, now);
+    }
+    if (this.mode !== 'leader') return;
+    for (const [pool, subject] of this.subjects) {
+      const leads = this.deps.isLeader?.(pool) ?? false;
+      let r = this.relaying.get(pool);
+      if (leads && !r) {
+        const pending: PrefixRecord[] = [];
+        const sub = nc.subscribe(`${subject}.prefix.up`, { callback: (err, msg) => { if (!err) this.onPrefixUp(pool, pending, msg.data); } });
+        this.relaying.set(pool, (r = { sub, pending }));
+      } else if (!leads && r) {
+        r.sub.unsubscribe();
+        this.relaying.delete(pool);
+        r = undefined;
+      }
+      if (r) this.stats.prefixRelayed += this.sendPrefix(nc, `${subject}.prefix`, r.pending, now);
+    }
+  }
+
+  /** a pool's placements (of the pool's instances only) */
+  private prefixOfPool(pool: string, records: PrefixRecord[] | undefined): PrefixRecord[] {
+    return (records ?? []).filter((r) => this.deps.poolOf(r.addr) === pool);
+  }
+
+  /** the leader: an agent's placements, merged into the next relay */
+  private onPrefixUp(pool: string, pending: PrefixRecord[], data: Uint8Array): void {
+    const doc = this.decode(data, KIND_PREFIX);
+    if (!doc) return;
+    for (const r of this.prefixOfPool(pool, doc.prefix)) pending.push(r);
+    this.stats.received++;
+  }
+
+  /** every agent: the other agents' placements (leader mode: the leader's relay, our own among them) */
+  private onPrefix(pool: string, data: Uint8Array): void {
+    const doc = this.decode(data, KIND_PREFIX);
+    if (!doc) return;
+    if (this.mode !== 'leader' && doc.proxyId === this.deps.id) { this.stats.own++; return; }
+    const recs = this.prefixOfPool(pool, doc.prefix);
+    this.agg.agentPrefix(recs);
+    this.stats.prefixIn += recs.length;
+    this.stats.received++;
   }
 
   private send(nc: NatsConnection, subject: string, data: Buffer): boolean {
@@ -448,7 +546,9 @@ export class InflightExchange {
     }
     for (const s of this.subs) s.unsubscribe();
     for (const l of this.leading.values()) l.sub.unsubscribe();
+    for (const r of this.relaying.values()) r.sub.unsubscribe();
     this.subs = [];
     this.leading.clear();
+    this.relaying.clear();
   }
 }

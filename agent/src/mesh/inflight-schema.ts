@@ -22,6 +22,10 @@ export interface InflightConfig {
    * the agents). `all`: every agent receives every other agent's sums (N² messages; small meshes).
    */
   exchange: 'leader' | 'all';
+  /** prefix placements (docs/mesh.md): records taken per report, given per answer, sent per NATS message at most */
+  prefixRecords: number;
+  /** prefix placements: records the agent's log holds (each proxy is given the others' from it) */
+  prefixLog: number;
 }
 
 export const INFLIGHT_DEFAULTS: InflightConfig = {
@@ -34,6 +38,8 @@ export const INFLIGHT_DEFAULTS: InflightConfig = {
   agentExpireMs: 1000,
   maxAgents: 4096,
   exchange: 'leader',
+  prefixRecords: 4096,
+  prefixLog: 65536,
 };
 
 export const inflightSchema: Record<string, unknown> = {
@@ -50,6 +56,8 @@ export const inflightSchema: Record<string, unknown> = {
     exchangeMs: { type: 'integer', minimum: 10, maximum: 10000, default: INFLIGHT_DEFAULTS.exchangeMs, description: 'mesh mode: the agent\'s sums go on NATS at most this often (about the filters\' tick), only when they changed' },
     agentExpireMs: { type: 'integer', minimum: 100, maximum: 600000, default: INFLIGHT_DEFAULTS.agentExpireMs, description: 'mesh mode: another agent\'s sums stand this long after its last message' },
     maxAgents: { type: 'integer', minimum: 1, maximum: 1000000, default: INFLIGHT_DEFAULTS.maxAgents, description: 'mesh mode: other agents held (the leader: agents summed)' },
+    prefixRecords: { type: 'integer', minimum: 0, maximum: 65535, default: INFLIGHT_DEFAULTS.prefixRecords, description: 'prefix placements: records taken from one report, given in one answer, sent in one NATS message at most (0: none exchanged; the filters still report them)' },
+    prefixLog: { type: 'integer', minimum: 1, maximum: 16777216, default: INFLIGHT_DEFAULTS.prefixLog, description: 'prefix placements: records the agent keeps for its proxies (a proxy that misses more than this many loses the oldest)' },
     exchange: { type: 'string', enum: ['leader', 'all'], default: INFLIGHT_DEFAULTS.exchange, description: 'mesh mode: leader = every agent sends its sums to the pool\'s collector leader, which publishes the mesh-wide totals (messages linear in the agents); all = every agent receives every other agent\'s sums (N squared; a few node agents)' },
   },
 };

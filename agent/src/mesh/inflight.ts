@@ -12,16 +12,23 @@
 // report: its interval; an answer or an agent's sums: the weighted mean age in ms, >= 1, of the
 // counts it sums, 0 = not stated -- the filter dates the counts by it),
 // u32 proxyId, u64 atMs, u16 count, count × (u8 addrLen 1..255, addr UTF-8, u32 count).
+// Version 2: the same followed by the prefix-placement trailer (prefix-records.ts); a version-2
+// report is answered in version 2 with the other proxies' placements (at most prefixRecords).
 import { randomInt } from 'node:crypto';
+import { decodePrefixTrailer, encodePrefixTrailer, PrefixFormatError, PrefixLog, type PrefixRecord } from './prefix-records';
 
 export const INFLIGHT_CONTENT_TYPE = 'application/vnd.switchyard.inflight.v1';
 export const INFLIGHT_VERSION = 1;
+/** version 2: with the prefix-placement trailer */
+export const INFLIGHT_VERSION_PREFIX = 2;
 export const KIND_REPORT = 1;
 export const KIND_ANSWER = 2;
 /** an agent's own proxies' sums, on NATS (inflight-exchange.ts) */
 export const KIND_AGENT = 3;
 /** a pool leader's mesh-wide totals, on NATS (inflight-exchange.ts, inflight.exchange leader) */
 export const KIND_TOTAL = 4;
+/** an agent's (or a pool leader's relay of) prefix placements, on NATS (inflight-exchange.ts): no counts, the prefix trailer */
+export const KIND_PREFIX = 5;
 /**
  * The age field of an answer whose agent does not know the rest of the mesh's counts (leader mode:
  * no current total from the pool's leader, NATS lost): the filter prices without mesh in-flight at
@@ -40,6 +47,10 @@ export interface InflightDoc {
   atMs: number;
   /** address -> count (> 0) */
   counts: Map<string, number>;
+  version: number;
+  /** version 2: the placements carried, and the malformed records dropped */
+  prefix?: PrefixRecord[];
+  prefixBad?: number;
 }
 
 export class InflightFormatError extends Error {}
@@ -48,9 +59,9 @@ export class InflightFormatError extends Error {}
 export function decodeInflight(buf: Buffer): InflightDoc {
   if (buf.length < HEADER_BYTES) throw new InflightFormatError(`body of ${buf.length} bytes is shorter than the ${HEADER_BYTES}-byte header`);
   const version = buf.readUInt8(0);
-  if (version !== INFLIGHT_VERSION) throw new InflightFormatError(`version ${version} (expected ${INFLIGHT_VERSION})`);
+  if (version !== INFLIGHT_VERSION && version !== INFLIGHT_VERSION_PREFIX) throw new InflightFormatError(`version ${version} (expected ${INFLIGHT_VERSION} or ${INFLIGHT_VERSION_PREFIX})`);
   const kind = buf.readUInt8(1);
-  if (kind !== KIND_REPORT && kind !== KIND_ANSWER && kind !== KIND_AGENT && kind !== KIND_TOTAL) throw new InflightFormatError(`kind ${kind} (expected ${KIND_REPORT} report, ${KIND_ANSWER} answer, ${KIND_AGENT} an agent's sums or ${KIND_TOTAL} a leader's totals)`);
+  if (kind !== KIND_REPORT && kind !== KIND_ANSWER && kind !== KIND_AGENT && kind !== KIND_TOTAL && kind !== KIND_PREFIX) throw new InflightFormatError(`kind ${kind} (expected ${KIND_REPORT} report, ${KIND_ANSWER} answer, ${KIND_AGENT} an agent's sums, ${KIND_TOTAL} a leader's totals or ${KIND_PREFIX} placements)`);
   const count = buf.readUInt16LE(16);
   const counts = new Map<string, number>();
   let off = HEADER_BYTES;
@@ -65,12 +76,25 @@ export function decodeInflight(buf: Buffer): InflightDoc {
     if (n > 0) counts.set(addr, (counts.get(addr) ?? 0) + n);
     off += 1 + len + 4;
   }
+  let prefix: PrefixRecord[] | undefined;
+  let prefixBad: number | undefined;
+  if (version === INFLIGHT_VERSION_PREFIX) {
+    try {
+      const t = decodePrefixTrailer(buf, off);
+      prefix = t.records;
+      prefixBad = t.bad;
+      off = t.end;
+    } catch (e) {
+      if (e instanceof PrefixFormatError) throw new InflightFormatError(e.message);
+      throw e;
+    }
+  }
   if (off !== buf.length) throw new InflightFormatError(`${buf.length - off} bytes after the last record`);
-  return { kind, intervalMs: buf.readUInt16LE(2), proxyId: buf.readUInt32LE(4), atMs: Number(buf.readBigUInt64LE(8)), counts };
+  return { kind, intervalMs: buf.readUInt16LE(2), proxyId: buf.readUInt32LE(4), atMs: Number(buf.readBigUInt64LE(8)), counts, version, prefix, prefixBad };
 }
 
 /** Encodes a document; zero counts and addresses over 255 bytes are left out, at most MAX_RECORDS records. */
-export function encodeInflight(kind: number, intervalMs: number, proxyId: number, atMs: number, counts: Iterable<[string, number]>): Buffer {
+export function encodeInflight(kind: number, intervalMs: number, proxyId: number, atMs: number, counts: Iterable<[string, number]>, prefix?: Iterable<PrefixRecord>): Buffer {
   const recs: Array<[Buffer, number]> = [];
   let size = HEADER_BYTES;
   for (const [addr, n] of counts) {
@@ -80,8 +104,9 @@ export function encodeInflight(kind: number, intervalMs: number, proxyId: number
     recs.push([a, Math.min(n, 0x7fffffff)]);
     size += 5 + a.length;
   }
-  const out = Buffer.alloc(size);
-  out.writeUInt8(INFLIGHT_VERSION, 0);
+  const trailer = prefix ? encodePrefixTrailer(prefix) : undefined;
+  const out = Buffer.alloc(size + (trailer?.length ?? 0));
+  out.writeUInt8(trailer ? INFLIGHT_VERSION_PREFIX : INFLIGHT_VERSION, 0);
   out.writeUInt8(kind, 1);
   out.writeUInt16LE(Math.max(0, Math.min(65535, Math.round(intervalMs))), 2);
   out.writeUInt32LE(proxyId >>> 0, 4);
@@ -94,6 +119,7 @@ export function encodeInflight(kind: number, intervalMs: number, proxyId: number
     out.writeUInt32LE(n, off + 1 + a.length);
     off += 5 + a.length;
   }
+  trailer?.copy(out, off);
   return out;
 }
 
@@ -108,11 +134,22 @@ export interface InflightOptions {
   isInstance?: (addr: string) => boolean;
   /** clock (ms) */
   now?: () => number;
+  /** prefix placements: records taken per report and given per answer at most (default PREFIX_DEFAULT_RECORDS) */
+  prefixRecords?: number;
+  /** prefix placements: records the agent's log holds (default PREFIX_DEFAULT_LOG) */
+  prefixLog?: number;
 }
+
+/** Records per report and per answer (inflight.prefixRecords): the filter's outbox ring (MAX_RING), what a proxy absorbs per report. */
+export const PREFIX_DEFAULT_RECORDS = 4096;
+/** The log (inflight.prefixLog): 16 answers' worth (a proxy may miss a few reports and still get every record). */
+export const PREFIX_DEFAULT_LOG = 65536;
 
 interface Held {
   counts: Map<string, number>;
   expiresAt: number;
+  /** version 2: the next prefix-log sequence this proxy has not been given */
+  prefixNext?: number;
   /** when its counts were taken (ms, this agent's clock): a report's receipt; another agent's receipt minus its stated age */
   takenAt: number;
   /** its weight in the answers' age: Σ counts + 1 (a proxy with nothing in flight still says "0 now") */
@@ -182,7 +219,16 @@ export class InflightAggregator {
   private readonly now: () => number;
   private nextSweepAt = 0;
   /** counters for /metrics and the tests */
-  readonly stats = { reports: 0, refused: 0, ignoredRecords: 0, expiredProxies: 0, expiredAgents: 0, refusedProxies: 0 };
+  readonly stats = {
+    reports: 0, refused: 0, ignoredRecords: 0, expiredProxies: 0, expiredAgents: 0, refusedProxies: 0,
+    /** prefix placements: taken from reports (and other agents), given in answers, dropped (malformed, not an instance, over the per-report bound) */
+    prefixIn: 0, prefixOut: 0, prefixIgnored: 0,
+  };
+  /** prefix placements of every live proxy and of the other agents (prefix-records.ts) */
+  readonly prefixLog: PrefixLog;
+  private readonly prefixRecords: number;
+  /** called with the placements this agent's proxies reported (the NATS exchange sends them on) */
+  onLocalPrefix?: (records: PrefixRecord[]) => void;
   /** called when the local sum changed (the NATS exchange coalesces these) */
   onLocalChange?: () => void;
   /** set by the NATS exchange (leader mode): false while the rest of the mesh's counts are unknown */
@@ -190,6 +236,26 @@ export class InflightAggregator {
 
   constructor(readonly opts: InflightOptions) {
     this.now = opts.now ?? Date.now;
+    this.prefixRecords = opts.prefixRecords ?? PREFIX_DEFAULT_RECORDS;
+    this.prefixLog = new PrefixLog(opts.prefixLog ?? PREFIX_DEFAULT_LOG);
+  }
+
+  /** Placements of the live fleet only, at most prefixRecords: the rest counted as ignored. */
+  private keepPrefix(records: PrefixRecord[], bad: number): PrefixRecord[] {
+    const kept: PrefixRecord[] = [];
+    let ignored = bad;
+    for (const r of records) {
+      if (kept.length >= this.prefixRecords || (this.opts.isInstance && !this.opts.isInstance(r.addr))) { ignored++; continue; }
+      kept.push(r);
+    }
+    this.stats.prefixIgnored += ignored;
+    this.stats.prefixIn += kept.length;
+    return kept;
+  }
+
+  /** Another agent's proxies' placements (NATS): every local proxy is given them. */
+  agentPrefix(records: PrefixRecord[]): void {
+    this.prefixLog.append(0, this.keepPrefix(records, 0));
   }
 
   get proxyCount(): number { return this.proxies.size; }
@@ -261,13 +327,25 @@ export class InflightAggregator {
     if (held) { addInto(this.local, held.counts, -1); this.localAge.add(held, -1); }
     addInto(this.local, counts, 1);
     const h: Held = { counts, expiresAt: now + this.expiryOf(doc.intervalMs), takenAt: now, weight: weightOf(counts) };
+    // version 2: its placements into the log; the answer gives it the others' since its last answer
+    let prefixOut: PrefixRecord[] | undefined;
+    if (doc.prefix) {
+      const mine = this.keepPrefix(doc.prefix, doc.prefixBad ?? 0);
+      const from = held?.prefixNext ?? this.prefixLog.end;
+      this.prefixLog.append(id, mine);
+      if (mine.length) this.onLocalPrefix?.(mine);
+      const got = this.prefixLog.since(from, id, this.prefixRecords);
+      h.prefixNext = got.next;
+      prefixOut = got.records;
+      this.stats.prefixOut += prefixOut.length;
+    } else if (held?.prefixNext !== undefined) h.prefixNext = held.prefixNext;
     this.localAge.add(h, 1);
     this.proxies.set(id, h);
     this.stats.reports++;
     if (!held || !sameCounts(held.counts, counts)) this.onLocalChange?.();
     // the report is kept (its counts travel to the other agents) but the answer says "unknown"
-    if (this.remoteKnown && !this.remoteKnown()) return { ok: true, proxyId: id, ignored, remoteUnknown: true, answer: encodeInflight(KIND_ANSWER, AGE_UNKNOWN, id, now, []) };
-    return { ok: true, proxyId: id, ignored, answer: encodeInflight(KIND_ANSWER, this.othersAgeMs(h, now), id, now, this.othersOf(counts)) };
+    if (this.remoteKnown && !this.remoteKnown()) return { ok: true, proxyId: id, ignored, remoteUnknown: true, answer: encodeInflight(KIND_ANSWER, AGE_UNKNOWN, id, now, [], prefixOut) };
+    return { ok: true, proxyId: id, ignored, answer: encodeInflight(KIND_ANSWER, this.othersAgeMs(h, now), id, now, this.othersOf(counts), prefixOut) };
   }
 
   /**

@@ -14,7 +14,9 @@
 //   u32 proxyId (report: the id the agent gave, 0 = none yet; answer: this proxy's id),
 //   u64 atMs (the sender's clock), u16 count, count × (u8 addrLen (1..255), addr UTF-8, u32 count).
 // Only non-zero counts travel; an address absent from an answer has 0 in flight from other proxies.
+// Version 2 (lib/mesh-prefix.ts): the same, followed by the prefix-placement trailer.
 import { Inflight } from "./inflight";
+import { MESH_VERSION_PREFIX, checkPrefixTrailer } from "./mesh-prefix";
 
 export const MESH_VERSION: u8 = 1;
 export const MESH_REPORT: u8 = 1;
@@ -40,7 +42,7 @@ export function meshExpiryMs(reportMs: i32): f64 {
  * other proxies' counts), non-zero ones only, at most MAX_MESH_RECORDS of them. Runs on the tick
  * of one VM per proxy; its cost is the live fleet.
  */
-export function encodeReport(inflight: Inflight, proxyId: u32, intervalMs: i32, nowMs: u64): ArrayBuffer {
+export function encodeReport(inflight: Inflight, proxyId: u32, intervalMs: i32, nowMs: u64, trailer: ArrayBuffer | null = null): ArrayBuffer {
   const live = inflight.liveList();
   const addrs = inflight.addresses();
   let size = MESH_HEADER_BYTES;
@@ -50,9 +52,10 @@ export function encodeReport(inflight: Inflight, proxyId: u32, intervalMs: i32, 
     const len = String.UTF8.byteLength(unchecked(addrs[s]));
     if (inflight.own(s) > 0 && len > 0 && len <= 255) { size += 5 + len; count++; }
   }
-  const out = new ArrayBuffer(size);
+  const extra = trailer == null ? 0 : trailer.byteLength;
+  const out = new ArrayBuffer(size + extra);
   const p = changetype<usize>(out);
-  store<u8>(p, MESH_VERSION);
+  store<u8>(p, trailer == null ? MESH_VERSION : MESH_VERSION_PREFIX);
   store<u8>(p + 1, MESH_REPORT);
   store<u16>(p + 2, <u16>(intervalMs > 65535 ? 65535 : intervalMs));
   store<u32>(p + 4, proxyId);
@@ -72,6 +75,7 @@ export function encodeReport(inflight: Inflight, proxyId: u32, intervalMs: i32, 
     o += 5 + <usize>len;
     written++;
   }
+  if (trailer != null) memory.copy(p + <usize>size, changetype<usize>(trailer), <usize>extra);
   return out;
 }
 
@@ -83,6 +87,8 @@ export class MeshAnswer {
   count: i32 = 0;
   /** How old (ms) the agent says the counts it sums are (the u16 after the kind; 0: not stated). */
   ageMs: i32 = 0;
+  /** Version 2: where the prefix trailer starts (-1: none, a version-1 answer). */
+  prefixAt: i32 = -1;
 }
 
 /**
@@ -133,7 +139,7 @@ export function checkAnswer(doc: ArrayBuffer): MeshAnswer {
   const p = changetype<usize>(doc);
   if (n < MESH_HEADER_BYTES) { a.error = "answer of " + n.toString() + " bytes is shorter than its " + MESH_HEADER_BYTES.toString() + "-byte header"; return a; }
   const v = load<u8>(p);
-  if (v != MESH_VERSION) { a.error = "version " + v.toString() + " (expected " + MESH_VERSION.toString() + ")"; return a; }
+  if (v != MESH_VERSION && v != MESH_VERSION_PREFIX) { a.error = "version " + v.toString() + " (expected " + MESH_VERSION.toString() + " or " + MESH_VERSION_PREFIX.toString() + ")"; return a; }
   const kind = load<u8>(p + 1);
   if (kind != MESH_ANSWER) { a.error = "kind " + kind.toString() + " is not an answer (" + MESH_ANSWER.toString() + ")"; return a; }
   const count = <i32>load<u16>(p + 16);
@@ -146,6 +152,12 @@ export function checkAnswer(doc: ArrayBuffer): MeshAnswer {
     const c = load<u32>(p + <usize>(off + 1 + len));
     if (c > 0x7fffffff) { a.error = "record " + i.toString() + " count " + c.toString() + " is out of range"; return a; }
     off += 1 + len + 4;
+  }
+  if (v == MESH_VERSION_PREFIX) {
+    const t = checkPrefixTrailer(doc, off);
+    if (!t.ok) { a.error = t.error; return a; }
+    a.prefixAt = off;
+    off = t.end;
   }
   if (off != n) { a.error = (n - off).toString() + " bytes after the last record"; return a; }
   a.ok = true;

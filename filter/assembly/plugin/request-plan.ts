@@ -6,6 +6,7 @@ import { RequestConfig } from "../lib/request/config";
 import { RequestParser, ParseLimits } from "../lib/request/openai";
 import { PrefixIndex, PrefixMatch, indexEntriesFor } from "../lib/request/prefix";
 import { PrefixShare } from "../lib/request/prefix-share";
+import { MeshOutbox } from "../lib/mesh-prefix";
 import { Inflight } from "../lib/inflight";
 import { LlmPlan, buildLlmPlan } from "../lib/choice/plan-llm";
 import { RequestCost, CostParams } from "../lib/choice/score-request";
@@ -64,6 +65,8 @@ export class RequestPlan {
   /** The index's exchange with the other worker VMs, under shareKey. */
   share: PrefixShare;
   shareKey: ArrayBuffer;
+  /** What this proxy placed, for the other proxies (the mesh report, lib/mesh-prefix.ts). */
+  meshOut: MeshOutbox;
   private learnedSeen: u64 = 0;
   private lostSeen: u64 = 0;
   private skippedSeen: u64 = 0;
@@ -85,10 +88,12 @@ export class RequestPlan {
     this.index = new PrefixIndex(cfg.prefixEntries, <u64>cfg.prefixMaxAgeMs);
     this.hashes = new StaticArray<u64>(cfg.prefixMaxBlocks);
     this.share = new PrefixShare(cfg.prefixEntries);
+    this.meshOut = new MeshOutbox(cfg.prefixEntries);
     this.shareKey = String.UTF8.encode("switchyard.prefix.v1." + service);
     this.adapterKey = String.UTF8.encode("switchyard.adapters.v1." + service);
     this.streamsKey = String.UTF8.encode("switchyard.adapter-streams.v1." + service);
     this.index.ring = this.share.ring;
+    this.index.meshRing = this.meshOut.ring;
     this.cp.bytesPerToken = cfg.bytesPerToken;
     this.cp.blockBytes = cfg.prefixBlockBytes;
     this.cp.fallbackPrefillMs = cfg.fallbackPrefillMsPerToken;
@@ -145,7 +150,7 @@ export class RequestPlan {
   sharePrefixes(token: u32, nowMs: u64, maxAgeMs: u64, inflight: Inflight): void {
     for (let attempt = 0; attempt < 3; attempt++) {
       const cur = getSharedData(this.shareKey);
-      const doc = this.share.merge(cur.found ? cur.value : new ArrayBuffer(0), token, nowMs, maxAgeMs, this.index, inflight);
+      const doc = this.share.merge(cur.found ? cur.value : new ArrayBuffer(0), token, nowMs, maxAgeMs, this.index, inflight, this.meshOut.ring);
       const r = setSharedData(this.shareKey, doc, cur.found ? cur.cas : 0);
       if (r == OK) { this.share.ring.published(); break; }
       if (r != CAS_MISMATCH) break;

@@ -117,10 +117,10 @@ export class SwitchyardRoot extends RootContext {
       // how long another VM's section counts: at least ten ticks and at least the writer lease
       const maxAge = <u64>(cfg.leaseMs > 10 * cfg.refreshMs ? cfg.leaseMs : 10 * cfg.refreshMs);
       const meshOn = cfg.loadAware.meshReportMs > 0;
-      if (meshOn) this.mesh!.adopt(now, cfg, this.loadAware.inflight);
+      if (meshOn) this.mesh!.adopt(now, cfg, this.loadAware);
       this.shareInflight(now, maxAge);
       this.loadAware.inflight.record(<f64>now);
-      if (meshOn && this.isWriter) this.mesh!.report(now, cfg, this.loadAware.inflight);
+      if (meshOn && this.isWriter) this.mesh!.report(now, cfg, this.loadAware);
       shareInband(this.loadAware.inband, this.loadAware.inflight);
       this.sharePrefixes(now, maxAge);
       if (this.loadAware.requestAware) this.sharePending(now, maxAge);
@@ -223,7 +223,7 @@ export class SwitchyardRoot extends RootContext {
   onHttpCallResponse(token: u32, headers: u32, body_size: u32, trailers: u32): void {
     const cfg = this.config;
     if (cfg == null) return;
-    if (this.mesh != null && this.mesh!.owns(token)) { this.mesh!.onAnswer(nowMs(), headers, body_size, this.loadAware.inflight, cfg!.loadAware.meshReportMs); return; }
+    if (this.mesh != null && this.mesh!.owns(token)) { this.mesh!.onAnswer(nowMs(), headers, body_size, this.loadAware, cfg!.loadAware.meshReportMs); return; }
     if (token != this.pollToken || !this.pollInFlight) return;
     this.pollInFlight = false;
     if (headers == 0) { this.pollFailed("no response (timeout, reset or connect failure)", cfg); return; }

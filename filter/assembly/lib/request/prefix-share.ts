@@ -98,9 +98,11 @@ export class PrefixShare {
    * Reads the shared document: applies the records of other live VMs not applied yet to `index`
    * (addresses resolved through `inflight`, never allocating a slot), and returns the document
    * to write back: expired sections dropped, ours replaced. Malformed input ends the read there
-   * (what follows is dropped from the returned document).
+   * (what follows is dropped from the returned document). Each record applied also goes to `out`
+   * (the mesh outbox, lib/mesh-prefix.ts: whichever VM reports to the agent tells the other proxies
+   * what every VM of this proxy placed).
    */
-  merge(doc: ArrayBuffer, token: u32, nowMs: u64, maxAgeMs: u64, index: PrefixIndex, inflight: Inflight): ArrayBuffer {
+  merge(doc: ArrayBuffer, token: u32, nowMs: u64, maxAgeMs: u64, index: PrefixIndex, inflight: Inflight, out: ShareRing | null = null): ArrayBuffer {
     const keep = new Array<ArrayBuffer>();
     const tokens = new Array<u32>();
     const nexts = new Array<u64>();
@@ -154,6 +156,7 @@ export class PrefixShare {
         const slot = unchecked(slotOf[ai]);
         if (slot < 0 || slot >= 0xffff) continue;
         index.learn(load<u64>(rp), <u16>slot, nowMs);
+        if (out != null) out.push(load<u64>(rp), <u16>slot);
         this.learned++;
       }
     }
