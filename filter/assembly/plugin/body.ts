@@ -193,7 +193,7 @@ function chooseWithBody(s: SwitchyardStream, v: RequestView, h: BodyHold, body: 
   }
   const sent = s.applyPick(v, sp, p, note);
   if (sent && p.index >= 0 && lp.hasData && col >= 0 && !unchecked(lp.isBase[col])) {
-    s.armAdapter(req.rc.streams, req.rc.held, unchecked(lp.hashes[col]), unchecked(plan.slot[p.index]));
+    s.armAdapter(req.rc.streams, unchecked(lp.hashes[col]), unchecked(plan.slot[p.index]));
   }
   // also without a pick (forwarded degraded): the default route serves the routed model, and an
   // alias may be a name no server knows

@@ -114,7 +114,7 @@ export class RequestPlan {
     for (let i = 0; i < plan.n; i++) {
       const s = plan.slot[i];
       const a = plan.addr[i];
-      if (this.slotAddr.has(s) && this.slotAddr.get(s) != a) { this.index.forgetSlot(<u16>s); this.rc.streams.forgetSlot(s); this.rc.held.forgetSlot(s); }
+      if (this.slotAddr.has(s) && this.slotAddr.get(s) != a) { this.index.forgetSlot(<u16>s); this.rc.streams.forgetSlot(s); }
       this.slotAddr.set(s, a);
     }
     this.sizeIndex(plan, service, llm);

@@ -67,9 +67,6 @@ export class SwitchyardStream extends Context {
   adapterHash: u32 = 0;
   adapterSlot: i32 = -1;
   adapterTicket: i64 = NO_TICKET;
-  /** In-flight adapter table (lib/choice/adapter-held.ts): armed at the send, ended at the request's end. */
-  adapterHeld: AdapterStreams | null = null;
-  heldTicket: i64 = NO_TICKET;
   /** The gateway's endpoint subset for this request (services with gatewaySubset; null: none given). */
   subset: StaticArray<u8> | null = null;
 
@@ -276,10 +273,8 @@ export class SwitchyardStream extends Context {
   }
 
   /** A LoRA request was sent to in-flight slot `slot`: it counts as running there once its answer streams. */
-  armAdapter(streams: AdapterStreams, held: AdapterStreams, hash: u32, slot: i32): void {
+  armAdapter(streams: AdapterStreams, hash: u32, slot: i32): void {
     this.adapterStreams = streams;
-    this.adapterHeld = held;
-    this.heldTicket = held.start(slot, hash);
     this.adapterHash = hash;
     this.adapterSlot = slot;
   }
@@ -344,10 +339,6 @@ export class SwitchyardStream extends Context {
     if (this.adapterTicket != NO_TICKET) {
       this.adapterStreams!.end(this.adapterTicket, this.adapterHash);
       this.adapterTicket = NO_TICKET;
-    }
-    if (this.heldTicket != NO_TICKET) {
-      this.adapterHeld!.end(this.heldTicket, this.adapterHash);
-      this.heldTicket = NO_TICKET;
     }
     this.adapterSlot = -1;
     const v = this.view;

@@ -32,7 +32,6 @@ import { PendingPrefill } from "../pending-prefill";
 import { ShedAt, loadAt } from "../criticality";
 import { OverloadShares, growthEvidence } from "../overload";
 import { AdapterStreams, streamedCostMs } from "./adapter-streams";
-import { heldCostMs } from "./adapter-held";
 import { Inflight } from "../inflight";
 
 /** The request's side of the cost, filled per request (reused: nothing allocated per request). */
@@ -70,8 +69,6 @@ export class RequestCost {
   runOf: StaticArray<u8> = new StaticArray<u8>(0);
   /** The adapters this proxy sees streaming from each instance (kept across requests; plugin/stream.ts feeds it). */
   streams: AdapterStreams = new AdapterStreams();
-  /** The adapters this proxy has requests in flight for at each instance, sent and not ended (adapter-held.ts; plugin/stream.ts feeds it). */
-  held: AdapterStreams = new AdapterStreams();
   /** Scratch, per candidate: the request's prefill there (ms, its uncached tokens; 0 where the per-token terms are unknown). */
   prefillMs: StaticArray<f64> = new StaticArray<f64>(0);
   /** The prompt's chain hashes (lib/request/prefix.ts hashPromptBlocks), `nh` of them: which blocks a pending prefill shares (shared-prefill.ts). */
@@ -141,7 +138,6 @@ export function scoreRequest(plan: Plan, lp: LlmPlan, inflightP: usize, pending:
     let extra = modelCostMs(lp, col, i, cp.adapterLoadMs);
     if (extra == Infinity) { setF64At(costP, i, Infinity); excluded++; continue; }
     extra = streamedCostMs(lp, rc.streams, col, i, slot, extra, cp.adapterLoadMs, rc.runOf);
-    extra = heldCostMs(lp, rc.held, rc.streams, col, i, slot, extra, cp.adapterLoadMs, rc.runOf);
     unchecked(rc.drainOf[i] = extra > cp.adapterLoadMs ? 1 : 0);
     const kv = unchecked(lp.kv[i]);
     const blocks = unchecked(rc.cachedBlocks[i]);
