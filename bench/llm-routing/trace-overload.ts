@@ -56,8 +56,9 @@ const running = (t: number, w: number): number => os.filter((o) => !o.shed && o.
 const meas = os.filter((o) => sc.requests[o.idx].measured);
 const cr = meas.filter((o) => !o.shed && sc.requests[o.idx].criticality === 'critical').sort((a, b) => b.ttftMs - a.ttftMs);
 console.log(`seed ${seed} ${x}x: ${cr.length} measured critical served; top TTFTs ${cr.slice(0, 6).map((o) => o.ttftMs.toFixed(0)).join(', ')}; shed c/s/h ${['critical', 'standard', 'sheddable'].map((c) => meas.filter((o) => o.shed && sc.requests[o.idx].criticality === c).length).join('/')}`);
-// --by-model: the critical TTFT P99 per pool (the llama adapters together, the base models each) (the 2x P99 is ~the 7th largest of ~700: which
-// pool's episode it lands in decides it; this shows whether a change moved the adapter pools or the others)
+// --by-model: the critical TTFT P99 per pool, the llama adapters together and each base model. The
+// 2x P99 is about the 7th largest of ~700, so which pool's episode lands there decides it; this
+// shows whether a change moved the pool it acts on or only the path (docs/benchmarks/llm-r9a.md)
 if (args.includes('--by-model')) {
   const pool = (m: string): string => (m.endsWith('-lora') ? 'llama adapters' : m);
   const models = [...new Set(cr.map((o) => pool(sc.requests[o.idx].w.model)))].sort();
