@@ -3,12 +3,13 @@
 // over --over ms: where it went, its queue wait, preemptions, the filter's debug header, and
 // per instance at its arrival: queued (by criticality) / running, and the last scrape's
 // waiting / running / KV. `tsx bench/llm-routing/trace-overload.ts [--seed 3] [--rate 2]
-// [--over 800] [--wasm build/switchyard.wasm] [--window a,b]`
+// [--over 800] [--wasm build/switchyard.wasm] [--window a,b] [--by-model]`
 import { runFleet, type RoutingPolicy } from './fleet';
 import { fleet, prefixHeavy } from './scenarios';
 import { SwitchyardFilterPolicy } from './filter';
 import type { Scraped } from './scrape';
 import { LlmEngine } from '../../sim/inference/llm/engine';
+import { quantile } from './report';
 
 const args = process.argv.slice(2);
 const arg = (k: string, d: string): string => { const i = args.indexOf(k); return i >= 0 ? args[i + 1] : d; };
@@ -55,6 +56,17 @@ const running = (t: number, w: number): number => os.filter((o) => !o.shed && o.
 const meas = os.filter((o) => sc.requests[o.idx].measured);
 const cr = meas.filter((o) => !o.shed && sc.requests[o.idx].criticality === 'critical').sort((a, b) => b.ttftMs - a.ttftMs);
 console.log(`seed ${seed} ${x}x: ${cr.length} measured critical served; top TTFTs ${cr.slice(0, 6).map((o) => o.ttftMs.toFixed(0)).join(', ')}; shed c/s/h ${['critical', 'standard', 'sheddable'].map((c) => meas.filter((o) => o.shed && sc.requests[o.idx].criticality === c).length).join('/')}`);
+// --by-model: the critical TTFT P99 per pool, the llama adapters together and each base model. The
+// 2x P99 is about the 7th largest of ~700, so which pool's episode lands there decides it; this
+// shows whether a change moved the pool it acts on or only the path (docs/benchmarks/llm-r9a.md)
+if (args.includes('--by-model')) {
+  const pool = (m: string): string => (m.endsWith('-lora') ? 'llama adapters' : m);
+  const models = [...new Set(cr.map((o) => pool(sc.requests[o.idx].w.model)))].sort();
+  for (const m of models) {
+    const v = cr.filter((o) => pool(sc.requests[o.idx].w.model) === m).map((o) => o.ttftMs);
+    console.log(`by-model ${m}: ${v.length} critical, TTFT P99 ${quantile(v, 0.99).toFixed(0)} max ${Math.max(...v).toFixed(0)} ms`);
+  }
+}
 for (const o of cr.filter((o) => o.ttftMs > over).sort((a, b) => a.arrivalMs - b.arrivalMs)) {
   console.log(`\n#${o.idx} t=${o.arrivalMs.toFixed(0)} -> w${o.instance} model ${sc.requests[o.idx].w.model} ttft ${o.ttftMs.toFixed(0)} queued ${o.queuedMs.toFixed(0)} prompt ${o.promptTokens} cached ${o.cachedTokens} preempt ${o.preemptions}`);
   if (dbg.has(o.idx)) console.log(`  debug: ${dbg.get(o.idx)}`);
