@@ -163,18 +163,19 @@ describe("one price in ms: the pool's engine model", () => {
     // The holder is chosen while its price — the group's prefix computed once (shared) plus each
     // request's own 223 uncached tokens (22.3 ms at the fallback rate), with the delay each suffix
     // adds to the requests it holds up there — stays under a miss at an idle worker. Held up: the
-    // k suffixes queued ahead (counted, round 8) and, since round 9, the requests that arrive
-    // behind it within one whole prefill, measured (this VM's k sends in that time) and shared out
-    // as the prefill sent to each worker (recent-sends.ts arrivalsAt): all of it went to the holder,
-    // so the holder is 22.3 (k + 1) + 22.3 · 2k, while a miss at an idle worker, which would then
-    // hold the prompt as well, takes 227.1 / (227.1 + 227.1 + 22.3 (k − 1)) of the k arrivals:
-    // 227.1 · (1 + 4.45) = 1,238 ms against the holder's 1,026 at k = 15 — the whole group stays,
-    // as SGLang's cache-aware router keeps it (docs/benchmarks/llm-r9b.md). Round 8 counted no
-    // arrivals behind an idle worker (none ahead): 22.3 (k + 1) + 22.3 k < 227 for k ≤ 4, the
-    // first six, and in the matrix's grouped burst the first four groups split, 60 whole groups
-    // for 8 workers: 135 requests on four of them where 128 each is possible (0.95× cache-aware).
-    // Round 7 counted the queue by the busy period's mean charge: eight. Round 6: ten. Before round
-    // 6 (E[S] = 1000 ms per request in flight against a 213 ms saving): 2 of 16.
+    // k suffixes queued ahead (counted, round 8) and, since round 9, those arriving behind it
+    // while it waits and computes, measured: this VM's k sends within one whole prefill (227 ms)
+    // are the rate, shared out as the prefill sent to each worker (recent-sends.ts arrivalsAt),
+    // over its time to first token there. All the prefill sent went to the holder, so at k = 15
+    // it is 334.5 + 22.3 + 22.3 (15 + 15 · 356.8 / 227.1) = 1,217 ms, while a miss at an idle
+    // worker, which would then hold the prompt as well, takes 227.1 / 766.4 of the rate over its
+    // 227.1 ms: 227.1 (1 + 4.45) = 1,237 ms — the whole group stays, as SGLang's cache-aware router
+    // keeps it (docs/benchmarks/llm-r9b.md). Round 8 counted no arrivals behind an idle worker
+    // (none ahead): 22.3 (k + 1) + 22.3 k < 227 for k ≤ 4, the first six, and in the matrix's
+    // grouped burst the first four groups split, 60 whole groups for 8 workers: 135 requests on
+    // four of them where 128 each is possible (0.95× cache-aware). Round 7 counted the queue by the
+    // busy period's mean charge: eight. Round 6: ten. Before round 6 (E[S] = 1000 ms per request
+    // in flight against a 213 ms saving): 2 of 16.
     expect(at[first]).toBe(16);
   });
 
@@ -182,9 +183,10 @@ describe("one price in ms: the pool's engine model", () => {
     // the multi-turn start (seed 2): sessions' first turns 10 ms apart, each a miss; workers 0-6
     // took one each (100 ms of prefill, done by now), worker 7 none. A new session's first turn
     // (2,271 tokens, nothing cached) costs the same wait and prefill everywhere; its next turns
-    // follow it. The 7 sends within one whole prefill (227 ms) arrive where the prefill sent
-    // lately went: worker 7, holding only this request's, sees 227 / 927 of them, the others
-    // 327 / 927 (recent-sends.ts arrivalsAt), so worker 7 is 172 ms cheaper.
+    // follow it. The 7 sends within one whole prefill (227 ms) are the rate, and what follows goes
+    // where the prefill sent went: worker 7, holding only this request's, sees 227 / 927 of it over
+    // its 227 ms to first token, the others 327 / 927 (recent-sends.ts arrivalsAt), so worker 7 is
+    // 172 ms cheaper.
     let idle = 0;
     for (let k = 0; k < 50; k++) {
       const f = new LlmFixture(coldSnap());

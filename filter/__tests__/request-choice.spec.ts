@@ -318,11 +318,12 @@ describe("score-request: size, prefix and KV cache in one pass", () => {
     expect(f.pending.own[0]).toBeCloseTo(1200);
     scoreRequest(f.plan, f.lp, f.inflight.dataStart, f.pending, 1000, rc, new CostParams());
     // the wait, the delay its prefill adds to the request ahead (a miss: all its prompt uncached),
-    // and to the one expected behind it: this VM sent one within one whole prefill (200 ms), and
-    // all the prefill it sent went to instance 0 (recent-sends.ts arrivalsAt)
-    expect(f.plan.cost[0]).toBeCloseTo(200 + 1000 + 2 * 200 + 200);
+    // and to those expected behind it while it waits and computes: this VM sent one within one
+    // whole prefill (200 ms), all the prefill it sent went to instance 0, so 1 per 200 ms there
+    // over its 200 + 200 ms to first token, 2 requests (recent-sends.ts arrivalsAt)
+    expect(f.plan.cost[0]).toBeCloseTo(200 + 1000 + 2 * 200 + 2 * 200);
     scoreRequest(f.plan, f.lp, f.inflight.dataStart, f.pending, 1100, rc, new CostParams());
-    expect(f.plan.cost[0]).toBeCloseTo(200 + 1000 + 2 * 100 + 200);
+    expect(f.plan.cost[0]).toBeCloseTo(200 + 1000 + 2 * 100 + 1.5 * 200);
     scoreRequest(f.plan, f.lp, f.inflight.dataStart, f.pending, 1300, rc, new CostParams());
     expect(f.plan.cost[0]).toBeCloseTo(200 + 1000);
     // a second request queues behind the first: its prefill adds to the end of the first's

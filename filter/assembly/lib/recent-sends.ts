@@ -5,8 +5,8 @@
 // that will arrive behind it were taken to be as many as are ahead, which holds at a steady queue
 // and fails where the queue is growing: on an idle worker in a burst nothing is ahead, and a miss
 // sent there looked free of delay while hundreds of requests arrived within its prefill. Measured
-// instead: the sends within the last `windowMs` (one whole prefill of the request) spread over the
-// service's instances, the arrivals one instance sees in that time if the rate holds.
+// instead: the rate of this VM's sends (those within one whole prefill of the request), shared out
+// over the instances (arrivalsAt), over the request's time to first token there.
 //
 // Bounded: RECENT_SENDS send times in a ring; beyond the bound the count is the bound (a count
 // too low, never too high: it can only make a candidate look less delayed, as before this term).

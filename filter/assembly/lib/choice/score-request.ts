@@ -4,8 +4,9 @@
 //   cost_i = rest_i + (P_i + modelCost_i)/weight_i + O·d(b_i)/weight_i + max(0, b_i + 1 − cap_i)·E[S]_i/cap_i/weight_i
 //            + (q_i + own_i·(n_i + r_i))/weight_i   (q_i = max(0, ahead_i − shared_i): the wait; own_i·(n_i + r_i): the
 //              delay its prefill adds to the n_i requests ahead, counted one by one by PendingPrefill.requestsIn, and to
-//              the r_i expected to arrive behind it within one whole prefill: this VM's sends in that time, in the share
-//              of the prefill it sent to i, this request's included (recent-sends.ts arrivalsAt))
+//              the r_i expected to arrive behind it over its time to first token (q_i + own_i), at the rate of this VM's
+//              sends within one whole prefill, in the share of the prefill it sent to i, this request's included
+//              (recent-sends.ts arrivalsAt))
 //   P_i = uncached prompt tokens × the pool's prefill ms/token (plan-llm.ts poolTerms; none measured:
 //         request.fallbackPrefillMsPerToken), d(b) = the pool's decode line idle + perSeq·(1 + b)
 //         (no line: the occupancy rule on the pool's time per token, occupancy 1 while slots is only a
@@ -234,16 +235,17 @@ export function scoreRequest(plan: Plan, lp: LlmPlan, inflightP: usize, pending:
       let mine = pending.ownAheadMs(slot, nowMs) - shared;
       if (mine > queued) mine = queued;
       if (mine < 0) mine = 0;
-      // ... and the requests that arrive there behind it during one whole prefill, measured: this
-      // VM's sends to the service within that time, in the share of the prefill this VM has sent
-      // to i (this request's own included: a miss makes i hold the prompt, and its hits follow it
-      // there), recent-sends.ts arrivalsAt. The count ahead stood for them (a steady queue); where
-      // the queue grows — an idle worker as a burst arrives — nothing is ahead while many arrive,
-      // and a miss sent there (a group's prefix computed a second time) looked free of delay; where
-      // two workers have nothing queued, the one this VM made hold more prompts gets more of what
+      // ... and the requests that arrive there behind it while it waits and computes, measured:
+      // this VM's sends to the service within one whole prefill are the rate, in the share of the
+      // prefill this VM has sent to i (this request's own included: a miss makes i hold the
+      // prompt, and its hits follow it there), over its time to first token there (queued + own):
+      // recent-sends.ts arrivalsAt. The count ahead stood for them (a steady queue); where the
+      // queue grows — an idle worker as a burst arrives — nothing is ahead while many arrive, and a
+      // miss sent there (a group's prefix computed a second time) looked free of delay; where two
+      // workers have nothing queued, the one this VM made hold more prompts gets more of what
       // follows (docs/benchmarks/llm-r9b.md).
       if (sends < 0) sends = rc.recent.within(nowMs, whole);
-      const arriving = arrivalsAt(sends, pending.sentMs(slot), sentAll, own, n);
+      const arriving = arrivalsAt(sends, pending.sentMs(slot), sentAll, own, n) * (whole > 0 ? (queued + own) / whole : 0);
       const behindMine = own * (pending.requestsIn(slot, mine, whole) + arriving);
       const behind = behindMine + (whole > 0 ? own * (queued - mine) / whole : 0);
       c = unchecked(lp.restMs[i]) * inv + (own + extra) * inv + decode + slotWait * inv + (queued + behind) * inv;
