@@ -1,6 +1,7 @@
 // Adapters this proxy sees streaming from each instance (lib/choice/adapter-streams.ts): where the
 // request's adapter streams it joins the running batch; where max_loras other adapters stream it
 // waits for a drain whatever the scrape says.
+import { RecentSends } from "../assembly/lib/recent-sends";
 import { Snapshot, InstanceState } from "../assembly/lib/snapshot";
 import { InstanceLlm, MODEL_BASE, MODEL_LOADED } from "../assembly/lib/snapshot-llm";
 import { Candidate, candidateFrom, Plan, MODEL_CONDITIONAL } from "../assembly/lib/choose";
@@ -125,9 +126,11 @@ class Fleet {
     this.cp.adapterLoadMs = 40;
   }
 
-  /** One decision on its own: nothing pending from the picks before (a pick charges its prefill). */
+  /** One decision on its own: nothing pending from the picks before (a pick charges its prefill),
+   *  nor sent lately (a pick is one of the sends the next one expects behind it: recent-sends.ts). */
   pick(model: string, crit: i32): i32 {
     this.pending = new PendingPrefill();
+    this.rc.recent = new RecentSends();
     this.rc.modelCol = this.lp.modelColumn(model);
     pickForRequest(this.plan, this.lp, this.inflight, this.pending, 0, 1, 0, new Rng(1), this.rc, this.cp, crit, this.out);
     return this.out.pick.index;

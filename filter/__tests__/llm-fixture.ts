@@ -5,6 +5,7 @@ import { Snapshot, InstanceState } from "../assembly/lib/snapshot";
 import { InstanceLlm } from "../assembly/lib/snapshot-llm";
 import { Candidate, candidateFrom, Plan, MODEL_CONDITIONAL } from "../assembly/lib/choose";
 import { LlmPlan, buildLlmPlan } from "../assembly/lib/choice/plan-llm";
+import { RecentSends } from "../assembly/lib/recent-sends";
 import { PendingPrefill } from "../assembly/lib/pending-prefill";
 
 export class LlmFixture {
@@ -12,6 +13,8 @@ export class LlmFixture {
   lp: LlmPlan = new LlmPlan();
   inflight: Array<i32> = [];
   pending: PendingPrefill = new PendingPrefill();
+  /** This VM's recent sends, kept across requests as the plugin's RequestCost keeps them. */
+  recent: RecentSends = new RecentSends();
   constructor(snap: Snapshot) {
     const cands = new Array<Candidate>();
     const es = new Array<f64>(), w = new Array<f64>();

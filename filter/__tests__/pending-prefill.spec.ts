@@ -38,6 +38,22 @@ describe("PendingPrefill: one VM", () => {
     f.sweep(20, 10);                           // freed
     p.sync(f.capacity(), f.gen);
     expect(p.aheadMs(a, 20)).toBe(0.0);
+    expect(p.sentMs(a)).toBe(0.0);             // and all it was sent (round 9: the share of arrivals)
+  });
+
+  it("all the prefill sent to a slot adds up, done or not (the prompts it was made to hold)", () => {
+    const p = new PendingPrefill();
+    p.charge(2, 1000, 227);
+    p.charge(2, 1000, 14.3);
+    p.charge(2, 5000, 227);                    // long after the first two were done
+    expect(p.sentMs(2)).toBeCloseTo(468.3);
+    expect(p.sentMs(1)).toBe(0.0);
+    p.charge(2, 6000, NaN);                    // charged nothing, adds nothing
+    expect(p.sentMs(2)).toBeCloseTo(468.3);
+    expect(p.sentMs(-1)).toBe(0.0);
+    expect(p.sentMs(99)).toBe(0.0);
+    p.grow(8);                                 // growing keeps it
+    expect(p.sentMs(2)).toBeCloseTo(468.3);
   });
 });
 

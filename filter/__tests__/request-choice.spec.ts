@@ -1,5 +1,6 @@
 // Request-aware choice units: model filter and LoRA affinity, the size and prefix scorers, the
 // request scoring pass with KV-cache saturation, shedding by criticality, model aliases/splits.
+import { RecentSends } from "../assembly/lib/recent-sends";
 import { Snapshot, InstanceState } from "../assembly/lib/snapshot";
 import { InstanceLlm, MODEL_BASE, MODEL_LOADED, MODEL_WAITING } from "../assembly/lib/snapshot-llm";
 import { Candidate, candidateFrom, Plan, MODEL_CONDITIONAL, PICKER_P2C } from "../assembly/lib/choose";
@@ -125,8 +126,10 @@ describe("filter-model: model and LoRA affinity", () => {
     rc.modelCol = f.lp.modelColumn("sql-lora");
     const out = new RequestPick();
     for (let k = 0; k < 20; k++) {
-      // one decision each: a pick charges its prefill to the instance chosen
+      // one decision each: a pick charges its prefill to the instance chosen, and is a send the
+      // next one expects behind it (recent-sends.ts)
       f.pending = new PendingPrefill();
+      rc.recent = new RecentSends();
       pickForRequest(f.plan, f.lp, f.inflight, f.pending, 0, 0, 0.1, new Rng(k + 1), rc, new CostParams(), CRIT_STANDARD, out);
       expect(out.pick.index).toBe(0);
     }
@@ -314,9 +317,13 @@ describe("score-request: size, prefix and KV cache in one pass", () => {
     expect(out.pick.index).toBe(0);
     expect(f.pending.own[0]).toBeCloseTo(1200);
     scoreRequest(f.plan, f.lp, f.inflight.dataStart, f.pending, 1000, rc, new CostParams());
-    expect(f.plan.cost[0]).toBeCloseTo(200 + 1000 + 2 * 200);   // the wait, and as much behind it (a miss: all its prompt uncached)
+    // the wait, the delay its prefill adds to the request ahead (a miss: all its prompt uncached),
+    // and to those expected behind it while it waits and computes: this VM sent one within one
+    // whole prefill (200 ms), all the prefill it sent went to instance 0, so 1 per 200 ms there
+    // over its 200 + 200 ms to first token, 2 requests (recent-sends.ts arrivalsAt)
+    expect(f.plan.cost[0]).toBeCloseTo(200 + 1000 + 2 * 200 + 2 * 200);
     scoreRequest(f.plan, f.lp, f.inflight.dataStart, f.pending, 1100, rc, new CostParams());
-    expect(f.plan.cost[0]).toBeCloseTo(200 + 1000 + 2 * 100);
+    expect(f.plan.cost[0]).toBeCloseTo(200 + 1000 + 2 * 100 + 1.5 * 200);
     scoreRequest(f.plan, f.lp, f.inflight.dataStart, f.pending, 1300, rc, new CostParams());
     expect(f.plan.cost[0]).toBeCloseTo(200 + 1000);
     // a second request queues behind the first: its prefill adds to the end of the first's

@@ -36,6 +36,10 @@ export class PendingPrefill {
   spanEnd: StaticArray<f64> = new StaticArray<f64>(0);
   spanReqs: StaticArray<f64> = new StaticArray<f64>(0);
   spanN: StaticArray<i32> = new StaticArray<i32>(0);
+  /** Per slot: all the prefill this VM has sent there since the slot was given to its instance
+   *  (ms): the prompt blocks it made that instance compute and hold, the share of the arrivals
+   *  that follow them (recent-sends.ts arrivalsAt). */
+  sent: StaticArray<f64> = new StaticArray<f64>(0);
   /** Per slot: the in-flight generation the values belong to (a freed and reused slot starts empty). */
   private gen: StaticArray<u32> = new StaticArray<u32>(0);
   /** Records of other VMs skipped: a value not finite or negative (written by a broken VM). */
@@ -54,17 +58,20 @@ export class PendingPrefill {
     const K = QUEUE_SPANS;
     const ss = new StaticArray<f64>(n * K), se = new StaticArray<f64>(n * K), sr = new StaticArray<f64>(n * K);
     const sn = new StaticArray<i32>(n);
+    const sm = new StaticArray<f64>(n);
     for (let k = 0; k < this.own.length * K; k++) {
       unchecked(ss[k] = this.spanStart[k]); unchecked(se[k] = this.spanEnd[k]); unchecked(sr[k] = this.spanReqs[k]);
     }
     for (let k = 0; k < this.own.length; k++) {
       unchecked(sn[k] = this.spanN[k]);
+      unchecked(sm[k] = this.sent[k]);
       unchecked(o[k] = this.own[k]);
       unchecked(r[k] = this.others[k]);
       unchecked(g[k] = this.gen[k]);
     }
     this.own = o;
     this.spanStart = ss; this.spanEnd = se; this.spanReqs = sr; this.spanN = sn;
+    this.sent = sm;
     this.others = r;
     this.gen = g;
     this.spans.grow(n);
@@ -76,7 +83,7 @@ export class PendingPrefill {
     const n = min(capacity, gen.length);
     // slots the in-flight table gave back at its top (Inflight trimTail): forgotten once, as a
     // freed slot is (a slot regrown there has a new generation and is cleared again below)
-    for (let s = n; s < this.synced && s < this.own.length; s++) { unchecked(this.own[s] = 0); unchecked(this.others[s] = 0); unchecked(this.spanN[s] = 0); this.spans.clear(s); }
+    for (let s = n; s < this.synced && s < this.own.length; s++) { unchecked(this.own[s] = 0); unchecked(this.others[s] = 0); unchecked(this.spanN[s] = 0); unchecked(this.sent[s] = 0); this.spans.clear(s); }
     this.synced = n;
     // the live slots only when given (issue 24 #2): a free slot is cleared when it is reused
     const m = live != null ? live.length : n;
@@ -89,8 +96,14 @@ export class PendingPrefill {
       unchecked(this.own[s] = 0);
       unchecked(this.others[s] = 0);
       unchecked(this.spanN[s] = 0);
+      unchecked(this.sent[s] = 0);
       this.spans.clear(s);
     }
+  }
+
+  /** All the prefill this VM sent to `slot` since it was given to its instance (ms). */
+  @inline sentMs(slot: i32): f64 {
+    return slot >= 0 && slot < this.sent.length ? unchecked(this.sent[slot]) : 0;
   }
 
   /** The prefill sent to `slot` by this proxy (every VM) still ahead at `nowMs`. */
@@ -114,6 +127,7 @@ export class PendingPrefill {
     const at = unchecked(this.own[slot]);
     const start = at > nowMs ? at : nowMs;
     unchecked(this.own[slot] = start + ms);
+    unchecked(this.sent[slot] = this.sent[slot] + ms);
     this.addSpan(slot, nowMs, start, start + ms, at > nowMs);
   }
 

@@ -2,8 +2,11 @@
 // static filters as in score.ts, the model filter, and one price in ms built on the request's own
 // size (docs/inference-llm.md, "One price in ms"). Where the snapshot has an LLM section:
 //   cost_i = rest_i + (P_i + modelCost_i)/weight_i + O·d(b_i)/weight_i + max(0, b_i + 1 − cap_i)·E[S]_i/cap_i/weight_i
-//            + (q_i + own_i·n_i)/weight_i   (q_i = max(0, ahead_i − shared_i): the wait; own_i·n_i: the delay its
-//              prefill adds to as many requests behind it as are ahead, n_i counted one by one by PendingPrefill.requestsIn)
+//            + (q_i + own_i·(n_i + r_i))/weight_i   (q_i = max(0, ahead_i − shared_i): the wait; own_i·(n_i + r_i): the
+//              delay its prefill adds to the n_i requests ahead, counted one by one by PendingPrefill.requestsIn, and to
+//              the r_i expected to arrive behind it over its time to first token (q_i + own_i), at the rate of this VM's
+//              sends within one whole prefill, in the share of the prefill it sent to i, this request's included
+//              (recent-sends.ts arrivalsAt))
 //   P_i = uncached prompt tokens × the pool's prefill ms/token (plan-llm.ts poolTerms; none measured:
 //         request.fallbackPrefillMsPerToken), d(b) = the pool's decode line idle + perSeq·(1 + b)
 //         (no line: the occupancy rule on the pool's time per token, occupancy 1 while slots is only a
@@ -33,6 +36,7 @@ import { ShedAt, loadAt } from "../criticality";
 import { OverloadShares, growthEvidence } from "../overload";
 import { AdapterStreams, streamedCostMs } from "./adapter-streams";
 import { Inflight } from "../inflight";
+import { RecentSends, arrivalsAt } from "../recent-sends";
 
 /** The request's side of the cost, filled per request (reused: nothing allocated per request). */
 export class RequestCost {
@@ -84,11 +88,14 @@ export class RequestCost {
   mesh: Inflight | null = null;
   /** Scratch, per candidate: the other proxies' sends within the request's prefill time, priced as prefill ahead (ms). */
   meshOf: StaticArray<f64> = new StaticArray<f64>(0);
+  /** This VM's sends to the service lately (recent-sends.ts): the arrivals behind a prefill. */
+  recent: RecentSends = new RecentSends();
   /** A request was sent to candidate i (slot `slot`) at `nowMs`: its prefill (and adapter load) queues behind what this proxy sent there before. */
   charge(pending: PendingPrefill, i: i32, slot: i32, nowMs: f64, extraMs: f64): void {
     if (i < 0 || i >= this.prefillMs.length) return;
     const add = unchecked(this.prefillMs[i]);
     const ms = (add > 0 ? add : 0) + (extraMs > 0 && extraMs < Infinity ? extraMs : 0);
+    this.recent.record(nowMs);
     if (i < this.cachedBlocks.length && this.nh > 0) pending.chargeBlocks(slot, nowMs, ms, this.hashes, this.nh, unchecked(this.cachedBlocks[i]), unchecked(this.blockMsOf[i]));
     else pending.charge(slot, nowMs, ms);
   }
@@ -132,6 +139,11 @@ export function scoreRequest(plan: Plan, lp: LlmPlan, inflightP: usize, pending:
     rc.decodeOf = new StaticArray<f64>(n); rc.meshOf = new StaticArray<f64>(n);
   }
   const mesh = rc.mesh;
+  // the arrivals behind a prefill (recent-sends.ts): this VM's sends within one whole prefill of
+  // the request (the window is the pool's, the same for every candidate: counted once, at the
+  // first candidate priced), shared out as the prefill this VM has sent to each candidate
+  let sends: i32 = -1, sentAll: f64 = 0;
+  for (let k = 0; k < n; k++) sentAll += pending.sentMs(i32At(slotP, k));
   for (let i = 0; i < n; i++) {
     if (leftOutAt(skipP, staleP, skippedP, costP, checkStale, nowMs, i)) continue;
     const slot = i32At(slotP, i);
@@ -223,7 +235,18 @@ export function scoreRequest(plan: Plan, lp: LlmPlan, inflightP: usize, pending:
       let mine = pending.ownAheadMs(slot, nowMs) - shared;
       if (mine > queued) mine = queued;
       if (mine < 0) mine = 0;
-      const behindMine = own * pending.requestsIn(slot, mine, whole);
+      // ... and the requests that arrive there behind it while it waits and computes, measured:
+      // this VM's sends to the service within one whole prefill are the rate, in the share of the
+      // prefill this VM has sent to i (this request's own included: a miss makes i hold the
+      // prompt, and its hits follow it there), over its time to first token there (queued + own):
+      // recent-sends.ts arrivalsAt. The count ahead stood for them (a steady queue); where the
+      // queue grows — an idle worker as a burst arrives — nothing is ahead while many arrive, and a
+      // miss sent there (a group's prefix computed a second time) looked free of delay; where two
+      // workers have nothing queued, the one this VM made hold more prompts gets more of what
+      // follows (docs/benchmarks/llm-r9b.md).
+      if (sends < 0) sends = rc.recent.within(nowMs, whole);
+      const arriving = arrivalsAt(sends, pending.sentMs(slot), sentAll, own, n) * (whole > 0 ? (queued + own) / whole : 0);
+      const behindMine = own * (pending.requestsIn(slot, mine, whole) + arriving);
       const behind = behindMine + (whole > 0 ? own * (queued - mine) / whole : 0);
       c = unchecked(lp.restMs[i]) * inv + (own + extra) * inv + decode + slotWait * inv + (queued + behind) * inv;
       // the part of the price the band leaves alone (picker-band.ts): the decode, and the prefill
