@@ -49,7 +49,7 @@ export const WAYS: i32 = 8;
  * credits up to its longest such checkpoint. 8: the mesh records fall ~8× (19-37 per request on
  * the Poisson sets) while a remote match is credited on average ~7 blocks (~112 tokens at 16 per
  * block) short of what was sent, against cached prefixes of hundreds of blocks (the index matches
- * up to 256); the measured trade is in the page above.
+ * up to 256); measured in docs/benchmarks/mesh-r9b.md.
  */
 export const CHECKPOINT_EVERY: i32 = 8;
 const CHECKPOINT_SHIFT: u64 = 24;
