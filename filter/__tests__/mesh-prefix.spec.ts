@@ -1,11 +1,18 @@
 import { Inflight } from "../assembly/lib/inflight";
-import { PrefixIndex, PrefixMatch } from "../assembly/lib/request/prefix";
+import { PrefixIndex, PrefixMatch, isCheckpoint, CHECKPOINT_EVERY } from "../assembly/lib/request/prefix";
 import { MeshOutbox, encodePrefixTrailer, checkPrefixTrailer, applyPrefixTrailer } from "../assembly/lib/mesh-prefix";
 import { encodeReport, checkAnswer, MESH_HEADER_BYTES, MESH_ANSWER } from "../assembly/lib/mesh-inflight";
 
 function hashes(n: i32, base: u64): StaticArray<u64> {
   const h = new StaticArray<u64>(n);
   for (let i = 0; i < n; i++) h[i] = base + <u64>i;
+  return h;
+}
+
+/** Blocks base + i; those at `cps` made mesh checkpoints (bits 24-26 set), the others not. */
+function chain(n: i32, base: u64, cps: Array<i32>): StaticArray<u64> {
+  const h = new StaticArray<u64>(n);
+  for (let i = 0; i < n; i++) h[i] = cps.includes(i) ? (base + <u64>i) | (<u64>7 << 24) : base + <u64>i;
   return h;
 }
 
@@ -93,6 +100,70 @@ describe("PrefixIndex.learnRemote (another proxy's placement)", () => {
   });
 });
 
+describe("mesh checkpoints (only checkpoints and a placement's last block cross)", () => {
+  it("picks about one block in CHECKPOINT_EVERY by its hash", () => {
+    expect(CHECKPOINT_EVERY).toBe(8);
+    expect(isCheckpoint(<u64>7 << 24)).toBe(true);
+    expect(isCheckpoint(<u64>6 << 24)).toBe(false);
+    let n = 0;
+    let h: u64 = 0x9e3779b97f4a7c15;
+    for (let i = 0; i < 8000; i++) { h = h * 6364136223846793005 + 1442695040888963407; if (isCheckpoint(h)) n++; }
+    expect(n).toBeGreaterThan(900);
+    expect(n).toBeLessThan(1100);
+  });
+
+  it("record() offers the other VMs every block, the other proxies the checkpoints and the last", () => {
+    const ix = new PrefixIndex(1024, 300000);
+    const out = new MeshOutbox(1024);
+    const vm = new MeshOutbox(1024);
+    ix.meshRing = out.ring;
+    ix.ring = vm.ring;
+    const h = chain(20, 1000, [7, 15]);
+    ix.record(h, 20, 1, 0);
+    expect(vm.ring.end).toBe(20);
+    expect(out.ring.end).toBe(3);
+    expect(out.ring.hashes[0]).toBe(h[7]);
+    expect(out.ring.hashes[1]).toBe(h[15]);
+    expect(out.ring.hashes[2]).toBe(h[19]);
+  });
+
+  it("a lookup whose walk stops credits up to the longest remote checkpoint, never beyond", () => {
+    const ix = new PrefixIndex(1024, 300000);
+    const h = chain(24, 2000, [3, 11, 19]);
+    ix.record(h, 4, 1, 0); // own: blocks 0..3 at slot 1
+    ix.learnRemote(h[3], 2, 0); // another proxy: blocks 0..3 at slot 2
+    ix.learnRemote(h[11], 2, 0); // ... and 0..11
+    ix.learnRemote(h[11], 3, 0); // and 0..11 at slot 3
+    expect(blocksOf(ix, h, 1, 10)).toBe(4); // its own walk
+    expect(blocksOf(ix, h, 2, 10)).toBe(12); // the longest checkpoint, not 19 or 24
+    expect(blocksOf(ix, h, 3, 10)).toBe(12);
+    // no own block 0: the checkpoint alone
+    const g = chain(24, 2000, [3, 11, 19]);
+    g[0] = 77;
+    const rx = new PrefixIndex(1024, 300000);
+    rx.learnRemote(h[11], 4, 0);
+    expect(blocksOf(rx, g, 4, 10)).toBe(12);
+    // the last block of a placement is a checkpoint of a request that ends there
+    rx.learnRemote(h[23], 5, 0);
+    expect(blocksOf(rx, h, 5, 10)).toBe(24);
+    // an aged checkpoint credits nothing
+    const old = new PrefixIndex(1024, 1000);
+    old.learnRemote(h[11], 4, 0);
+    expect(blocksOf(old, h, 4, 2000)).toBe(0);
+  });
+
+  it("without remote records a lookup is the walk alone (one proxy as before the mesh)", () => {
+    const ix = new PrefixIndex(1024, 300000);
+    const h = chain(16, 3000, [3, 7, 11, 15]);
+    ix.record(h, 16, 1, 0);
+    const b = chain(16, 3000, [3, 7, 11, 15]);
+    b[5] = 99; // the chain breaks at block 5 (as an evicted block would)
+    expect(blocksOf(ix, b, 1, 10)).toBe(5);
+    ix.learnRemote(12345, 2, 10); // now in a mesh: past the break, the own checkpoint at 15 counts
+    expect(blocksOf(ix, b, 1, 20)).toBe(16);
+  });
+});
+
 describe("mesh prefix trailer", () => {
   it("carries the outbox's new records, oldest first, at most maxRecords per report", () => {
     const f = new Inflight();
@@ -101,7 +172,7 @@ describe("mesh prefix trailer", () => {
     const ix = new PrefixIndex(1024, 300000);
     const out = new MeshOutbox(1024);
     ix.meshRing = out.ring;
-    const h = hashes(5, 100);
+    const h = chain(5, 100, [0, 1, 2, 3, 4]); // all checkpoints: each crosses the mesh
     ix.record(h, 5, 1, 0); // 5 new blocks to slot 1
     const t = encodePrefixTrailer(["llm"], [out], [3], f);
     const c = checkPrefixTrailer(t, 0);

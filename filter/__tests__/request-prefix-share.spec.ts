@@ -1,4 +1,4 @@
-import { hashPromptBlocks, modelSeed, PrefixIndex, PrefixMatch } from "../assembly/lib/request/prefix";
+import { hashPromptBlocks, modelSeed, PrefixIndex, PrefixMatch, isCheckpoint } from "../assembly/lib/request/prefix";
 import { PrefixShare, ShareRing, MAX_RING, SECTION_HEADER_BYTES, RECORD_BYTES, MAX_DOC_RECORDS, MIN_SECTION_RECORDS } from "../assembly/lib/request/prefix-share";
 import { Inflight } from "../assembly/lib/inflight";
 
@@ -68,6 +68,23 @@ describe("PrefixShare: the prefix index across worker VMs", () => {
     expect(v2.share.learned).toBe(10);
     // nor does v2 offer back what it learnt
     expect(v2.share.ring.end).toBe(0);
+  });
+
+  it("forwards to the mesh outbox only the other VM's checkpoints (a VM record carries no position)", () => {
+    const v1 = new Vm(1, [A1, A2]);
+    const v2 = new Vm(2, [A2, A1]);
+    const p = hashes(text(64 * 100, 7));
+    let cps = 0;
+    for (let i = 0; i < p.length; i++) if (isCheckpoint(p[i])) cps++;
+    expect(cps).toBeGreaterThan(0);
+    expect(cps).toBeLessThan(p.length / 3);
+    v1.index.record(p, p.length, v1.slot(A1), 100);
+    const outbox = new ShareRing(1024);
+    const doc = v1.tick(new ArrayBuffer(0), 110);
+    v2.share.merge(doc, v2.token, 115, 1000, v2.index, v2.inflight, outbox);
+    expect(v2.share.learned).toBe(100); // the other VM learns every block
+    expect(outbox.end).toBe(<u64>cps); // the other proxies the checkpoints
+    for (let k = 0; k < cps; k++) expect(isCheckpoint(outbox.hashes[k])).toBe(true);
   });
 
   it("re-recording identical blocks offers nothing new; a changed front slot does, and so does an entry recorded in an earlier quarter of maxAge", () => {

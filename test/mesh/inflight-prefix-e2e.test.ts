@@ -62,10 +62,22 @@ test('a prompt routed by one agent\'s filter is a prefix hit at the same instanc
     const x = endpoint(first);
     assert.ok(x, 'A routed it');
     // B's filter learns the placement (no request of this family has reached B): both of its VMs
-    // (the main-thread VM that reports, and the worker that routes, which adopts on its tick)
-    await until(() => (hB.metric('switchyard.mesh.prefix_learned') ?? 0) >= before + 2 * 45, 5_000, `B learns family ${k}`);
+    // (the main-thread VM that reports, and the worker that routes, which adopts on its tick).
+    // Only the placement's checkpoints and its last block cross (about 1 block in 8, round 9b:
+    // docs/benchmarks/mesh-r9b.md), so at least the last block per VM, not one record per block.
+    // A's worker VM places it, A's reporting VM forwards it, B's VMs apply it on different ticks:
+    // wait for at least the last block per VM, then until no VM applies more for 300 ms
+    let seen = -1;
+    let since = 0;
+    await until(() => {
+      const n = hB.metric('switchyard.mesh.prefix_learned') ?? 0;
+      if (n !== seen) { seen = n; since = performance.now(); }
+      return n >= before + 2 && performance.now() - since >= 300;
+    }, 5_000, `B learns family ${k}`);
     const second = await chat(hB, system, 'another question');
     assert.equal(endpoint(second), x, `family ${k}: B routed elsewhere (${header(second.responseHeaders, 'x-switchyard-debug')[0]})`);
-    assert.ok(cached(second) >= 40, `family ${k}: B saw ${cached(second)} cached blocks`);
+    // credited up to the longest checkpoint inside the shared system prompt (~54 blocks): 38, 43
+    // and 50 for these three (a checkpoint is 1 block in 8 by its hash; round 9 sent every block: >= 40)
+    assert.ok(cached(second) >= 30, `family ${k}: B saw ${cached(second)} cached blocks`);
   }
 });

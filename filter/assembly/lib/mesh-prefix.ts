@@ -5,7 +5,9 @@
 // split it sees 1/K of every shared prefix and sends the rest of a prefix's requests elsewhere
 // (the DES: hit rate 87 % at K = 1, 74 % at K = 4, 59 % at K = 16). The records its VMs already
 // exchange among themselves (lib/request/prefix-share.ts: a block whose front slot changed, or one
-// re-offered once per maxAgeMs / 4 window) also go into a second ring, the mesh outbox; the mesh
+// re-offered once per maxAgeMs / 4 window) also go into a second ring, the mesh outbox -- only the
+// chain checkpoints and a placement's last block (lib/request/prefix.ts CHECKPOINT_EVERY: a chain
+// hash covers the blocks before it, ~8x fewer records; round 9b); the mesh
 // report carries the outbox's new records (at most the outbox's capacity, min(prefix.entries,
 // 4096), per service and report; more new placements between two reports are counted dropped), and the agent's answer carries the other proxies' records. The
 // filter applies them with PrefixIndex.learnRemote (never more trusted than its own knowledge).

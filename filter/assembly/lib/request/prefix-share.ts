@@ -15,7 +15,7 @@
 // u32 recordCount, addrCount × (u8 len, address bytes), recordCount × (u64 blockHash, u16 addr
 // index; 0xffff = none). Record k of a section has sequence number firstSeq + k.
 import { Inflight } from "../inflight";
-import { PrefixIndex } from "./prefix";
+import { PrefixIndex, isCheckpoint } from "./prefix";
 import { concatSections } from "../shared-doc";
 
 export const SECTION_HEADER_BYTES: i32 = 26;
@@ -156,7 +156,9 @@ export class PrefixShare {
         const slot = unchecked(slotOf[ai]);
         if (slot < 0 || slot >= 0xffff) continue;
         index.learn(load<u64>(rp), <u16>slot, nowMs);
-        if (out != null) out.push(load<u64>(rp), <u16>slot);
+        // the mesh gets the checkpoints only (lib/request/prefix.ts CHECKPOINT_EVERY; a record here
+        // carries no position, so another VM's last block is not known as one)
+        if (out != null && isCheckpoint(load<u64>(rp))) out.push(load<u64>(rp), <u16>slot);
         this.learned++;
       }
     }

@@ -38,6 +38,28 @@ export const NO_SLOT: u16 = 0xffff;
  *  block cuts every longer prefix through it (docs/architecture-choice.md, "Prefix index"). */
 export const WAYS: i32 = 8;
 
+/**
+ * Mesh checkpoints (docs/mesh.md "Prefix placements", docs/benchmarks/mesh-r9b.md): of the blocks a
+ * placement offers, only the checkpoints and the placement's last block go to the other proxies.
+ * A block is a checkpoint when 3 bits of its chain hash (bits 24-26: above the set bits of any
+ * index below 2^27 entries, below the tag) are all set, so on average every CHECKPOINT_EVERY-th
+ * block, decided by its content, not its position: a worker VM forwarding another VM's records
+ * (which carry no position) picks the same ones. A chain hash covers every block before it, so a
+ * checkpoint at block j sent to a slot says the slot was sent blocks 0..j; the receiver's lookup
+ * credits up to its longest such checkpoint. 8: the mesh records fall ~8× (19-37 per request on
+ * the Poisson sets) while a remote match is credited on average ~7 blocks (~112 tokens at 16 per
+ * block) short of what was sent, against cached prefixes of hundreds of blocks (the index matches
+ * up to 256); measured in docs/benchmarks/mesh-r9b.md.
+ */
+export const CHECKPOINT_EVERY: i32 = 8;
+const CHECKPOINT_SHIFT: u64 = 24;
+const CHECKPOINT_MASK: u32 = <u32>CHECKPOINT_EVERY - 1;
+
+/** Whether block hash `h` is a mesh checkpoint (CHECKPOINT_EVERY above). */
+@inline export function isCheckpoint(h: u64): bool {
+  return (<u32>(h >> CHECKPOINT_SHIFT) & CHECKPOINT_MASK) == CHECKPOINT_MASK;
+}
+
 const MAGIC: u32 = 0x58505753; // "SWPX"
 const VERSION: u32 = 2;
 export const HEADER_BYTES: i32 = 64;
@@ -231,6 +253,9 @@ export class PrefixIndex {
   private hitN: i32 = 0;
   private hitArr: usize = 0;
   private hitH0: u64 = 0;
+  /** Whether learnRemote() ever applied a record: only then does lookup() look for a checkpoint
+   *  past its own walk (one proxy alone looks up exactly as before the mesh). */
+  private remote: bool = false;
 
   /** capacity from a byte budget (whole index, header included); at least one set */
   static withBudget(maxEntries: i32, maxBytes: i32, maxAgeMs: u64): PrefixIndex {
@@ -474,7 +499,8 @@ export class PrefixIndex {
       }
       store<u32>(ep, rn, 4);
       if (share && ring != null) ring.push(h, slot);
-      if (share && this.meshRing != null) this.meshRing!.push(h, slot);
+      // the other proxies get the checkpoints and the placement's last block (CHECKPOINT_EVERY)
+      if (share && this.meshRing != null && (i == n - 1 || isCheckpoint(h))) this.meshRing!.push(h, slot);
     }
   }
 
@@ -504,6 +530,7 @@ export class PrefixIndex {
   learnRemote(h: u64, slot: u16, nowMs: u64): bool {
     if (slot == NO_SLOT || h == 0) return false;
     this.hitN = 0;
+    this.remote = true;
     const rn = this.rel(nowMs);
     let ep = this.find(h);
     if (ep != 0 && this.expired(ep, rn)) {
@@ -534,8 +561,8 @@ export class PrefixIndex {
     const rn = this.rel(nowMs);
     // only the (at most 4) slots of block 0 can hold a prefix: track them in locals
     let ep = this.find(unchecked(hashes[0]));
-    if (ep == 0) return;
-    if (this.expired(ep, rn)) { this.drop(ep); return; }
+    if (ep == 0) { if (this.remote) this.checkpoint(hashes, n, 0, this.liveFrom(rn), out); return; }
+    if (this.expired(ep, rn)) { this.drop(ep); if (this.remote) this.checkpoint(hashes, n, 0, this.liveFrom(rn), out); return; }
     if (this.hit.length < n) this.hit = new StaticArray<u32>(max(n, hashes.length));
     const hit = this.hit;
     unchecked(hit[0] = <u32>ep);
@@ -577,6 +604,36 @@ export class PrefixIndex {
     if (s1 != NO_SLOT) { out.slots.push(<i32>s1); out.blocks.push(c1); }
     if (s2 != NO_SLOT) { out.slots.push(<i32>s2); out.blocks.push(c2); }
     if (s3 != NO_SLOT) { out.slots.push(<i32>s3); out.blocks.push(c3); }
+    if (i < n && this.remote) this.checkpoint(hashes, n, i, live, out);
+  }
+
+  /**
+   * The walk from block 0 stopped at block `from` (< n): the longest checkpoint of `hashes` at or
+   * after it that the index holds live (another proxy's, lib/mesh-prefix.ts, or this proxy's own
+   * past an evicted block), probed from the last block down (the last block and the checkpoints
+   * only: about (n − from) / CHECKPOINT_EVERY probes, at most n − from). A chain hash at block j
+   * listing a slot means the slot was sent blocks 0..j: each listed slot is credited j + 1 blocks
+   * if the walk gave it fewer -- never more than the checkpoint, never less than the walk. Changes
+   * no entry (record() may still reuse the walk's).
+   */
+  private checkpoint(hashes: StaticArray<u64>, n: i32, from: i32, live: u32, out: PrefixMatch): void {
+    const setsP = this.setsP;
+    const mask = this.setMask;
+    for (let j = n - 1; j >= from; j--) {
+      const h = unchecked(hashes[j]);
+      if (j != n - 1 && !isCheckpoint(h)) continue;
+      const ep = PrefixIndex.probe(setsP, mask, h);
+      if (ep == 0 || load<u32>(ep, 4) < live) continue;
+      for (let k = 0; k < SLOTS_PER_ENTRY; k++) {
+        const s = load<u16>(ep + 8 + (<usize>k << 1));
+        if (s == NO_SLOT) continue;
+        let q = 0;
+        while (q < out.slots.length && unchecked(out.slots[q]) != <i32>s) q++;
+        if (q == out.slots.length) { out.slots.push(<i32>s); out.blocks.push(j + 1); }
+        else if (unchecked(out.blocks[q]) < j + 1) unchecked(out.blocks[q] = j + 1);
+      }
+      return;
+    }
   }
 
   /** Drop a slot everywhere (its instance left; the slot number may be reused). O(capacity). */
