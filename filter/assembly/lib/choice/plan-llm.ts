@@ -24,8 +24,6 @@ export class LlmPlan {
    *  the pool's (medians of the instances' lines: poolDecodeLines); NaN both: no instance has one. */
   decodeIdle: StaticArray<f64> = new StaticArray<f64>(0);
   decodePerSeq: StaticArray<f64> = new StaticArray<f64>(0);
-  /** Per candidate: its speed factor on the pool's terms (speedFactors; 1: priced as the pool's median). */
-  speed: StaticArray<f64> = new StaticArray<f64>(0);
   /** Candidates whose prefill / decode term was filled from the fleet (debug, tests). */
   prefillFilled: i32 = 0;
   decodeFilled: i32 = 0;
@@ -141,14 +139,10 @@ export function buildLlmPlan(plan: Plan, service: string, llm: Array<InstanceLlm
     }
   }
   // one engine model per pool (docs/inference-llm.md, "One price in ms"): every candidate is priced
-  // with the pool's median of the measured per-token terms and decode lines, times its speed
-  // factor — 1 unless its own prefill rate stands out of the pool's spread (speedFactors)
-  lp.speed = new StaticArray<f64>(n);
-  baseSpeeds(lp, SPEED_SIGMAS);
+  // with the pool's median of the measured per-token terms and decode lines
   lp.prefillFilled = poolTerms(lp.prefillMs);
   lp.decodeFilled = poolTerms(lp.decodeMs);
   poolDecodeLines(lp);
-  applySpeed(lp);
   lp.poolOf = new Array<string>(cols);
   for (let c = 0; c < cols; c++) lp.poolOf[c] = poolName(lp, c);
   lp.snapFlags = new StaticArray<u8>(lp.flags.length);
@@ -200,90 +194,6 @@ export function poolTerms(t: StaticArray<f64>): i32 {
     unchecked(t[i] = m);
   }
   return missing;
-}
-
-/**
- * How many noise scales an instance's own prefill rate must lie above its group's median before it
- * is priced slower, and the least noise scale (ln units: a window's own error, which the group's
- * spread understates when the other windows happen to agree). Measured (docs/benchmarks/llm-r9c.md):
- * on identical workers the largest instance sat 1.4 robust spreads above the median (issue 20's
- * no-shared-prefix trace, one-price.spec.ts noisySnap), and in the matrix's seed-1 windows where
- * the others agreed to ±3 % one was up to ln 1.30 = 0.26 above it; k · floor = 0.3 (35 % slower)
- * clears both. The old-generation instances of bench/llm-routing's fleet (1.6× step time) sit
- * 0.45–0.6 above the llama median, 4–18 spreads.
- */
-export const SPEED_SIGMAS: f64 = 3;
-export const SPEED_NOISE_FLOOR: f64 = 0.1;
-
-/**
- * Each candidate's speed factor on the pool's per-token terms, from its own measured prefill rate
- * `own` (ms per token, NaN unknown) into `out`: an empirical-Bayes shrink toward the pool's median.
- * d = ln(own / median); the noise scale is the pool's robust spread s = 1.4826 · median |d| (what
- * the instances' windows differ by, interference included), at least `floor`; the factor is exp(d · w) with the
- * positive-part shrink w = max(0, 1 − (k·s / d)²) — 1 while the instance's excess is within k
- * spreads of the median, its own rate in full when far beyond. Never below 1: a faster-looking
- * window, an unknown rate (NaN), a pool with fewer than 3 known rates (two rates are each one
- * spread from their median, so never told apart) all keep the pool's median — nothing unknown or
- * lucky makes an instance cheaper (docs/contracts.md). Bounded by the candidates.
- */
-export function speedFactors(own: StaticArray<f64>, out: StaticArray<f64>, k: f64, floor: f64): void {
-  const n = own.length;
-  for (let i = 0; i < n; i++) unchecked(out[i] = 1);
-  const m = medianKnown(own);
-  if (!(m > 0)) return;
-  const dev = new StaticArray<f64>(n);
-  let known = 0;
-  for (let i = 0; i < n; i++) {
-    const x = unchecked(own[i]);
-    if (x > 0 && x < Infinity) { unchecked(dev[i] = Math.abs(Math.log(x / m))); known++; }
-    else unchecked(dev[i] = NaN);
-  }
-  if (known < 3) return;
-  const s = max(1.4826 * medianKnown(dev), floor);
-  for (let i = 0; i < n; i++) {
-    const x = unchecked(own[i]);
-    if (!(x > m && x < Infinity)) continue;
-    const d = Math.log(x / m);
-    const r = k * s / d;
-    const w = 1 - r * r;
-    if (w > 0) unchecked(out[i] = Math.exp(d * w));
-  }
-}
-
-/**
- * lp.speed from the measured prefill rates (lp.prefillMs, before poolTerms), per base model: only
- * the instances serving a request's model compete for it, and another model's engine (or its KV
- * pressure) is not this one's noise — the spread is the group's. An instance listing several base
- * models takes the largest of its factors; one listing none keeps 1.
- */
-function baseSpeeds(lp: LlmPlan, k: f64): void {
-  const n = lp.n, cols = lp.isBase.length;
-  for (let i = 0; i < n; i++) unchecked(lp.speed[i] = 1);
-  const own = new StaticArray<f64>(n), f = new StaticArray<f64>(n);
-  for (let b = 0; b < cols; b++) {
-    if (!lp.isBase[b]) continue;
-    let members = 0;
-    for (let i = 0; i < n; i++) {
-      const on = (lp.flags[b * n + i] & MODEL_BASE) != 0;
-      unchecked(own[i] = on ? lp.prefillMs[i] : NaN);
-      if (on) members++;
-    }
-    if (members < 3) continue;
-    speedFactors(own, f, k, SPEED_NOISE_FLOOR);
-    for (let i = 0; i < n; i++) if (unchecked(f[i]) > unchecked(lp.speed[i])) unchecked(lp.speed[i] = f[i]);
-  }
-}
-
-/** The pool's prefill term times each candidate's speed factor. Prefill only: the factor on the
- *  decode terms too (an old instance's steps are slower for both) priced hundreds of ms of decode
- *  against a prefix hit's saving and moved hits off the old instances (prefix hit rate 47-52 % →
- *  40-44 %, prefix-heavy TTFT P50 +20-40 ms; docs/benchmarks/llm-r9c.md). */
-function applySpeed(lp: LlmPlan): void {
-  for (let i = 0; i < lp.n; i++) {
-    const f = unchecked(lp.speed[i]);
-    if (f == 1) continue;
-    unchecked(lp.prefillMs[i] = lp.prefillMs[i] * f);
-  }
 }
 
 /** Median of the finite entries (NaN: none). Bounded by the candidates (a copy, insertion sort). */
