@@ -15,12 +15,19 @@
 // gap K=1 → K/prefix is then the pending prefill's (and in-flight's) share; K/prefix → K/rr the
 // prefix index's.
 //
+// `--split adapter` (attribution, proxies-lora.ts): every LoRA-adapter request to proxy 0, the rest
+// round robin over all K — proxy 0 then sees every adapter stream and adapter send of the mesh (what
+// sharing them across proxies could give the adapter requests), the in-flight and pending prefill
+// still split.
+//
 // `--mesh off,on`: without and with mesh in-flight (the proxies' POST /v1/inflight answered by one
 // agent's InflightAggregator, agent/src/mesh/inflight.ts, on the virtual clock); off (the default)
 // the agent answers 404 as with `inflight.enabled: false`, which is what the matrix's filter row sees.
 //
 // `tsx bench/llm-routing/proxies.ts [--quick] [--proxies 1,4,16] [--split rr|random|prefix] [--mesh off,on]
 //   [--seed N] [--seeds K] [--workloads p60,p90,mt,grouped,ev] [--refs] [--wasm path] [--out build/bench]`
+// `--workloads ph,over1`: the project's own fleet with LoRA adapters instead (proxies-lora.ts): run.ts's
+// prefix-heavy and 1× overload, the adapter requests' TTFT against the base model's per K.
 // `--refs` adds SGLang's cache-aware router and llm-d's default (central pickers that see every
 // request) on the same sample paths.
 import * as fs from 'node:fs';
@@ -36,8 +43,9 @@ import { A100_LLAMA8B, publishedFleet } from './published';
 import { INFLIGHT_CONTENT_TYPE, InflightAggregator } from '../../agent/src/mesh/inflight';
 import { INFLIGHT_DEFAULTS } from '../../agent/src/mesh/inflight-schema';
 import { PrefixMesh } from './prefix-mesh';
+import { PROJECT_WORKLOADS, projectScenario, projectTable, runProject, type ProjectCell } from './proxies-lora';
 
-export type Split = 'rr' | 'random' | 'prefix';
+export type Split = 'rr' | 'random' | 'prefix' | 'adapter';
 
 /** FNV-1a over the first `n` characters: the prefix-sticky split's key. */
 function hashPrefix(s: string, n: number): number {
@@ -56,6 +64,7 @@ export class ProxiesPolicy implements RoutingPolicy {
   private last = 0;
   private rng!: Rng;
   private agg?: InflightAggregator;
+  private ctx?: PolicyCtx;
   private aggNow = 0;
   private at = 0;
 
@@ -100,6 +109,7 @@ export class ProxiesPolicy implements RoutingPolicy {
 
   init(ctx: PolicyCtx): void {
     this.rng = mulberry32(ctx.seed ^ 0x9e0c5);
+    this.ctx = ctx;
     if (this.mesh) {
       const addrs = new Set(ctx.instances.map((_, i) => `10.0.${Math.floor(i / 250)}.${(i % 250) + 1}:8000`));
       this.agg = new InflightAggregator({ maxProxies: INFLIGHT_DEFAULTS.maxProxies, maxInstances: INFLIGHT_DEFAULTS.maxInstances, expireReports: INFLIGHT_DEFAULTS.expireReports, isInstance: (a) => addrs.has(a), now: () => this.aggNow });
@@ -119,6 +129,8 @@ export class ProxiesPolicy implements RoutingPolicy {
     if (this.split === 'random') return Math.floor(this.rng() * this.k);
     // 256 characters: inside every shared system prompt / session opening of the published sets
     if (this.split === 'prefix') return hashPrefix(r.text, 256) % this.k;
+    // an adapter: served by candidates whose base models do not include it
+    if (this.split === 'adapter' && !this.ctx!.instances[this.ctx!.candidates(r.model)[0]].cfg.models?.includes(r.model)) return 0;
     return this.next++ % this.k;
   }
 
@@ -182,7 +194,9 @@ function main(): void {
   const nSeeds = Number(argOf('--seeds') ?? (quick ? 1 : 2));
   const ks = (argOf('--proxies') ?? '1,4').split(',').map(Number);
   const splits = (argOf('--split') ?? 'rr').split(',') as Split[];
-  const workloads = (argOf('--workloads') ?? 'p60,p90,mt,grouped').split(',').filter(Boolean);
+  const all = (argOf('--workloads') ?? 'p60,p90,mt,grouped').split(',').filter(Boolean);
+  const project = all.filter((w) => (PROJECT_WORKLOADS as readonly string[]).includes(w));
+  const workloads = all.filter((w) => !project.includes(w));
   for (const w of workloads) if (!(WORKLOADS as readonly string[]).includes(w)) throw new Error(`--workloads: unknown workload "${w}"`);
   const wasmPath = argOf('--wasm') ?? 'build/switchyard.wasm';
   const meshModes = (argOf('--mesh') ?? 'off').split(',').map((x) => x === 'on');
@@ -191,6 +205,24 @@ function main(): void {
   const seeds = Array.from({ length: nSeeds }, (_, k) => seed + k);
   const cells: Array<Cell & { seed: number; metrics?: Record<string, number> }> = [];
   const t0 = performance.now();
+  if (project.length) {
+    const pc: ProjectCell[] = [];
+    for (const s of seeds) for (const key of project) {
+      const sc = projectScenario(key, quick, s);
+      for (const m of meshModes) for (const k of ks) for (const sp of k === 1 ? ['rr' as Split] : splits) {
+        const t1 = performance.now();
+        const c = runProject(key, sc, new ProxiesPolicy(k, sp, wasmPath, m), s);
+        pc.push(c);
+        console.error(`seed ${s} ${key} ${c.policy}: adapter TTFT P99 ${c.adapter.ttftP99.toFixed(0)} ms, base ${c.base.ttftP99.toFixed(0)} ms, slot waits ${c.adapter.slotWaited}/${c.adapter.n} (${((performance.now() - t1) / 1000).toFixed(1)} s)`);
+      }
+    }
+    console.log(`\n## K proxies on the project fleet (LoRA; ${quick ? 'quick' : 'full'} mode, seeds ${seeds.join(', ')})\n`);
+    console.log(projectTable(pc));
+    const outDir = argOf('--out') ?? 'build/bench';
+    fs.mkdirSync(outDir, { recursive: true });
+    fs.writeFileSync(path.join(outDir, 'llm-proxies-lora.json'), JSON.stringify({ quick, seeds, ks, splits, wasm: wasmPath, cells: pc }, null, 1));
+    if (!workloads.length) return;
+  }
   for (const s of seeds) {
     for (const { key, sc } of scenarios(quick, s, workloads)) {
       const policies: RoutingPolicy[] = [];
