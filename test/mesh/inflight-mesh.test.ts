@@ -30,7 +30,16 @@ const ALL_TO_ALL = { inflight: { exchange: 'all' } };
 before(async () => {
   [etcd, nats] = await Promise.all([startMeshEtcd(), startNats()]);
   insts = await Promise.all([1, 2].map((s) => startCountedInstance(s)));
-  for (let i = 0; i < 2; i++) agents.push(await startAgent(inflightAgentConfig(insts, nats, etcd, 'collector', ALL_TO_ALL) as never, { logger: log, defaultMetrics: false }));
+  // A 2.5 s scrape (shipped: 1 s) widens only the window the rise is observed in: the held
+  // requests never reach the simulator, so the next scrape ends the observation. The exchange's
+  // own path (20 ms ticks, 50 ms reports, NATS) takes ~100 ms; with every suite running in
+  // parallel on two cores it once took longer than a 1 s window.
+  for (let i = 0; i < 2; i++) {
+    const cfg = inflightAgentConfig(insts, nats, etcd, 'collector', ALL_TO_ALL);
+    (cfg.inference as Record<string, unknown>).scrapeIntervalMs = 2500;
+    (cfg.mesh as Record<string, unknown>).fallbackAfterMs = 6000; // the config requires > 2 scrapes
+    agents.push(await startAgent(cfg as never, { logger: log, defaultMetrics: false }));
+  }
   for (const a of agents) {
     hosts.push(await startHost(pluginConfig({ loadAware: { services: [{ authorities: [AUTH], service: 'llm', debug: true, gatewaySubset: true }] } }, { services: [] }), a.port, { workers: 1 }));
   }
@@ -58,7 +67,7 @@ test('in-flight held in one agent\'s filter reaches the other agent\'s filter\'s
 
   // right after B's agent published a new scrape of x (the window until the next one is ~1 s)
   const s0 = scrapeAt(aB, x);
-  await until(() => newScrape(aB, x, s0), 5000, 'a new scrape of x published by B\'s agent');
+  await until(() => newScrape(aB, x, s0), 10_000, 'a new scrape of x published by B\'s agent');
   const s1 = scrapeAt(aB, x);
   const t0 = performance.now();
   hold(hA, x, HELD, held, 'A\'s held request went to x');

@@ -45,7 +45,7 @@ export function scrapeAt(a: AgentHandle, addr: string): number {
  * Polls `h`'s price of `addr` until it reaches `target`, which must happen before `a` holds a newer
  * scrape of `addr` than `scrape0`: the held requests never reach the simulator, so a new scrape
  * rebases the backlog and the rise could no longer be told from the exchange (the bound is the
- * scrape interval, 1 s, not a wall-clock window that a loaded machine stretches). Returns the
+ * scrape interval, not a wall-clock window that a loaded machine stretches). Returns the
  * price seen and the ms it took.
  */
 export async function riseBeforeNextScrape(h: ProxyWasmHost, addr: string, a: AgentHandle, scrape0: number, target: number, what: string): Promise<{ seen: number; ms: number }> {
