@@ -7,7 +7,7 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { connect, type NatsConnection } from 'nats';
 import { decodeInflight, encodeInflight, InflightAggregator, KIND_ANSWER, KIND_REPORT } from '../../agent/src/mesh/inflight';
-import { InflightExchange } from '../../agent/src/mesh/inflight-exchange';
+import { InflightExchange, PREFIX_PENDING_FACTOR } from '../../agent/src/mesh/inflight-exchange';
 import { INFLIGHT_DEFAULTS } from '../../agent/src/mesh/inflight-schema';
 import { decodePrefixTrailer, encodePrefixTrailer, PrefixLog, type PrefixRecord } from '../../agent/src/mesh/prefix-records';
 import { startNats, type NatsServer } from './servers';
@@ -152,3 +152,21 @@ for (const mode of ['leader', 'all'] as const) {
     await B.ex.stop();
   });
 }
+
+test('NATS away: the placements waiting to go out stay bounded (prefixRecords × PREFIX_PENDING_FACTOR), the oldest dropped and counted', () => {
+  const pools = [{ peer: '', service: 'llm' }];
+  const poolOf = (x: string): string | undefined => (x.startsWith('10.') ? '_/llm' : undefined);
+  const g = agg({ isInstance: (x) => poolOf(x) !== undefined, prefixRecords: 2 });
+  const ex = new InflightExchange(g, { ...INFLIGHT_DEFAULTS, exchange: 'leader' }, { id: 1, subjectPrefix: 'taway', connection: () => undefined, pools, poolOf });
+  const first = g.report(report(0, []));
+  assert.ok(first.ok);
+  let h = 1n;
+  for (let k = 0; k < 10; k++) {
+    const r = g.report(report(first.proxyId, [rec('10.0.0.1:8000', h++), rec('10.0.0.2:8000', h++)]));
+    assert.ok(r.ok);
+    ex.tick(); // no connection: nothing goes out
+  }
+  // 20 reported, at most 2 × 4 wait
+  assert.equal(ex.stats.prefixDropped, 20 - 2 * PREFIX_PENDING_FACTOR);
+  assert.equal(ex.stats.prefixOut, 0);
+});

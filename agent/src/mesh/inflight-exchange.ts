@@ -185,15 +185,17 @@ export class InflightExchange {
     this.subjects = new Map(deps.pools.map((p) => [poolKeyOf(p.peer, p.service), `${poolSubject(deps.subjectPrefix, p.peer, p.service)}.inflight`]));
     agg.onLocalChange = () => { this.dirty = true; };
     agg.onLocalPrefix = (records) => {
+      const touched = new Set<PrefixRecord[]>();
       for (const r of records) {
         const pool = this.deps.poolOf(r.addr);
         if (pool === undefined || !this.subjects.has(pool)) continue;
         let q = this.prefixPending.get(pool);
         if (!q) this.prefixPending.set(pool, (q = []));
         q.push(r);
-        // NATS away: what waits stays bounded (the oldest go first)
-        if (q.length > PREFIX_PENDING_FACTOR * this.prefixRecords) { q.shift(); this.stats.prefixDropped++; }
+        touched.add(q);
       }
+      // NATS away: what waits stays bounded (the oldest go first), trimmed once per report
+      for (const q of touched) this.trimPending(q);
     };
     // leader mode: without a current total for every pool the rest of the mesh is unknown, and the
     // answers say so (the filters price without mesh in-flight: never cheaper than that)
@@ -332,14 +334,18 @@ export class InflightExchange {
 
   private get prefixRecords(): number { return this.agg.opts.prefixRecords ?? PREFIX_DEFAULT_RECORDS; }
 
+  /** Drops the oldest records of `q` beyond PREFIX_PENDING_FACTOR messages' worth (counted). */
+  private trimPending(q: PrefixRecord[]): void {
+    const drop = q.length - PREFIX_PENDING_FACTOR * this.prefixRecords;
+    if (drop <= 0) return;
+    q.splice(0, drop);
+    this.stats.prefixDropped += drop;
+  }
+
   /** At most prefixRecords of `q` as one KIND_PREFIX message on `subject` (the rest waits); over the pending bound the oldest are dropped. */
   private sendPrefix(nc: NatsConnection, subject: string, q: PrefixRecord[], now: number): number {
     const max = this.prefixRecords;
-    if (q.length > PREFIX_PENDING_FACTOR * max) {
-      const drop = q.length - PREFIX_PENDING_FACTOR * max;
-      q.splice(0, drop);
-      this.stats.prefixDropped += drop;
-    }
+    this.trimPending(q);
     if (!q.length) return 0;
     const take = q.splice(0, Math.min(max, q.length));
     return this.send(nc, subject, encodeInflight(KIND_PREFIX, 0, this.deps.id, now, [], take)) ? take.length : 0;
@@ -378,6 +384,7 @@ export class InflightExchange {
     const doc = this.decode(data, KIND_PREFIX);
     if (!doc) return;
     for (const r of this.prefixOfPool(pool, doc.prefix)) pending.push(r);
+    this.trimPending(pending); // bounded between two relays, whatever the number of agents
     this.stats.received++;
   }
 

@@ -110,7 +110,7 @@ export class MeshReporter {
     if (t.names.length > 0 && now >= this.v1UntilMs) {
       const dropped = t.dropped();
       trailer = encodePrefixTrailer(t.names, t.outs, t.maxRecords, inflight);
-      incrementMetric(this.prefixSent, <u64>t.pending(t.outs));
+      incrementMetric(this.prefixSent, <u64>t.pending());
       if (t.dropped() > dropped) incrementMetric(this.prefixDropped, t.dropped() - dropped);
     }
     this.sentV2 = trailer != null;
@@ -174,9 +174,9 @@ class PrefixTargets {
   maxRecords: Array<i32> = [];
   /** records the last encode took: the outboxes' `sent` advanced by it */
   before: Array<u64> = [];
-  pending(outs: Array<MeshOutbox | null>): u64 {
+  pending(): u64 {
     let n: u64 = 0;
-    for (let i = 0; i < outs.length; i++) if (outs[i] != null) n += outs[i]!.sent - this.before[i];
+    for (let i = 0; i < this.outs.length; i++) if (this.outs[i] != null) n += this.outs[i]!.sent - this.before[i];
     return n;
   }
   dropped(): u64 {
