@@ -6,10 +6,10 @@
 // the caller asks for the overflow rule (`overflow`: the load-independent pick, when the
 // all-ineligible policy would forward the request, not shed it), below.
 import { Plan, Scan } from "./plan";
-import { backlogAt } from "./scorer-wait";
+import { backlogAt, backlogOf, priceOf } from "./scorer-wait";
 import { SKIP_SATURATED, SKIP_SLOW } from "./skip";
 import { ptr, f64At, setF64At, i32At } from "./flat";
-import { inbandFactor, inbandQueue, PRICED_OUT } from "./scorer-inband";
+import { inbandFactor, PRICED_OUT } from "./scorer-inband";
 
 /** satAt for a candidate: slots when ρ is at or above the limit (compared in f32, as sent), else +Inf. */
 export function saturationThreshold(rho: f64, maxUtilization: f64, slots: f64): f64 {
@@ -71,10 +71,8 @@ function overflowTo(plan: Plan, inflightP: usize, scan: Scan, adjP: usize, nowMs
   let best = scan.best;
   for (let i = 0; i < n; i++) {
     if (i32At(skipP, i) != SKIP_SLOW || nowMs >= f64At(staleP, i)) continue;
-    const slot = i32At(slotP, i);
-    let b = inbandQueue(adjP, slot, f64At(qP, i)) + <f64>i32At(inflightP, slot);
-    if (b < 0) b = 0;
-    const c = (f64At(baseP, i) + b * f64At(perP, i)) * inbandFactor(adjP, slot);
+    const slot = i32At(slotP, i); // the queue is finite: snapshot.ts refuses any other
+    const c = priceOf(f64At(baseP, i), f64At(perP, i), backlogOf(adjP, slot, f64At(qP, i), inflightP), adjP, slot);
     if (!(c < Infinity)) continue;
     setF64At(costP, i, c);
     scan.eligible++;

@@ -41,8 +41,12 @@ export function baseWaitMs(model: i32, rho: f64, esMs: f64, es2Ms2: f64, linkRtt
  * scorer-inband.ts) plus what we added since.
  */
 @inline export function backlogAt(plan: Plan, inflightP: usize, i: i32, adjP: usize = 0): f64 {
-  const slot = i32At(ptr(plan.slot), i);
-  const b = inbandQueue(adjP, slot, f64At(ptr(plan.qAdj), i)) + <f64>i32At(inflightP, slot);
+  return backlogOf(adjP, i32At(ptr(plan.slot), i), f64At(ptr(plan.qAdj), i), inflightP);
+}
+
+/** The backlog of slot `slot` given its queue term qAdj (the regular one, or the overflow's). */
+@inline export function backlogOf(adjP: usize, slot: i32, qAdj: f64, inflightP: usize): f64 {
+  const b = inbandQueue(adjP, slot, qAdj) + <f64>i32At(inflightP, slot);
   return b > 0 ? b : 0;
 }
 
@@ -51,5 +55,10 @@ export function baseWaitMs(model: i32, rho: f64, esMs: f64, es2Ms2: f64, linkRtt
  * times the in-band factor (adjP: scorer-inband.ts; 0 = none).
  */
 @inline export function costAt(plan: Plan, i: i32, backlog: f64, adjP: usize = 0): f64 {
-  return (f64At(ptr(plan.bw), i) + backlog * f64At(ptr(plan.pw), i)) * inbandFactor(adjP, i32At(ptr(plan.slot), i));
+  return priceOf(f64At(ptr(plan.bw), i), f64At(ptr(plan.pw), i), backlog, adjP, i32At(ptr(plan.slot), i));
+}
+
+/** base + backlog x per-request term, times the slot's in-band factor: W for any base/per pair. */
+@inline export function priceOf(baseMs: f64, perMs: f64, backlog: f64, adjP: usize, slot: i32): f64 {
+  return (baseMs + backlog * perMs) * inbandFactor(adjP, slot);
 }

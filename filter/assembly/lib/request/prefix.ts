@@ -561,8 +561,8 @@ export class PrefixIndex {
     const rn = this.rel(nowMs);
     // only the (at most 4) slots of block 0 can hold a prefix: track them in locals
     let ep = this.find(unchecked(hashes[0]));
+    if (ep != 0 && this.expired(ep, rn)) { this.drop(ep); ep = 0; }
     if (ep == 0) { if (this.remote) this.checkpoint(hashes, n, 0, this.liveFrom(rn), out); return; }
-    if (this.expired(ep, rn)) { this.drop(ep); if (this.remote) this.checkpoint(hashes, n, 0, this.liveFrom(rn), out); return; }
     if (this.hit.length < n) this.hit = new StaticArray<u32>(max(n, hashes.length));
     const hit = this.hit;
     unchecked(hit[0] = <u32>ep);
