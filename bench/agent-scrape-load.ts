@@ -13,13 +13,16 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { parseExposition } from '../agent/src/inference/exposition';
 import { extractSignals, mappedSampleFilter, resolveMappings } from '../agent/src/inference/mappings';
 import { scrapeOnce } from '../agent/src/inference/scraper';
+import { cli, flag, num } from './cli';
 
-const arg = (name: string, def: number): number => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i >= 0 ? Number(process.argv[i + 1]) : def;
-};
-const SECONDS = arg('seconds', 6);
-const BIG_CAP = arg('cap-mib', 64) * 1024 * 1024;
+const opts = cli('npx tsx bench/agent-scrape-load.ts', 'Event-loop lag of the agent while it scrapes very large /metrics pages.', {
+  seconds: num(6, 'seconds per run', 1),
+  'cap-mib': num(64, 'the large body cap, MiB', 1),
+  hostile: flag('the hostile-server run (instead of the lag runs)'),
+  'serve-hostile': flag('internal: serve the hostile pages (child process)'),
+});
+const SECONDS = opts.seconds;
+const BIG_CAP = opts['cap-mib'] * 1024 * 1024;
 const DEFAULT_CAP = 8 * 1024 * 1024;
 
 function page(bytes: number): Buffer {
@@ -134,8 +137,8 @@ async function run(mode: 'buffered' | 'streaming', cap: number, addrs: string[])
 }
 
 async function main(): Promise<void> {
-  if (process.argv.includes('--serve-hostile')) return serveHostile();
-  if (process.argv.includes('--hostile')) return hostile();
+  if (opts['serve-hostile']) return serveHostile();
+  if (opts.hostile) return hostile();
   const servers = [await serve(page(7.4e6)), await serve(page(50e6))];
   const addrs = servers.map((s) => s.addr);
   console.log(`agent scrape load: pages 7.4 MB + 50 MB, each scraped every 1 s for ${SECONDS} s`);

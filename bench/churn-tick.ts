@@ -14,6 +14,7 @@ import * as path from 'node:path';
 import { readFileSync } from 'node:fs';
 import { encodeSnapshot, type InstanceRecord } from '../agent/src/snapshot/codec';
 import { ProxyWasmHost } from '../host/src';
+import { cli, int, optStr } from './cli';
 
 const ROOT = path.resolve(__dirname, '..');
 const AUTH = 'inference.example';
@@ -86,13 +87,12 @@ export async function churnTick(opts: { snapshots?: number; per?: number; worker
 }
 
 if (require.main === module) {
-  const arg = (name: string, def: number): number => {
-    const i = process.argv.indexOf(name);
-    return i >= 0 ? Number(process.argv[i + 1]) : def;
-  };
-  const i = process.argv.indexOf('--wasm');
-  const wasm = i >= 0 ? process.argv[i + 1] : undefined;
-  const snapshots = arg('--snapshots', 300), per = arg('--per', 100), workers = arg('--workers', 1);
+  const { snapshots, per, workers, wasm } = cli('npx tsx bench/churn-tick.ts', 'Tick cost of a worker VM before, during and after address churn.', {
+    snapshots: int(300, 'snapshots of new addresses, one every 100 ms', 0),
+    per: int(100, 'instances per snapshot', 1),
+    workers: int(1, 'worker VMs', 1),
+    wasm: optStr('filter module (default build/switchyard.wasm)'),
+  });
   churnTick({ snapshots, per, workers, wasm }).then((r) => {
     const f = (v: number): string => v.toFixed(3);
     console.log(`churn ${snapshots} x ${per} new addresses, ${workers} worker(s): tick ms (median of 50) before ${f(r.beforeMs)}, end of churn ${f(r.duringMs)}, ` +

@@ -16,6 +16,7 @@ import {
 } from '../agent/src/snapshot/codec';
 import { checkPluginConfig } from '../test/packaging/helpers';
 import { mulberry32 } from '../sim/inference/prng';
+import { cli, flag, int as intFlag, optNum } from './cli';
 
 const ROOT = path.resolve(__dirname, '..');
 let wasmCache: Buffer | undefined;
@@ -512,19 +513,22 @@ function print(name: string, unit: string, rep: FuzzReport, extra = ''): void {
 }
 
 if (require.main === module) {
-  const quick = process.argv.includes('--quick');
-  const arg = (name: string, def: number): number => {
-    const i = process.argv.indexOf(name);
-    return i >= 0 ? Number(process.argv[i + 1]) : def;
-  };
-  const seed = arg('--seed', 1);
+  const o = cli('npx tsx bench/fuzz.ts', 'Fuzzing of snapshots, configs and requests through the real filter.', {
+    quick: flag('10x fewer cases'),
+    seed: intFlag(1, 'seed', 0),
+    snapshots: optNum('snapshot mutants (default 100,000, quick 10,000)', 0),
+    configs: optNum('config mutants (default 10,000, quick 1,000)', 0),
+    requests: optNum('requests (default 100,000, quick 10,000)', 0),
+  });
+  const quick = o.quick;
+  const seed = o.seed;
   (async () => {
-    const s = await fuzzSnapshots(arg('--snapshots', quick ? 10_000 : 100_000), seed);
+    const s = await fuzzSnapshots(o.snapshots ?? (quick ? 10_000 : 100_000), seed);
     const verdict = (v: string) => [...s.classes].filter(([k]) => k.split(' ')[1] === v).reduce((n, [, c]) => n + c, 0);
     print('snapshots', 'mutants', s, `; ${verdict('refuse')} refused, ${verdict('adopt')} adopted, ${verdict('skip')} skipped`);
-    const c = await fuzzConfigs(arg('--configs', quick ? 1_000 : 10_000), seed);
+    const c = await fuzzConfigs(o.configs ?? (quick ? 1_000 : 10_000), seed);
     print('configs', 'mutants', c, `; ${c.accepted} accepted, ${c.refused} refused`);
-    const q = await fuzzRequests(arg('--requests', quick ? 10_000 : 100_000), seed);
+    const q = await fuzzRequests(o.requests ?? (quick ? 10_000 : 100_000), seed);
     print('requests', 'requests', q, `; ${q.localReplies} local replies`);
     const bad = [s, c, q].some((x) => x.traps > 0 || x.disagreements.length > 0);
     process.exit(bad ? 1 : 0);

@@ -8,12 +8,9 @@
 // worst case for the cache), then `--large` distinct 60 KB authorities.
 import * as path from 'node:path';
 import { ProxyWasmHost } from '../host/src';
+import { cli, flag, int } from './cli';
 
 const ROOT = path.resolve(__dirname, '..');
-const arg = (name: string, def: number): number => {
-  const i = process.argv.indexOf(name);
-  return i >= 0 ? Number(process.argv[i + 1]) : def;
-};
 
 export async function hostileAuthorities(requests: number, bytes: number, large: number): Promise<{ startMiB: number; afterSmallMiB: number; afterLargeMiB: number }> {
   const config = JSON.stringify({ agent: { cluster: 'switchyard_agent' },
@@ -63,7 +60,13 @@ export async function wildcardCost(bytes: number, shape: 'labels' | 'flat', perR
   }
 }
 
-if (require.main === module && process.argv.includes('--wildcard')) {
+const opts = require.main === module ? cli('npx tsx bench/hostile-authorities.ts', 'Wasm memory of one worker VM under distinct hostile :authority values.', {
+  requests: int(1_000_000, 'distinct authorities just under the cache cut-off', 0),
+  bytes: int(300, 'bytes per authority', 1),
+  large: int(2000, 'distinct 60 KB authorities after them', 0),
+  wildcard: flag('instead: the cost of a 60 / 120 KB Host, labels vs none'),
+}) : undefined;
+if (opts?.wildcard) {
   (async () => {
     for (const bytes of [60_000, 120_000]) {
       const labels = await wildcardCost(bytes, 'labels');
@@ -71,10 +74,8 @@ if (require.main === module && process.argv.includes('--wildcard')) {
       console.log(`${bytes / 1000} KB authority: ${Math.floor(bytes / 2)} one-letter labels ${labels.toFixed(0)} µs/request, no dots ${flat.toFixed(0)} µs/request`);
     }
   })();
-} else if (require.main === module) {
-  const requests = arg('--requests', 1_000_000);
-  const bytes = arg('--bytes', 300);
-  const large = arg('--large', 2000);
+} else if (opts) {
+  const { requests, bytes, large } = opts;
   const t0 = performance.now();
   hostileAuthorities(requests, bytes, large).then((r) => {
     console.log(`wasm memory of one VM: ${r.startMiB.toFixed(1)} MiB at start, ${r.afterSmallMiB.toFixed(1)} MiB after ${requests} distinct ${bytes}-byte authorities, ` +

@@ -23,13 +23,18 @@ import { startAgent, type AgentHandle } from '../agent/src/agent';
 import type { StateEvent, SampleEvent } from '../agent/src/link/peer-monitor';
 import { startCloudService } from '../sim/cloud-service';
 import { startLeasedLine } from '../sim/leased-line';
+import { cli, flag, int, optNum } from './cli';
 
-const argv = process.argv.slice(2);
-const flag = (name: string, dflt: number): number => (argv.includes(name) ? Number(argv[argv.indexOf(name) + 1]) : dflt);
-const quick = argv.includes('--quick');
+const opts = cli('npx tsx bench/link-flap.ts', 'Link-status transitions on a flapping line, and reaction under CPU saturation.', {
+  quick: flag('10 s saturation, 8 trials'),
+  hogs: int(2 * os.cpus().length, 'busy loops', 0),
+  trials: optNum('reaction trials (default 25, quick 8)', 1),
+  'line-child': flag('internal: the network side (child process)'),
+});
+const quick = opts.quick;
 const saturateS = quick ? 10 : 60;
-const hogs = flag('--hogs', 2 * os.cpus().length);
-const trials = flag('--trials', quick ? 8 : 25);
+const hogs = opts.hogs;
+const trials = opts.trials ?? (quick ? 8 : 25);
 
 // --- the network side, in a child process --------------------------------------------------------
 
@@ -170,7 +175,7 @@ async function main(): Promise<void> {
   }
 }
 
-if (argv.includes('--line-child')) {
+if (opts['line-child']) {
   lineChild().catch((e) => {
     console.error(e);
     process.exit(1);

@@ -5,14 +5,16 @@
 import pino from 'pino';
 import { startAgent, type AgentHandle } from '../agent/src';
 import { startCountedInstance, startMeshEtcd, startNats, type CountedInstance } from '../test/mesh/servers';
+import { cli, int, num, nums } from './cli';
 
-const arg = (name: string, def: string): string => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i >= 0 ? process.argv[i + 1] : def;
-};
-const AGENTS = arg('agents', '1,4,16').split(',').map(Number);
-const N_INST = Number(arg('instances', '8'));
-const SECONDS = Number(arg('seconds', '6'));
+const opts = cli('npx tsx bench/mesh-scrape-load.ts', 'Scrapes per second per instance against the number of agents, local vs the mesh.', {
+  agents: nums('1,4,16', 'agent counts'),
+  instances: int(8, 'inference instances', 1),
+  seconds: num(6, 'seconds per run', 1),
+});
+const AGENTS = opts.agents;
+const N_INST = opts.instances;
+const SECONDS = opts.seconds;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const log = pino({ level: 'silent' });
 

@@ -20,29 +20,36 @@ import { pathToFileURL } from 'node:url';
 import { generateMutants, sampleByOperator, shuffle, codeMask } from '../scripts/mutation/as-mutants';
 import { baseline, killActive, prepareCopy, runMutant, testsFor, type MutantResult } from '../scripts/mutation/as-runner';
 import { equivalentIndex, keyOf, loadEquivalents, staleEquivalents } from '../scripts/mutation/as-equivalents';
+import { cli, flag, int, list, num, oneOf } from './cli';
 
 type Units = Record<string, { group: string; mutate: string[]; tests: string[] }>;
 
 const ROOT = path.resolve(__dirname, '..');
 const REPORTS = path.join(ROOT, 'reports/mutation');
 
-function flag(name: string, def: string): string {
-  const i = process.argv.indexOf(`--${name}`);
-  return i >= 0 && i + 1 < process.argv.length ? process.argv[i + 1] : def;
-}
-const has = (name: string) => process.argv.includes(`--${name}`);
+const opts = cli('npx tsx bench/mutation.ts', 'Mutation testing of the decision code (not part of npm test or CI).', {
+  side: oneOf(['all', 'as', 'ts'], 'all', 'AssemblyScript, TypeScript or both'),
+  seed: int(1, 'sample seed', 0),
+  'per-module': int(6, 'AssemblyScript mutants per module', 1),
+  'ts-lines': int(4, 'TypeScript lines sampled per unit', 1),
+  'budget-min': num(10, 'time budget, minutes', 0.001),
+  only: list('', 'modules (or TS units) whose path (or name) contains any of these substrings'),
+  full: flag('every mutant'),
+  add: flag('add a sample to the last results'),
+  survivors: flag("run the last results' survivors again"),
+  report: flag('print the last results again'),
+  markdown: flag('with --report: as markdown (docs/mutation.md)'),
+});
+const has = (name: 'full' | 'add' | 'survivors' | 'report' | 'markdown'): boolean => opts[name];
 
-const side = flag('side', 'all');
-const seed = Number(flag('seed', '1'));
-const perModule = has('full') ? Infinity : Number(flag('per-module', '6'));
-const tsLines = has('full') ? Infinity : Number(flag('ts-lines', '4'));
-const budgetMs = Number(flag('budget-min', '10')) * 60_000;
-/** --only a,b: modules (or TS units) whose path (or name) contains any of the substrings */
-const only = flag('only', '').split(',');
-const selected = (name: string): boolean => only.some((o) => name.includes(o));
-for (const [k, v] of [['seed', seed], ['per-module', perModule], ['ts-lines', tsLines], ['budget-min', budgetMs]] as const) {
-  if (!(v > 0) && !(k === 'seed' && v === 0)) throw new Error(`--${k}: expected a positive number`);
-}
+const side = opts.side;
+const seed = opts.seed;
+const perModule = has('full') ? Infinity : opts['per-module'];
+const tsLines = has('full') ? Infinity : opts['ts-lines'];
+const budgetMs = opts['budget-min'] * 60_000;
+/** --only a,b: modules (or TS units) whose path (or name) contains any of the substrings (none: all) */
+const only = opts.only;
+const selected = (name: string): boolean => only.length === 0 || only.some((o) => name.includes(o));
 if (!['all', 'as', 'ts'].includes(side)) throw new Error(`--side: expected all, as or ts (got '${side}')`);
 
 function listTs(dir: string): string[] {

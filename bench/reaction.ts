@@ -8,8 +8,9 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { startHost, startLinkBed, statusFor, statusAll, until, PAYMENT } from '../test/integration/helpers';
+import { cli, int } from './cli';
 
-const trials = Number(process.argv[process.argv.indexOf('--trials') + 1]) || 25;
+const { trials } = cli('npx tsx bench/reaction.ts', 'Reaction time of x-cross-cloud-status to a link change, end to end.', { trials: int(25, 'trials', 1) });
 
 function pct(xs: number[], q: number): number {
   const s = [...xs].sort((a, b) => a - b);

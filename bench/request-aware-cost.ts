@@ -23,20 +23,28 @@ import * as path from 'node:path';
 import * as http from 'node:http';
 import { ProxyWasmHost } from '../host/src';
 import { encodeSnapshot, type InstanceRecord } from '../agent/src/snapshot/codec';
+import { cli, flag, nums, optNum, optStr, str } from './cli';
 
 const ROOT = path.resolve(__dirname, '..');
-const QUICK = process.argv.includes('--quick');
-const argOf = (name: string): string | undefined => { const i = process.argv.indexOf(name); return i > 0 ? process.argv[i + 1] : undefined; };
-const ROUNDS = Number(argOf('--rounds') ?? (QUICK ? 10 : 30));
-const BATCH = Number(argOf('--batch') ?? (QUICK ? 200 : 1000));
-const SIZES_KB = (argOf('--sizes') ?? '4,64').split(',').map(Number);
-if (!(ROUNDS >= 2 && BATCH >= 1) || !SIZES_KB.every((k) => k === 4 || k === 64)) throw new Error('--rounds ≥ 2, --batch ≥ 1, --sizes: 4 and/or 64');
-const argAt = process.argv.indexOf('--distinct');
-const DISTINCT = argAt > 0 ? Number(process.argv[argAt + 1]) : QUICK ? 100_000 : 1_000_000;
-const MEMORY_ONLY = process.argv.includes('--memory-only');
-const WASM = path.resolve(argOf('--wasm') ?? path.join(ROOT, 'build/switchyard.wasm'));
-const COMPARE = argOf('--compare') !== undefined ? path.resolve(argOf('--compare')!) : undefined;
-if (!(DISTINCT >= 1)) throw new Error('--distinct: a positive count');
+const opts = cli('npx tsx bench/request-aware-cost.ts', 'Per-request cost of request-aware choice against body-blind choice, and wasm memory under distinct prompts.', {
+  quick: flag('10 rounds x 200, 10^5 distinct prompts (full: 30 x 1000, 10^6)'),
+  rounds: optNum('interleaved rounds (a focused comparison: timing only)', 2),
+  batch: optNum('requests per batch (a focused comparison: timing only)', 1),
+  sizes: nums('4,64', 'prompt sizes, KiB: 4 and/or 64 (a focused comparison: timing only)'),
+  distinct: optNum('distinct prompts in the memory run (default 10^6, quick 10^5)', 1),
+  'memory-only': flag('skip the timing'),
+  wasm: str(path.join(ROOT, 'build/switchyard.wasm'), 'the build measured'),
+  compare: optStr('a second build in the same interleaved rounds'),
+});
+const QUICK = opts.quick;
+const ROUNDS = opts.rounds ?? (QUICK ? 10 : 30);
+const BATCH = opts.batch ?? (QUICK ? 200 : 1000);
+const SIZES_KB = opts.sizes;
+if (!SIZES_KB.every((k) => k === 4 || k === 64)) throw new Error('--sizes: 4 and/or 64');
+const DISTINCT = opts.distinct ?? (QUICK ? 100_000 : 1_000_000);
+const MEMORY_ONLY = opts['memory-only'];
+const WASM = path.resolve(opts.wasm);
+const COMPARE = opts.compare !== undefined ? path.resolve(opts.compare) : undefined;
 const N_INSTANCES = 16;
 const AUTH = 'inference.example';
 

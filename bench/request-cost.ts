@@ -23,16 +23,19 @@ import { ProxyWasmHost, type RequestOptions } from '../host/src';
 import { encodeSnapshot, type InstanceRecord } from '../agent/src/snapshot/codec';
 import type { RuleDecision } from '../agent/src/rules/engine';
 import { startAgent } from '../agent/src';
+import { cli, flag, int, optNum, optStr } from './cli';
 
 const ROOT = path.resolve(__dirname, '..');
-const arg = (name: string, def: number): number => {
-  const i = process.argv.indexOf(name);
-  return i >= 0 ? Number(process.argv[i + 1]) : def;
-};
-const QUICK = process.argv.includes('--quick');
-const ROUNDS = arg('--rounds', QUICK ? 8 : 30);
-const BATCH = arg('--batch', 2000);
-const BASELINE = ((i) => (i >= 0 ? path.resolve(process.argv[i + 1]) : undefined))(process.argv.indexOf('--baseline'));
+const opts = cli('npx tsx bench/request-cost.ts', 'Per-request cost of the filter against a no-op Proxy-Wasm filter, paired rounds.', {
+  quick: flag('8 rounds, the synchronous per-request tables only'),
+  rounds: optNum('interleaved rounds (default 30, quick 8)', 2),
+  batch: int(2000, 'requests per batch', 1),
+  baseline: optStr('another build: its load-aware 256 rows in the same rounds'),
+});
+const QUICK = opts.quick;
+const ROUNDS = opts.rounds ?? (QUICK ? 8 : 30);
+const BATCH = opts.batch;
+const BASELINE = opts.baseline !== undefined ? path.resolve(opts.baseline) : undefined;
 
 function instances(n: number): InstanceRecord[] {
   const out: InstanceRecord[] = [];

@@ -9,14 +9,16 @@ import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { cli, flag, nums, optNum } from './cli';
 
 const ROOT = path.resolve(__dirname, '..');
-const quick = process.argv.includes('--quick');
-const argNum = (name: string, def: number): number => {
-  const i = process.argv.indexOf(name);
-  return i >= 0 ? Number(process.argv[i + 1]) : def;
-};
-const ITER = argNum('--iter', quick ? 300 : 5000);
+const opts = cli('npx tsx bench/request-parse.ts', 'Cost of the data-plane request modules per request, called directly.', {
+  quick: flag('fewer iterations, a smoke run'),
+  iter: optNum('iterations per round (default 5000, quick 300)', 1),
+  sizes: nums('4096,65536', 'chat body sizes, bytes'),
+});
+const quick = opts.quick;
+const ITER = opts.iter ?? (quick ? 300 : 5000);
 const ROUNDS = quick ? 5 : 15;
 
 interface Exports {
@@ -73,7 +75,7 @@ async function main(): Promise<void> {
   });
   const x = instance.exports as unknown as Exports;
   const rows: string[] = [];
-  const sizes = process.argv.includes('--sizes') ? process.argv[process.argv.indexOf('--sizes') + 1].split(',').map(Number) : [4096, 65536];
+  const sizes = opts.sizes;
   for (const size of sizes) {
     const bodies = Array.from({ length: 16 }, (_, v) => chatBody(size, v));
     const copyIn = (b: Buffer): void => {

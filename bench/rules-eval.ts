@@ -11,8 +11,9 @@ import { evaluate } from '../agent/src/rules/language';
 import { RulesRuntime } from '../agent/src/rules/runtime';
 import { startRules } from '../agent/src/rules';
 import { startEtcd } from '../test/rules/etcd-server';
+import { cli, flag } from './cli';
 
-const quick = process.argv.includes('--quick');
+const { quick } = cli('npx tsx bench/rules-eval.ts', 'Rule evaluation cost and reaction through etcd.', { quick: flag('30 samples (default 300)') });
 const SAMPLES = quick ? 30 : 300;
 const N_VARS = 50;
 const N_RULES = 100;

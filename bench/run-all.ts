@@ -1,8 +1,9 @@
 // `npm run bench`: every benchmark, one after the other (they would disturb each other in parallel).
 import { spawnSync } from 'node:child_process';
 import * as path from 'node:path';
+import { cli, flag } from './cli';
 
-const quick = process.argv.includes('--quick');
+const { quick } = cli('npm run bench --', 'Every benchmark, one after the other.', { quick: flag('each in its quick mode') });
 const runs: [string, string[]][] = [
   ['bench/request-cost.ts', quick ? ['--rounds', '8'] : []],
   ['bench/request-aware-cost.ts', quick ? ['--quick'] : []],

@@ -14,6 +14,7 @@ import { SwitchyardFilterPolicy } from './filter';
 import { SwitchyardBodyBlind } from './switchyard';
 import { quantile } from './report';
 import { A100_LLAMA8B, asBurst, evictionHeavy, gspBurst, gspPoisson, type MatrixScenario, multiTurn, noSharedPrefix, publishedFleet } from './published';
+import { cli, flag, int, list, optNum, str } from '../cli';
 
 export interface Cell {
   policy: string;
@@ -151,23 +152,27 @@ export function matrixTable(all: Cell[][]): string {
 }
 
 function main(): void {
-  const args = process.argv.slice(2);
-  const argOf = (k: string): string | undefined => {
-    const i = args.indexOf(k);
-    return i >= 0 ? args[i + 1] : undefined;
-  };
-  const quick = args.includes('--quick');
-  const seed = Number(argOf('--seed') ?? 1);
-  const nSeeds = Number(argOf('--seeds') ?? (quick ? 1 : 3));
-  const workloads = argOf('--workloads')?.split(',').filter(Boolean);
+  const opt = cli('npx tsx bench/llm-routing/matrix.ts', 'The published-workload matrix: reference routers and the compiled filter on replicas of published experiments.', {
+    quick: flag('shorter runs, 1 seed'),
+    seed: int(1, 'first seed'),
+    seeds: optNum('seeds (default 3, quick 1)', 1),
+    workloads: list('', `only these workloads (${WORKLOADS.join(', ')}; default all)`),
+    policies: list('', 'only the policies whose name contains one of these (default all)'),
+    wasm: str('build/switchyard.wasm', 'filter module'),
+    out: str('build/bench', 'output directory'),
+  });
+  const quick = opt.quick;
+  const seed = opt.seed;
+  const nSeeds = opt.seeds ?? (quick ? 1 : 3);
+  const workloads = opt.workloads.length > 0 ? opt.workloads : undefined;
   for (const w of workloads ?? []) if (!(WORKLOADS as readonly string[]).includes(w)) throw new Error(`--workloads: unknown workload "${w}" (${WORKLOADS.join(', ')})`);
-  const o: MatrixOpts = { quick, seed, wasmPath: argOf('--wasm') ?? 'build/switchyard.wasm', policies: argOf('--policies')?.split(',').filter(Boolean), workloads };
+  const o: MatrixOpts = { quick, seed, wasmPath: opt.wasm, policies: opt.policies.length > 0 ? opt.policies : undefined, workloads };
   const seeds = Array.from({ length: nSeeds }, (_, k) => seed + k);
   const t0 = performance.now();
   const all = runMatrix(o, seeds, (s) => console.error(s));
   console.log(`\n## published-workload matrix (${quick ? 'quick' : 'full'} mode, seeds ${seeds.join(', ')}; mean of seeds; req/s · TTFT P99 (s) · prefix-cache hit rate)\n`);
   console.log(matrixTable(all));
-  const outDir = argOf('--out') ?? 'build/bench';
+  const outDir = opt.out;
   fs.mkdirSync(outDir, { recursive: true });
   fs.writeFileSync(path.join(outDir, 'llm-matrix.json'), JSON.stringify({ quick, seeds, wasm: o.wasmPath, cells: all }, null, 1));
   console.log(`\n${((performance.now() - t0) / 1000).toFixed(0)} s; ${path.join(outDir, 'llm-matrix.json')}`);

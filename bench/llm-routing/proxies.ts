@@ -44,6 +44,7 @@ import { INFLIGHT_CONTENT_TYPE, InflightAggregator } from '../../agent/src/mesh/
 import { INFLIGHT_DEFAULTS } from '../../agent/src/mesh/inflight-schema';
 import { PrefixMesh } from './prefix-mesh';
 import { PROJECT_WORKLOADS, projectScenario, projectTable, runProject, type ProjectCell } from './proxies-lora';
+import { cli, flag, int, list, nums, optNum, str } from '../cli';
 
 export type Split = 'rr' | 'random' | 'prefix' | 'adapter';
 
@@ -184,24 +185,33 @@ export class ProxiesPolicy implements RoutingPolicy {
 }
 
 function main(): void {
-  const args = process.argv.slice(2);
-  const argOf = (k: string): string | undefined => {
-    const i = args.indexOf(k);
-    return i >= 0 ? args[i + 1] : undefined;
-  };
-  const quick = args.includes('--quick');
-  const seed = Number(argOf('--seed') ?? 1);
-  const nSeeds = Number(argOf('--seeds') ?? (quick ? 1 : 2));
-  const ks = (argOf('--proxies') ?? '1,4').split(',').map(Number);
-  const splits = (argOf('--split') ?? 'rr').split(',') as Split[];
-  const all = (argOf('--workloads') ?? 'p60,p90,mt,grouped').split(',').filter(Boolean);
+  const opt = cli('npx tsx bench/llm-routing/proxies.ts', 'K-proxy mode of the published-workload matrix: does per-proxy filter state pay to share?', {
+    quick: flag('shorter runs, 1 seed'),
+    seed: int(1, 'first seed'),
+    seeds: optNum('seeds (default 2, quick 1)', 1),
+    proxies: nums('1,4', 'proxy counts K'),
+    split: list('rr', 'arrival split across proxies: rr, random, prefix, adapter'),
+    workloads: list('p60,p90,mt,grouped', 'matrix workloads, or ph,over1 (the project fleet with LoRA adapters)'),
+    wasm: str('build/switchyard.wasm', 'filter module'),
+    mesh: list('off', 'mesh in-flight: off and/or on'),
+    share: nums('0', 'prefix-placement exchange records per proxy per period (0: none)'),
+    refs: flag("also SGLang's cache-aware router and llm-d's default"),
+    out: str('build/bench', 'output directory'),
+  });
+  const quick = opt.quick;
+  const seed = opt.seed;
+  const nSeeds = opt.seeds ?? (quick ? 1 : 2);
+  const ks = opt.proxies;
+  const splits = opt.split as Split[];
+  const all = opt.workloads;
   const project = all.filter((w) => (PROJECT_WORKLOADS as readonly string[]).includes(w));
   const workloads = all.filter((w) => !project.includes(w));
   for (const w of workloads) if (!(WORKLOADS as readonly string[]).includes(w)) throw new Error(`--workloads: unknown workload "${w}"`);
-  const wasmPath = argOf('--wasm') ?? 'build/switchyard.wasm';
-  const meshModes = (argOf('--mesh') ?? 'off').split(',').map((x) => x === 'on');
-  // `--share 0,64,4096`: the prefix-placement exchange across proxies (prefix-mesh.ts), records per proxy per period; 0 = none
-  const shares = (argOf('--share') ?? '0').split(',').map(Number);
+  const wasmPath = opt.wasm;
+  for (const m of opt.mesh) if (m !== 'on' && m !== 'off') throw new Error(`--mesh: off and/or on, got ${m}`);
+  const meshModes = opt.mesh.map((x) => x === 'on');
+  // `--share 0,64,4096`: the prefix-placement exchange across proxies (prefix-mesh.ts); 0 = none
+  const shares = opt.share;
   const seeds = Array.from({ length: nSeeds }, (_, k) => seed + k);
   const cells: Array<Cell & { seed: number; metrics?: Record<string, number> }> = [];
   const t0 = performance.now();
@@ -218,7 +228,7 @@ function main(): void {
     }
     console.log(`\n## K proxies on the project fleet (LoRA; ${quick ? 'quick' : 'full'} mode, seeds ${seeds.join(', ')})\n`);
     console.log(projectTable(pc));
-    const outDir = argOf('--out') ?? 'build/bench';
+    const outDir = opt.out;
     fs.mkdirSync(outDir, { recursive: true });
     fs.writeFileSync(path.join(outDir, 'llm-proxies-lora.json'), JSON.stringify({ quick, seeds, ks, splits, wasm: wasmPath, cells: pc }, null, 1));
     if (!workloads.length) return;
@@ -227,7 +237,7 @@ function main(): void {
     for (const { key, sc } of scenarios(quick, s, workloads)) {
       const policies: RoutingPolicy[] = [];
       for (const m of meshModes) for (const k of ks) for (const sp of k === 1 ? ['rr' as Split] : splits) for (const n of k === 1 || !m ? [0] : shares) policies.push(new ProxiesPolicy(k, sp, wasmPath, m, n));
-      if (args.includes('--refs')) {
+      if (opt.refs) {
         policies.push(new SglangCacheAware());
         const peak = calibratedPeakPrefill(A100_LLAMA8B as { stepBaseMs: number; prefillMsPerToken: number; maxNumBatchedTokens: number });
         policies.push(new LlmdOptimizedBaseline({ peakPrefillThroughput: peak }));
@@ -278,7 +288,7 @@ function main(): void {
   }
   console.log(`\nthe filter's prefix index: requests whose prompt it found a holder for (prefix_hit / parsed, all seeds)\n`);
   console.log(fl.join('\n'));
-  const outDir = argOf('--out') ?? 'build/bench';
+  const outDir = opt.out;
   fs.mkdirSync(outDir, { recursive: true });
   fs.writeFileSync(path.join(outDir, 'llm-proxies.json'), JSON.stringify({ quick, seeds, ks, splits, wasm: wasmPath, cells }, null, 1));
   console.log(`\n${((performance.now() - t0) / 1000).toFixed(0)} s; ${path.join(outDir, 'llm-proxies.json')}`);

@@ -9,24 +9,26 @@ import { overloadTable, type Summary, summarize, table } from './report';
 import { fleet, noSharedPrefix, prefixHeavy, type Scenario } from './scenarios';
 import { RequestAwarePrototype, SwitchyardBodyBlind } from './switchyard';
 import { SwitchyardFilterPolicy } from './filter';
+import { cli, flag, int, list, str } from '../cli';
 
-const args = process.argv.slice(2);
-const quick = args.includes('--quick');
-const argOf = (k: string): string | undefined => {
-  const i = args.indexOf(k);
-  return i >= 0 ? args[i + 1] : undefined;
-};
-const seed0 = Number(argOf('--seed') ?? 1);
-/** --policies a,b: only the policies whose name contains one of these (the targets' references —
- *  least-request, gie-default, switchyard-blind — always run); for iterating on one policy */
-const only = argOf('--policies')?.split(',').filter(Boolean);
+const opts = cli('npx tsx bench/llm-routing/run.ts', 'LLM routing benchmark: reference policies vs Switchyard on an LLM fleet in virtual time.', {
+  quick: flag('2 seeds, shorter runs (~2.5 min)'),
+  seed: int(1, 'first seed'),
+  // for iterating on one policy: the targets' references (least-request, gie-default, switchyard-blind) always run
+  policies: list('', 'only the policies whose name contains one of these (default all)'),
+  // for iterating on one target
+  workloads: list('ph,ns,overload', 'workloads: ph, ns, overload'),
+  out: str('build/bench', 'output directory'),
+  wasm: str('build/switchyard.wasm', 'the filter build the switchyard-filter rows load'),
+});
+const quick = opts.quick;
+const seed0 = opts.seed;
+const only = opts.policies.length > 0 ? opts.policies : undefined;
 const REFS = ['least-request', 'gie-default', 'switchyard-blind (1000 ms)'];
-/** --workloads ph,ns,overload: only these workloads (default all); for iterating on one target */
-const workloads = argOf('--workloads')?.split(',').filter(Boolean) ?? ['ph', 'ns', 'overload'];
+const workloads = opts.workloads;
 for (const w of workloads) if (!['ph', 'ns', 'overload'].includes(w)) throw new Error(`--workloads: unknown workload "${w}" (ph, ns, overload)`);
-const outDir = argOf('--out') ?? 'build/bench';
-/** --wasm path: the filter build the switchyard-filter rows load (default build/switchyard.wasm) */
-const wasmPath = argOf('--wasm') ?? 'build/switchyard.wasm';
+const outDir = opts.out;
+const wasmPath = opts.wasm;
 const seeds = quick ? [seed0, seed0 + 1] : [seed0, seed0 + 1, seed0 + 2, seed0 + 3, seed0 + 4];
 const durationMs = quick ? 50_000 : 180_000;
 const warmupMs = quick ? 12_000 : 30_000;

@@ -7,14 +7,21 @@ import { scenarios } from './matrix';
 import { publishedFleet } from './published';
 import { SglangCacheAware } from './cache-aware';
 import { SwitchyardFilterPolicy } from './filter';
+import { cli, flag, int, oneOf, str } from '../cli';
 
-const args = process.argv.slice(2);
-const arg = (k: string, d: string): string => { const i = args.indexOf(k); return i >= 0 ? args[i + 1] : d; };
-const seed = Number(arg('--seed', '1'));
-const key = arg('--workload', 'grouped');
-const pol = arg('--policy', 'switchyard');
+const opt = cli('npx tsx bench/llm-routing/trace-burst.ts', "Trace of a cold-burst cell's placement per worker.", {
+  seed: int(1, 'seed'),
+  workload: oneOf(['grouped', 'shuffled'], 'grouped', 'burst order'),
+  policy: oneOf(['switchyard', 'cache'], 'switchyard', 'the filter or the cache-aware router'),
+  wasm: str('build/switchyard.wasm', 'filter module'),
+  seq: flag('per group, the workers its requests went to'),
+  starts: flag("each group's first request: the worker chosen and every worker's groups and requests before it"),
+});
+const seed = opt.seed;
+const key = opt.workload;
+const pol = opt.policy;
 const { sc } = scenarios(false, seed, [key])[0];
-const p = pol === 'cache' ? new SglangCacheAware() : new SwitchyardFilterPolicy({ wasmPath: arg('--wasm', 'build/switchyard.wasm'), agent: { scrapeIntervalMs: 1000 }, name: 'switchyard' });
+const p = pol === 'cache' ? new SglangCacheAware() : new SwitchyardFilterPolicy({ wasmPath: opt.wasm, agent: { scrapeIntervalMs: 1000 }, name: 'switchyard' });
 const r = runFleet(publishedFleet(sc.numBlocks), sc.requests, p, seed);
 const os = r.outcomes.filter((o) => !o.shed);
 const t0 = Math.min(...os.map((o) => o.arrivalMs));
@@ -34,7 +41,7 @@ for (let w = 0; w < 8; w++) {
   const end = Math.max(...mine.map((o) => o.arrivalMs + o.e2eMs)) - t0;
   console.log(`| w${w} | ${mine.length} | ${groups.size} | ${split} | ${misses} | ${unc} | ${(lastFt / 1000).toFixed(2)} | ${(end / 1000).toFixed(2)} |`);
 }
-if (args.includes('--seq')) {
+if (opt.seq) {
   // per group in arrival order: the workers its requests went to (run-length), e.g. 3×9 5×7
   const byGroup = new Map<string, number[]>();
   for (const o of [...os].sort((a, b) => a.arrivalMs - b.arrivalMs)) {
@@ -50,7 +57,7 @@ if (args.includes('--seq')) {
   }
   console.log(line.join('\n'));
 }
-if (args.includes('--starts')) {
+if (opt.starts) {
   // each group's first request in arrival order: its position, the worker chosen, and every
   // worker's groups started / requests sent before it
   const groups = Array.from({ length: 8 }, () => 0), reqs = Array.from({ length: 8 }, () => 0);

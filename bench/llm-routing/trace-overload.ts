@@ -10,17 +10,27 @@ import { SwitchyardFilterPolicy } from './filter';
 import type { Scraped } from './scrape';
 import { LlmEngine } from '../../sim/inference/llm/engine';
 import { quantile } from './report';
+import { cli, flag, int, num, oneOf, optNum, optStr, str } from '../cli';
 
-const args = process.argv.slice(2);
-const arg = (k: string, d: string): string => { const i = args.indexOf(k); return i >= 0 ? args[i + 1] : d; };
-const seed = Number(arg('--seed', '3'));
-const x = Number(arg('--rate', '2'));
-const over = Number(arg('--over', '800'));
+const opt = cli('npx tsx bench/llm-routing/trace-overload.ts', "Trace of the overload workload's critical tail, one seed, 1x or 2x.", {
+  seed: int(3, 'seed'),
+  rate: oneOf(['1', '2'], '2', 'load: 1x or 2x'),
+  over: num(800, 'trace the critical requests with TTFT over this, ms'),
+  wasm: str('build/switchyard.wasm', 'filter module'),
+  debug: flag("the filter's debug header per request"),
+  'by-model': flag('the critical TTFT P99 per pool'),
+  window: optStr('a,b: every arrival in [a, b] ms'),
+  inst: optNum('with --window: only the requests sent to this instance (and the shed)'),
+  engine: optStr('idx,a,b: log the engine request idx was sent to, each step in [a, b] ms'),
+});
+const seed = opt.seed;
+const x = Number(opt.rate);
+const over = opt.over;
 const sc = prefixHeavy({ seed, durationMs: 50_000, warmupMs: 12_000, ratePerS: x === 1 ? 30 : 50 * x, mix: [0.2, 0.4] });
 const crit = (i: number): string => sc.requests[i].criticality[0];
 const dbg = new Map<number, string>();
-const p = new SwitchyardFilterPolicy({ wasmPath: arg('--wasm', 'build/switchyard.wasm'), agent: { scrapeIntervalMs: 1000 },
-  ...(args.includes('--debug') ? { service: { debug: true }, onDebug: (i: number, d: string) => dbg.set(i, d) } : {}) });
+const p = new SwitchyardFilterPolicy({ wasmPath: opt.wasm, agent: { scrapeIntervalMs: 1000 },
+  ...(opt.debug ? { service: { debug: true }, onDebug: (i: number, d: string) => dbg.set(i, d) } : {}) });
 // the scrapes the policy saw, per instance (time, waiting, running, kv)
 const scr: Array<Array<{ t: number; w: number; r: number; kv: number; lr: string; lw: string }>> = Array.from({ length: 8 }, () => []);
 // the filter reads /metrics (onMetrics); onScrape, which it does not define, only records the same scrape
@@ -28,7 +38,7 @@ const scr: Array<Array<{ t: number; w: number; r: number; kv: number; lr: string
 // --engine idx,a,b: log the engine request idx was sent to, each step in [a, b] ms (its waiting
 // queue: criticality, adapter, prompt; running: adapters; resident adapters; free blocks)
 let eng: LlmEngine | undefined;
-const engArg = arg('--engine', '');
+const engArg = opt.engine ?? '';
 if (engArg) {
   const [ix, a, b] = engArg.split(',').map(Number);
   const byTokens = new Map(sc.requests.map((q) => [q.tokens, q.idx]));
@@ -59,7 +69,7 @@ console.log(`seed ${seed} ${x}x: ${cr.length} measured critical served; top TTFT
 // --by-model: the critical TTFT P99 per pool, the llama adapters together and each base model. The
 // 2x P99 is about the 7th largest of ~700, so which pool's episode lands there decides it; this
 // shows whether a change moved the pool it acts on or only the path (docs/benchmarks/llm-r9a.md)
-if (args.includes('--by-model')) {
+if (opt['by-model']) {
   const pool = (m: string): string => (m.endsWith('-lora') ? 'llama adapters' : m);
   const models = [...new Set(cr.map((o) => pool(sc.requests[o.idx].w.model)))].sort();
   for (const m of models) {
@@ -72,10 +82,10 @@ for (const o of cr.filter((o) => o.ttftMs > over).sort((a, b) => a.arrivalMs - b
   if (dbg.has(o.idx)) console.log(`  debug: ${dbg.get(o.idx)}`);
   for (let w = 0; w < 8; w++) console.log(`  w${w}: queued ${queued(o.arrivalMs, w)} running ${running(o.arrivalMs, w)} | scrape ${lastScrape(o.arrivalMs, w)}`);
 }
-if (args.includes('--window')) {
-  const [a, b] = arg('--window', '0,1000').split(',').map(Number);
+if (opt.window !== undefined) {
+  const [a, b] = opt.window.split(',').map(Number);
   console.log('\narrivals in window:');
-  for (const o of [...os].sort((a, b) => a.arrivalMs - b.arrivalMs).filter((o) => o.arrivalMs >= a && o.arrivalMs <= b && (o.shed || o.instance === Number(arg('--inst', String(o.instance)))))) {
+  for (const o of [...os].sort((a, b) => a.arrivalMs - b.arrivalMs).filter((o) => o.arrivalMs >= a && o.arrivalMs <= b && (o.shed || opt.inst === undefined || o.instance === opt.inst))) {
     console.log(`#${o.idx} t=${o.arrivalMs.toFixed(0)} ${crit(o.idx)} ${sc.requests[o.idx].w.model} ${o.shed ? 'SHED' : `-> w${o.instance} ttft ${o.ttftMs.toFixed(0)} q ${o.queuedMs.toFixed(0)} pre ${o.preemptions} prompt ${o.promptTokens} cached ${o.cachedTokens}`}`);
     if (dbg.has(o.idx)) console.log(`  debug: ${dbg.get(o.idx)}`);
   }

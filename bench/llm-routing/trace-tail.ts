@@ -7,18 +7,26 @@ import { scenarios } from './matrix';
 import { publishedFleet } from './published';
 import { SglangCacheAware } from './cache-aware';
 import { SwitchyardFilterPolicy } from './filter';
+import { cli, flag, int, oneOf, optStr, str } from '../cli';
 
-const args = process.argv.slice(2);
-const arg = (k: string, d: string): string => { const i = args.indexOf(k); return i >= 0 ? args[i + 1] : d; };
-const seed = Number(arg('--seed', '1'));
-const key = arg('--workload', 'p60');
-const pol = arg('--policy', 'switchyard');
-const worst = Number(arg('--worst', '12'));
+const opt = cli('npx tsx bench/llm-routing/trace-tail.ts', "Trace of a matrix cell's worst TTFTs.", {
+  seed: int(1, 'seed'),
+  workload: str('p60', 'matrix workload key'),
+  policy: oneOf(['switchyard', 'cache'], 'switchyard', 'the filter or the cache-aware router'),
+  wasm: str('build/switchyard.wasm', 'filter module'),
+  worst: int(12, 'requests traced', 1),
+  debug: flag("the filter's debug header per request"),
+  window: optStr('a,b: every arrival in [a, b] ms after the first'),
+});
+const seed = opt.seed;
+const key = opt.workload;
+const pol = opt.policy;
+const worst = opt.worst;
 const { sc } = scenarios(false, seed, [key])[0];
 const dbg = new Map<number, string>();
 const p = pol === 'cache' ? new SglangCacheAware() : new SwitchyardFilterPolicy({
-  wasmPath: arg('--wasm', 'build/switchyard.wasm'), agent: { scrapeIntervalMs: 1000 }, name: 'switchyard',
-  ...(args.includes('--debug') ? { service: { debug: true }, onDebug: (i: number, d: string) => dbg.set(i, d) } : {}),
+  wasmPath: opt.wasm, agent: { scrapeIntervalMs: 1000 }, name: 'switchyard',
+  ...(opt.debug ? { service: { debug: true }, onDebug: (i: number, d: string) => dbg.set(i, d) } : {}),
 });
 const r = runFleet(publishedFleet(sc.numBlocks), sc.requests, p, seed);
 const os = r.outcomes;
@@ -46,8 +54,8 @@ for (const o of bad.sort((a, b) => a.arrivalMs - b.arrivalMs)) {
   const per = Array.from({ length: 8 }, (_, w) => `${w}:${inPrefill(o.arrivalMs, w)}(${prefillTok(o.arrivalMs, w)})/${running(o.arrivalMs, w)}`).join(' ');
   console.log(`${String(o.idx).padStart(4)} ${(o.arrivalMs - t0).toFixed(0).padStart(8)} ${o.ttftMs.toFixed(0).padStart(8)} ${o.queuedMs.toFixed(0).padStart(6)} ${String(o.instance).padStart(4)} ${String(o.promptTokens).padStart(6)} ${String(o.cachedTokens).padStart(6)} ${groupOf(o.idx).padStart(6)} ${String(f.prior).padStart(5)} ${String(f.onHolder).padStart(8)} [${f.holders.join(',')}] | ${per}`);
 }
-if (args.includes('--window')) {
-  const [a, b] = arg('--window', '0,2000').split(',').map(Number);
+if (opt.window !== undefined) {
+  const [a, b] = opt.window.split(',').map(Number);
   console.log('\nall arrivals in window:');
   for (const o of order.filter((o) => o.arrivalMs - t0 >= a && o.arrivalMs - t0 <= b)) {
     const f = info.get(o.idx)!;

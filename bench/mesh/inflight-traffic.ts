@@ -13,11 +13,8 @@ import { InflightAggregator, encodeInflight, KIND_REPORT } from '../../agent/src
 import { InflightExchange } from '../../agent/src/mesh/inflight-exchange';
 import { INFLIGHT_DEFAULTS } from '../../agent/src/mesh/inflight-schema';
 import { startNats } from '../../test/mesh/servers';
+import { cli, int, list, num, nums } from '../cli';
 
-function arg(name: string, def: string): string {
-  const i = process.argv.indexOf(name);
-  return i >= 0 ? process.argv[i + 1] : def;
-}
 
 interface Row { mode: string; agents: number; instances: number; pubPerS: number; pubBytesPerS: number; inPerS: number; inBytesPerS: number; perAgentInPerS: number; perAgentInBytesPerS: number }
 
@@ -69,10 +66,15 @@ async function run(url: string, mode: 'leader' | 'all', n: number, instances: nu
 }
 
 async function main(): Promise<void> {
-  const ns = arg('--agents', '4,16,64').split(',').map(Number);
-  const instances = Number(arg('--instances', '100'));
-  const seconds = Number(arg('--seconds', '3'));
-  const modes = arg('--modes', 'leader,all').split(',') as Array<'leader' | 'all'>;
+  const o = cli('npx tsx bench/mesh/inflight-traffic.ts', 'NATS traffic of the mesh in-flight exchange against the number of agents.', {
+    agents: nums('4,16,64', 'agent counts'),
+    instances: int(100, 'instances', 1),
+    seconds: num(3, 'seconds per run', 0.1),
+    modes: list('leader,all', 'exchange modes'),
+  });
+  const ns = o.agents, instances = o.instances, seconds = o.seconds;
+  for (const m of o.modes) if (m !== 'leader' && m !== 'all') throw new Error(`--modes: leader and/or all, got ${m}`);
+  const modes = o.modes as Array<'leader' | 'all'>;
   const nats = await startNats();
   const rows: Row[] = [];
   try {

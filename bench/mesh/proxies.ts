@@ -34,6 +34,7 @@ import { DEFAULT_AGENT, type AgentSpec } from '../routing/agent-model';
 import { LocalLeastRequest, MultiProxy } from '../routing/choose-model';
 import { capacityPerS, DEFAULT_FLEET, type FleetSpec, LeastRequest, makeSamplePath, MIXED_FLEET, type RoutingPolicy, runPolicy, summarize, type Summary } from '../routing/des';
 import { SwitchyardPolicy, wasmBytes } from '../routing/switchyard';
+import { cli, flag, int, list, num, nums, optNum, optStr, str } from '../cli';
 
 const ROOT = path.resolve(__dirname, '../..');
 
@@ -166,36 +167,49 @@ export function ratioTable(rows: MeshRow[], c: MeshDesConfig): string {
   return out.join('\n');
 }
 
-function arg(name: string, def: string): string {
-  const i = process.argv.indexOf(name);
-  return i >= 0 ? process.argv[i + 1] : def;
-}
-const nums = (s: string, what: string): number[] => s.split(',').map((x) => {
-  const v = Number(x);
-  if (!Number.isFinite(v) || v <= 0) throw new Error(`${what}: expected positive numbers, got ${x}`);
-  return v;
-});
+const positive = (xs: number[], what: string): number[] => {
+  for (const v of xs) if (!(v > 0)) throw new Error(`${what}: expected positive numbers, got ${v}`);
+  return xs;
+};
 
 async function main(): Promise<void> {
-  const quick = process.argv.includes('--quick');
+  const o = cli('npx tsx bench/mesh/proxies.ts', 'Mesh routing DES: K proxies of the compiled filter in front of one fleet.', {
+    quick: flag('a smoke run: rho 0.95, 1 s scrape, 2 000 measured'),
+    k: nums('1,4,16,64', 'proxy counts'),
+    fleets: list('A,B', 'fleets'),
+    rhos: optStr('utilisations (default 0.85,0.95; quick 0.95)'),
+    scrapes: optStr('agent scrape intervals, ms (default 1000,250; quick 1000)'),
+    measured: optNum('measured requests (default 3000, quick 2000)', 1),
+    warmup: num(10000, 'warm-up, ms', 0),
+    seed: int(1, 'seed'),
+    wasm: str('build/switchyard.wasm', 'filter module'),
+    policies: list('today,mesh', 'today and/or mesh'),
+    'mesh-report': optNum('mesh in-flight report interval, ms (default: the shipped one)', 1),
+    'mesh-agents': int(1, 'mesh agents', 1),
+    'exchange-ms': optNum('in-flight exchange interval, ms (default: the shipped one)', 1),
+    exchange: optStr('leader or all (default: the shipped mode)'),
+    out: str('build/bench', 'output directory'),
+  });
+  const quick = o.quick;
+  const numList = (s: string, what: string): number[] => positive(s.split(',').map(Number), what);
   const c: MeshDesConfig = {
-    ks: nums(arg('--k', '1,4,16,64'), '--k'),
-    fleets: arg('--fleets', 'A,B').split(','),
-    rhos: nums(arg('--rhos', quick ? '0.95' : '0.85,0.95'), '--rhos'),
-    scrapesMs: nums(arg('--scrapes', quick ? '1000' : '1000,250'), '--scrapes'),
-    measured: Number(arg('--measured', quick ? '2000' : '3000')),
-    warmupMs: Number(arg('--warmup', '10000')),
-    seed: Number(arg('--seed', '1')),
-    wasm: path.resolve(ROOT, arg('--wasm', 'build/switchyard.wasm')),
-    policies: arg('--policies', 'today,mesh').split(','),
-    meshReportMs: process.argv.includes('--mesh-report') ? Number(arg('--mesh-report', '')) : undefined,
-    meshAgents: Number(arg('--mesh-agents', '1')),
-    exchangeMs: process.argv.includes('--exchange-ms') ? Number(arg('--exchange-ms', '')) : undefined,
-    exchange: process.argv.includes('--exchange') ? (arg('--exchange', 'leader') as 'leader' | 'all') : undefined,
+    ks: positive(o.k, '--k'),
+    fleets: o.fleets,
+    rhos: numList(o.rhos ?? (quick ? '0.95' : '0.85,0.95'), '--rhos'),
+    scrapesMs: numList(o.scrapes ?? (quick ? '1000' : '1000,250'), '--scrapes'),
+    measured: o.measured ?? (quick ? 2000 : 3000),
+    warmupMs: o.warmup,
+    seed: o.seed,
+    wasm: path.resolve(ROOT, o.wasm),
+    policies: o.policies,
+    meshReportMs: o['mesh-report'],
+    meshAgents: o['mesh-agents'],
+    exchangeMs: o['exchange-ms'],
+    exchange: o.exchange as 'leader' | 'all' | undefined,
   };
   if (c.exchange !== undefined && c.exchange !== 'leader' && c.exchange !== 'all') throw new Error(`--exchange: leader or all, got ${c.exchange}`);
   for (const p of c.policies) if (p !== 'today' && p !== 'mesh') throw new Error(`--policies: unknown ${p} (today, mesh)`);
-  const out = path.resolve(ROOT, arg('--out', 'build/bench'));
+  const out = path.resolve(ROOT, o.out);
   const t0 = performance.now();
   const w = wasmBytes(c.wasm);
   console.log(`Mesh routing DES (issue 22), ${quick ? 'quick' : 'default'} mode, seed ${c.seed}, ${c.measured} measured requests per cell, warm-up ${c.warmupMs / 1000} s`);

@@ -1,5 +1,5 @@
 // Trace of one mesh DES cell (issue 22 r7): where the P99 tail of the filter comes from.
-//   npx tsx bench/mesh/trace.ts --fleet A --rho 0.95 --k 64 --seed 2 [--policy mesh|all-lr] [--tuning JSON]
+//   npx tsx bench/mesh/trace.ts --fleet A --rho 0.95 --k 64 --seed 2 [--tuning JSON]
 // For every measured request: the instance chosen, the requests in system there and the least
 // anywhere at the decision (ground truth), its queue wait and service time. Prints the tail
 // (response >= P99) decomposed, and the same for the all-seeing LEAST_REQUEST on the same path.
@@ -9,12 +9,9 @@ import { MultiProxy } from '../routing/choose-model';
 import { type EngineCtx, LeastRequest, makeSamplePath, type RoutingPolicy, runPolicy, summarize } from '../routing/des';
 import { SwitchyardPolicy } from '../routing/switchyard';
 import { FLEETS } from './proxies';
+import { cli, int, num, str } from '../cli';
 
 const ROOT = path.resolve(__dirname, '../..');
-function arg(name: string, def: string): string {
-  const i = process.argv.indexOf(name);
-  return i >= 0 ? process.argv[i + 1] : def;
-}
 
 class Traced implements RoutingPolicy {
   ctx!: EngineCtx;
@@ -33,20 +30,28 @@ class Traced implements RoutingPolicy {
 }
 
 async function main(): Promise<void> {
-  const fleetName = arg('--fleet', 'A');
+  const o = cli('npx tsx bench/mesh/trace.ts', 'Trace of one mesh DES cell: where the P99 tail of the filter comes from.', {
+    fleet: str('A', 'fleet'),
+    rho: num(0.95, 'utilisation', 0),
+    k: int(64, 'proxies', 1),
+    seed: int(2, 'seed'),
+    measured: int(3000, 'measured requests', 1),
+    tuning: str('{}', 'filter tuning, JSON'),
+    wasm: str('build/switchyard.wasm', 'filter module'),
+    'mesh-agents': int(1, 'mesh agents', 1),
+  });
+  const fleetName = o.fleet;
   const fleet = FLEETS[fleetName];
-  const rho = Number(arg('--rho', '0.95'));
-  const k = Number(arg('--k', '64'));
-  const seed = Number(arg('--seed', '2'));
-  const measured = Number(arg('--measured', '3000'));
-  const tuning = JSON.parse(arg('--tuning', '{}')) as Record<string, unknown>;
+  if (!fleet) throw new Error(`--fleet: one of ${Object.keys(FLEETS).join(', ')}, got ${fleetName}`);
+  const { rho, k, seed, measured } = o;
+  const tuning = JSON.parse(o.tuning) as Record<string, unknown>;
   const sp = makeSamplePath(fleet, { rho, seed, warmupMs: 10000, measured });
   const mr: [number, number] = [sp.firstMeasured, sp.firstMeasured + sp.measured];
   const agent: AgentSpec = { ...DEFAULT_AGENT, scrapeIntervalMs: 1000 };
-  const wasm = path.resolve(ROOT, arg('--wasm', 'build/switchyard.wasm'));
+  const wasm = path.resolve(ROOT, o.wasm);
   const mk = (): RoutingPolicy => new MultiProxy(`mesh x${k}`, (i, shared) => new SwitchyardPolicy({
     wasmPath: wasm, agent, seed: seed + i, name: `mesh #${i}`, sharedAgent: shared, measuredRange: mr, tuning: tuning as never, inflightGroup: i,
-  }), k, { spec: agent, seed, meshAgents: Number(arg('--mesh-agents', '1')) }, seed);
+  }), k, { spec: agent, seed, meshAgents: o['mesh-agents'] }, seed);
   for (const [label, pol] of [['all-seeing LR', new LeastRequest(seed)], [`mesh x${k}`, mk()]] as Array<[string, RoutingPolicy]>) {
     const t = new Traced(pol);
     const r = await runPolicy(fleet, sp, t);

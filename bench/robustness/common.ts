@@ -226,7 +226,3 @@ export const spreadOf = (v: number[]): number => {
   return Math.max(...v.map((x) => Math.abs(x - m)));
 };
 
-export function arg(name: string, def?: string): string | undefined {
-  const i = process.argv.indexOf(name);
-  return i >= 0 ? process.argv[i + 1] : def;
-}

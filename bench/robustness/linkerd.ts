@@ -15,7 +15,8 @@ import * as path from 'node:path';
 import { type Episode, type FleetSpec, runPolicy, type RunResult } from '../routing/des';
 import { episodeStats, windowCounts } from '../routing/episodes';
 import { wasmBytes } from '../routing/switchyard';
-import { agentSpec, arg, checkFilters, makePath, makePolicy, mean, okSummary, POLICY_LABEL, type PolicyKey, prevBuild, PREV_COMMIT, ROOT, successWithin } from './common';
+import { agentSpec, checkFilters, makePath, makePolicy, mean, okSummary, POLICY_LABEL, type PolicyKey, prevBuild, PREV_COMMIT, ROOT, successWithin } from './common';
+import { cli, flag, int, optNum, str } from '../cli';
 
 export const LINKERD_FLEET: FleetSpec = { speeds: Array(11).fill(1), slots: 1000, meanMs: 160, sigma: 0.05 };
 export const LINKERD_EPISODE: Episode = { kind: 'slow', inst: 3, fromMs: 30_000, toMs: 60_000, factor: 12 };
@@ -119,10 +120,16 @@ export function linkerdTargets(rows: LinkerdRow[], key: PolicyKey): string[] {
 export const LINKERD_NOTE = `11 equal instances, c = 1000 (agent concurrency 1000), lognormal latency mean 160 ms sigma 0.05, 1000 req/s; #${LINKERD_EPISODE.inst} x${LINKERD_EPISODE.factor} from 30 s to 60 s; measured 20-80 s; ttft 1 (HTTP). Means over the seeds, [min-max].`;
 
 async function main(): Promise<void> {
-  const quick = process.argv.includes('--quick');
-  const seed0 = Number(arg('--seed', '20261201'));
-  const nSeeds = Number(arg('--seeds', quick ? '1' : '3'));
-  const wasm = path.resolve(ROOT, arg('--wasm', 'build/switchyard.wasm')!);
+  const o = cli('npx tsx bench/robustness/linkerd.ts', 'The Linkerd "Beyond Round Robin" replica alone.', {
+    quick: flag('1 seed'),
+    seed: int(20261201, 'first seed (the others + 1000 k)'),
+    seeds: optNum('seeds (default 3, quick 1)', 1),
+    wasm: str('build/switchyard.wasm', 'filter module'),
+  });
+  const quick = o.quick;
+  const seed0 = o.seed;
+  const nSeeds = o.seeds ?? (quick ? 1 : 3);
+  const wasm = path.resolve(ROOT, o.wasm);
   const t0 = performance.now();
   const prevWasm = prevBuild(PREV_COMMIT, console.log);
   console.log(`Linkerd "Beyond Round Robin" replica; filter ${path.relative(ROOT, wasm)} sha256 ${wasmBytes(wasm).sha256.slice(0, 12)}; previous build ${PREV_COMMIT} (${path.relative(ROOT, prevWasm)})`);

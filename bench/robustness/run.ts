@@ -15,28 +15,45 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { wasmBytes } from '../routing/switchyard';
-import { arg, prevBuild, PREV_COMMIT, ROOT } from './common';
+import { prevBuild, PREV_COMMIT, ROOT } from './common';
 import { LINKERD_NOTE, linkerdTable, linkerdTargets, runLinkerd } from './linkerd';
 import { type Cell, type CellResult, defaultCells, fullCells, matrixTable, QUICK_TIMING, quickCells, runCell, TIMING } from './matrix';
+import { cli, flag, int, list, oneOf, optNum, optStr, str } from '../cli';
+
+const OPTS = cli('npx tsx bench/robustness/run.ts', 'Robustness benchmark: the Linkerd replica and the matrix with its gate.', {
+  quick: flag('harness check: 1 seed Linkerd, 2 small cells, 2 seeds, short paths'),
+  full: flag('the whole cross product (960 cells: hours)'),
+  only: oneOf(['all', 'linkerd', 'matrix'], 'all', 'which part'),
+  cells: list('', 'only the matrix cells whose id contains one of these'),
+  seed: int(20261201, 'first seed (the others + 1000 k)'),
+  seeds: optNum('seeds (default 3, quick 2)', 1),
+  wasm: str('build/switchyard.wasm', 'filter module'),
+  jobs: int(2, 'cells in this many child processes', 1),
+  prev: str(PREV_COMMIT, 'the previous build: a commit the benchmark builds'),
+  'prev-wasm': optStr('the previous build: an already built module'),
+  out: str('build/bench', 'output directory'),
+  'cell-indices': optStr('internal: the cells a child process runs'),
+  'worker-out': optStr('internal: where a child process writes its results'),
+});
+
+function seedsOf(quick: boolean): number[] {
+  const n = OPTS.seeds ?? (quick ? 2 : 3);
+  if (!Number.isInteger(n)) throw new Error(`--seeds must be a positive integer, got ${n}`);
+  return Array.from({ length: n }, (_, k) => OPTS.seed + 1000 * k);
+}
 
 async function main(): Promise<void> {
-  const quick = process.argv.includes('--quick');
-  const full = process.argv.includes('--full');
-  const only = arg('--only', 'all')!;
-  if (!['all', 'linkerd', 'matrix'].includes(only)) throw new Error(`--only must be linkerd|matrix, got ${only}`);
-  const seed0 = Number(arg('--seed', '20261201'));
-  const nSeeds = Number(arg('--seeds', quick ? '2' : '3'));
-  if (!(Number.isInteger(nSeeds) && nSeeds >= 1)) throw new Error(`--seeds must be a positive integer, got ${arg('--seeds')}`);
-  const wasm = path.resolve(ROOT, arg('--wasm', 'build/switchyard.wasm')!);
-  const out = path.resolve(ROOT, arg('--out', 'build/bench')!);
-  const prevCommit = arg('--prev', PREV_COMMIT)!;
-  const filters = (arg('--cells', '') ?? '').split(',').filter((x) => x);
+  const { quick, full, only } = OPTS;
+  const wasm = path.resolve(ROOT, OPTS.wasm);
+  const out = path.resolve(ROOT, OPTS.out);
+  const prevCommit = OPTS.prev;
+  const filters = OPTS.cells;
   const mode = quick ? 'quick' : full ? 'full' : 'default';
   const t0 = performance.now();
   const log = (s = ''): void => console.log(s);
   // --prev-wasm PATH: an already built module stands for the previous build (the harness test)
-  const prevWasm = arg('--prev-wasm') ? path.resolve(ROOT, arg('--prev-wasm')!) : prevBuild(prevCommit, log);
-  const seeds = Array.from({ length: nSeeds }, (_, k) => seed0 + 1000 * k);
+  const prevWasm = OPTS['prev-wasm'] !== undefined ? path.resolve(ROOT, OPTS['prev-wasm']) : prevBuild(prevCommit, log);
+  const seeds = seedsOf(quick);
   const md: string[] = [];
   log(`Switchyard robustness benchmark (issue 21), ${mode} mode, seeds ${seeds.join(', ')}`);
   const head = `filter ${path.relative(ROOT, wasm)} sha256 ${wasmBytes(wasm).sha256.slice(0, 12)}; previous build ${prevCommit} (${path.relative(ROOT, prevWasm)}, sha256 ${wasmBytes(prevWasm).sha256.slice(0, 12)}); the filters run their shipped defaults`;
@@ -65,7 +82,7 @@ async function main(): Promise<void> {
     if (filters.length) cells = cells.filter((c) => filters.some((f) => c.id.includes(f)));
     const timing = quick ? QUICK_TIMING : TIMING;
     const t = performance.now();
-    const jobs = Math.max(1, Math.min(Number(arg('--jobs', '2')), cells.length));
+    const jobs = Math.max(1, Math.min(OPTS.jobs, cells.length));
     const res = jobs > 1 ? await inChildren(cells, jobs, prevWasm) : await runCells(cells, cells.map((_, i) => i), { seeds, timing, wasm, prevWasm });
     const pass = res.filter((r) => r.gate.pass).length;
     log('');
@@ -134,22 +151,19 @@ async function inChildren(cells: Cell[], jobs: number, prevWasm: string): Promis
 const jsonNum = (_k: string, v: unknown): unknown => (typeof v === 'number' && !Number.isFinite(v) ? String(v) : v);
 
 async function worker(): Promise<void> {
-  const quick = process.argv.includes('--quick');
-  const full = process.argv.includes('--full');
-  const seed0 = Number(arg('--seed', '20261201'));
-  const nSeeds = Number(arg('--seeds', quick ? '2' : '3'));
-  const seeds = Array.from({ length: nSeeds }, (_, k) => seed0 + 1000 * k);
-  const filters = (arg('--cells', '') ?? '').split(',').filter((x) => x);
+  const { quick, full } = OPTS;
+  const seeds = seedsOf(quick);
+  const filters = OPTS.cells;
   let cells = quick ? quickCells() : full ? fullCells() : defaultCells();
   if (filters.length) cells = cells.filter((c) => filters.some((f) => c.id.includes(f)));
-  const idx = arg('--cell-indices')!.split(',').filter((x) => x).map(Number);
+  const idx = (OPTS['cell-indices'] ?? '').split(',').filter((x) => x).map(Number);
   const res = await runCells(cells, idx, {
-    seeds, timing: quick ? QUICK_TIMING : TIMING, wasm: path.resolve(ROOT, arg('--wasm', 'build/switchyard.wasm')!), prevWasm: path.resolve(ROOT, arg('--prev-wasm')!),
+    seeds, timing: quick ? QUICK_TIMING : TIMING, wasm: path.resolve(ROOT, OPTS.wasm), prevWasm: path.resolve(ROOT, OPTS['prev-wasm']!),
   });
-  writeFileSync(arg('--worker-out')!, JSON.stringify(res, jsonNum));
+  writeFileSync(OPTS['worker-out']!, JSON.stringify(res, jsonNum));
 }
 
-(arg('--worker-out') ? worker() : main()).catch((e) => {
+(OPTS['worker-out'] !== undefined ? worker() : main()).catch((e) => {
   console.error(e);
   process.exit(1);
 });

@@ -13,9 +13,18 @@ import { runPolicy, type EngineCtx, type RoutingPolicy, type RunResult } from '.
 import { type FilterTuning, SwitchyardPolicy } from '../routing/switchyard';
 import { agentSpec, makePath, makePolicy, p99ToSuccess } from './common';
 import { defaultCells, endOf, episodesOf, fleetOf, lambdaOf, TIMING } from './matrix';
+import { cli, int, num, optNum, str } from '../cli';
 
-const argv = process.argv.slice(2);
-const get = (k: string, d: string): string => { const i = argv.indexOf(k); return i >= 0 ? argv[i + 1] : d; };
+const opt = cli('npx tsx bench/robustness/trace.ts', 'Decision trace of one matrix cell on one seed, the filter and LEAST_REQUEST on the same path.', {
+  cell: str('s2/c4', 'substring of a one-proxy matrix cell id'),
+  k: int(6, 'the seed: 20261201 + 1000 k', 0),
+  variants: str('{"shipped":{}}', 'JSON: name -> {wasm?, tuning?, workers?}'),
+  'show-inst': optNum('every decision for this instance'),
+  'series-from': optNum('per-interval series from this time, ms'),
+  'series-to': optNum('... to this time, ms'),
+  'series-step': num(250, '... in steps of, ms', 1),
+  dump: str('', 'write the records as JSON here'),
+});
 
 interface Rec { t: number; inst: number; state: number[]; snap?: string; dbg?: string }
 function traced(p: RoutingPolicy, recs: Rec[]): RoutingPolicy {
@@ -57,10 +66,10 @@ function traced(p: RoutingPolicy, recs: Rec[]): RoutingPolicy {
 }
 
 async function main(): Promise<void> {
-  const cell = defaultCells().find((c) => c.id.includes(get('--cell', 's2/c4')));
+  const cell = defaultCells().find((c) => c.id.includes(opt.cell));
   if (!cell || cell.proxies !== 1) throw new Error('--cell: a one-proxy default cell id substring');
-  const k = Number(get('--k', '6'));
-  const variants = JSON.parse(get('--variants', '{"shipped":{}}')) as Record<string, { wasm?: string; tuning?: FilterTuning; workers?: number }>;
+  const k = opt.k;
+  const variants = JSON.parse(opt.variants) as Record<string, { wasm?: string; tuning?: FilterTuning; workers?: number }>;
   const wasm = path.resolve('build/switchyard.wasm');
   const fleet = fleetOf(cell), lambda = lambdaOf(cell, fleet), episodes = episodesOf(cell, TIMING), endMs = endOf(cell, TIMING);
   const seed = 20261201 + 1000 * k;
@@ -119,9 +128,9 @@ async function main(): Promise<void> {
       }
       console.log(`           starved windows (an instance with a free slot getting <= 1/8 of its share of 500 ms): ${starved} of ${windows * N} [${perInst.join(',')}]`);
     }
-    const showInst = Number(get('--show-inst', 'NaN'));
-    if (showInst === showInst) for (const r of recs) if (r.inst === showInst && r.t >= Number(get('--series-from', '0')) && r.t < Number(get('--series-to', 'Infinity'))) console.log(`${name} ${(r.t / 1000).toFixed(3)} n=[${r.state.join(',')}] ${r.dbg ?? ''}`);
-    const from = Number(get('--series-from', 'NaN')), to = Number(get('--series-to', 'NaN')), step = Number(get('--series-step', '250'));
+    const showInst = opt['show-inst'];
+    if (showInst !== undefined) for (const r of recs) if (r.inst === showInst && r.t >= (opt['series-from'] ?? 0) && r.t < (opt['series-to'] ?? Infinity)) console.log(`${name} ${(r.t / 1000).toFixed(3)} n=[${r.state.join(',')}] ${r.dbg ?? ''}`);
+    const from = opt['series-from'] ?? NaN, to = opt['series-to'] ?? NaN, step = opt['series-step'];
     if (from === from) {
       // per interval: the exact in-flight counts at its start, where the interval's requests went, the
       // in-band factor the debug header gave for them (mean per instance) and the agent's snapshot
@@ -142,7 +151,7 @@ async function main(): Promise<void> {
       }
     }
   }
-  const f = get('--dump', '');
+  const f = opt.dump;
   if (f) writeFileSync(f, JSON.stringify(dump));
 }
 main().catch((e) => { console.error(e); process.exit(1); });

@@ -12,18 +12,23 @@ import { runPolicy } from '../routing/des';
 import { type FilterTuning, SwitchyardPolicy } from '../routing/switchyard';
 import { agentSpec, makePath, makePolicy, mean, measuredErrors, type PolicyKey, p99ToSuccess } from './common';
 import { defaultCells, endOf, episodesOf, fleetOf, lambdaOf, TIMING } from './matrix';
+import { cli, int, list, str } from '../cli';
 
 interface Variant { wasm?: string; tuning?: FilterTuning; workers?: number }
 
-const argv = process.argv.slice(2);
-const get = (k: string, d: string): string => { const i = argv.indexOf(k); return i >= 0 ? argv[i + 1] : d; };
-
 async function main(): Promise<void> {
-  const ids = get('--cells', '').split(',').filter((x) => x);
-  const nSeeds = Number(get('--seeds', '3'));
-  const variants = JSON.parse(get('--variants', '{"shipped":{}}')) as Record<string, Variant>;
-  const refs = get('--refs', 'lr,ewma').split(',').filter((x) => x) as PolicyKey[];
-  const wasm = path.resolve(get('--wasm', 'build/switchyard.wasm'));
+  const o = cli('npx tsx bench/robustness/variants.ts', 'Filter variants and the reference policies on the matrix cells\' sample paths (P99 to success per seed).', {
+    cells: list('', 'substrings of matrix cell ids (the first default cell containing each; one-proxy cells)'),
+    seeds: int(3, 'seeds (20261201 + 1000 k)', 1),
+    variants: str('{"shipped":{}}', 'JSON: name -> {wasm?, tuning?, workers?}'),
+    refs: list('lr,ewma', 'reference policies'),
+    wasm: str('build/switchyard.wasm', 'the module of variants that name none'),
+  });
+  const ids = o.cells;
+  const nSeeds = o.seeds;
+  const variants = JSON.parse(o.variants) as Record<string, Variant>;
+  const refs = o.refs as PolicyKey[];
+  const wasm = path.resolve(o.wasm);
   if (!ids.length) throw new Error('--cells: at least one cell id substring');
   for (const id of ids) {
     const cell = defaultCells().find((c) => c.id.includes(id));

@@ -31,13 +31,10 @@ import { episodeStats, type EpisodeStats, fairShare, shareSeries, shareSvg } fro
 import { ClientSideWrr, ENVOY_WRR_DEFAULTS, LINKERD_PEAK_EWMA, PeakEwma } from './inband-reference';
 import { SedOracle } from './reference';
 import { SwitchyardPolicy, wasmBytes } from './switchyard';
+import { cli, flag, int, list, num, oneOf, str } from '../cli';
 
 const ROOT = path.resolve(__dirname, '../..');
 
-function arg(name: string, def?: string): string | undefined {
-  const i = process.argv.indexOf(name);
-  return i >= 0 ? process.argv[i + 1] : def;
-}
 
 /** 8 equal instances, c = 4, lognormal service mean 80 ms sigma 1.1: capacity 400 req/s. */
 export const EQUAL_FLEET: FleetSpec = { speeds: [1, 1, 1, 1, 1, 1, 1, 1], slots: 4, meanMs: 80, sigma: 1.1 };
@@ -328,16 +325,19 @@ async function main(c: Cli): Promise<void> {
 }
 
 if (require.main === module) {
-  const QUICK = process.argv.includes('--quick');
-  const SEED = Number(arg('--seed', '20261129'));
-  const WASM = path.resolve(ROOT, arg('--wasm', 'build/switchyard.wasm')!);
-  const OUT = path.resolve(ROOT, arg('--out', 'build/bench')!);
-  const SCEN = arg('--scenario', 'all')!;
-  const ORCA = arg('--orca', 'off')!;
-  const TTFT = Number(arg('--ttft', '0.1'));
-  const ONLY = (arg('--only', '') ?? '').split(',').filter((x) => x.length > 0);
-  if (!['slow', 'blackhole', 'proxies', 'all'].includes(SCEN)) throw new Error(`--scenario must be slow|blackhole|proxies|all, got ${SCEN}`);
-  if (!['off', 'on', 'both'].includes(ORCA)) throw new Error(`--orca must be off|on|both, got ${ORCA}`);
+  const o = cli('npx tsx bench/routing/inband.ts', 'In-band evidence benchmark: slowdown, black hole, proxies; the reference balancers beside the filter.', {
+    quick: flag('fewer and shorter sample paths'),
+    seed: int(20261129, 'seed of the first sample path'),
+    wasm: str('build/switchyard.wasm', 'filter module'),
+    out: str('build/bench', 'output directory'),
+    scenario: oneOf(['slow', 'blackhole', 'proxies', 'all'], 'all', 'scenario'),
+    orca: oneOf(['off', 'on', 'both'], 'off', 'ORCA endpoint-load-metrics on the answers the filter sees'),
+    ttft: num(0.1, 'response headers at this share of the service time', 0),
+    only: list('', 'proxies scenario: only the policies whose name starts with one of these'),
+  });
+  const QUICK = o.quick, SEED = o.seed, SCEN = o.scenario, ORCA = o.orca, TTFT = o.ttft, ONLY = o.only;
+  const WASM = path.resolve(ROOT, o.wasm);
+  const OUT = path.resolve(ROOT, o.out);
   const MODE = QUICK
     ? { name: 'quick', seeds: 2, proxySeeds: 5, proxyRhos: [0.95], proxyMeasured: 8000, proxyWarmupMs: 20_000 }
     : { name: 'full', seeds: 5, proxySeeds: 10, proxyRhos: [0.85, 0.95], proxyMeasured: 50_000, proxyWarmupMs: 30_000 };

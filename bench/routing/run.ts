@@ -28,18 +28,23 @@ import {
   burstStats, type BurstStats, burstTable, checkTargets, mainTable, p99BatchRange, type Row, spreadTable, type SpreadRow, svgPlot, type TargetCheck, targetText,
 } from './report';
 import { type FilterTuning, pluginConfig, SwitchyardPolicy, wasmBytes } from './switchyard';
+import { cli, flag, int, list, nums, str } from '../cli';
 
 const ROOT = path.resolve(__dirname, '../..');
 
-function arg(name: string, def?: string): string | undefined {
-  const i = process.argv.indexOf(name);
-  return i >= 0 ? process.argv[i + 1] : def;
-}
-
-const QUICK = process.argv.includes('--quick');
-const SEED = Number(arg('--seed', '20261129'));
-const WASM = path.resolve(ROOT, arg('--wasm', 'build/switchyard.wasm')!);
-const OUT = path.resolve(ROOT, arg('--out', 'build/bench')!);
+const OPTS = cli('npx tsx bench/routing/run.ts', 'Routing-quality benchmark: Envoy balancers, the compiled filter, the model, the bound.', {
+  quick: flag('fewer and shorter sample paths'),
+  seed: int(20261129, 'seed of the first sample path'),
+  wasm: str('build/switchyard.wasm', 'filter module'),
+  out: str('build/bench', 'output directory'),
+  ratios: list('', 'only the P99 ratio to LEAST_REQUEST, on these fleets'),
+  rhos: nums('0.95', 'with --ratios: utilisations'),
+  paths: int(5, 'with --ratios: sample paths', 1),
+});
+const QUICK = OPTS.quick;
+const SEED = OPTS.seed;
+const WASM = path.resolve(ROOT, OPTS.wasm);
+const OUT = path.resolve(ROOT, OPTS.out);
 const RHOS = [0.5, 0.7, 0.85, 0.95];
 const MODE = QUICK
   ? { name: 'quick', measured: 8000, warmupMs: 20_000, bursts: 6 }
@@ -139,10 +144,7 @@ async function ratiosOnly(fleets: string[], rhos: number[], paths: number): Prom
 }
 
 async function main(): Promise<void> {
-  const ratios = arg('--ratios');
-  if (ratios !== undefined) {
-    return ratiosOnly(ratios.split(','), (arg('--rhos', '0.95') ?? '0.95').split(',').map(Number), Number(arg('--paths', '5')));
-  }
+  if (OPTS.ratios.length > 0) return ratiosOnly(OPTS.ratios, OPTS.rhos, OPTS.paths);
   const wasm = wasmBytes(WASM);
   log(`Switchyard routing-quality benchmark (${MODE.name} mode), seed ${SEED}`);
   log(`filter ${path.relative(ROOT, WASM)} sha256 ${wasm.sha256.slice(0, 16)}…  (${wasm.bytes.length} bytes)`);
