@@ -27,7 +27,8 @@ const seed = opt.seed;
 const x = Number(opt.rate);
 const over = opt.over;
 const sc = prefixHeavy({ seed, durationMs: 50_000, warmupMs: 12_000, ratePerS: x === 1 ? 30 : 50 * x, mix: [0.2, 0.4] });
-const crit = (i: number): string => sc.requests[i].criticality[0];
+// c / s / h: critical, standard, sheddable (two of them start with s)
+const crit = (i: number): string => ({ critical: 'c', standard: 's', sheddable: 'h' })[sc.requests[i].criticality];
 const dbg = new Map<number, string>();
 const p = new SwitchyardFilterPolicy({ wasmPath: opt.wasm, agent: { scrapeIntervalMs: 1000 },
   ...(opt.debug ? { service: { debug: true }, onDebug: (i: number, d: string) => dbg.set(i, d) } : {}) });
