@@ -160,8 +160,7 @@ export function scoreRequest(plan: Plan, lp: LlmPlan, inflightP: usize, pending:
     if (k < rc.cachedBlocks.length && unchecked(rc.cachedBlocks[k]) > 0) nowhere = false;
   }
   rc.heldNowhere = nowhere;
-  // a miss everywhere: the arrivals behind it are shared out in prefixes held (scorer-holds.ts)
-  const byHolds = shareByHolds(nowhere, rc.nh, rc.holds);
+  let byHolds = false;
   for (let i = 0; i < n; i++) {
     if (leftOutAt(skipP, staleP, skippedP, costP, checkStale, nowMs, i)) continue;
     const slot = i32At(slotP, i);
@@ -262,7 +261,12 @@ export function scoreRequest(plan: Plan, lp: LlmPlan, inflightP: usize, pending:
       // miss sent there (a group's prefix computed a second time) looked free of delay; where two
       // workers have nothing queued, the one this VM made hold more prompts gets more of what
       // follows (docs/benchmarks/llm-r9b.md).
-      if (sends < 0) sends = rc.recent.within(nowMs, whole);
+      if (sends < 0) {
+        sends = rc.recent.within(nowMs, whole);
+        // a miss everywhere, while every prefix held draws hits within one prefill: the arrivals
+        // behind it are shared out in prefixes held (scorer-holds.ts)
+        byHolds = shareByHolds(nowhere, rc.nh, rc.holds, sends, startsAll);
+      }
       // (a miss everywhere: in the share of the prefixes this VM made i hold, its own included)
       const share = byHolds ? arrivalsAt(sends, pending.startsAt(slot), startsAll, 1, n) : arrivalsAt(sends, pending.sentMs(slot), sentAll, own, n);
       const arriving = share * (whole > 0 ? (queued + own) / whole : 0);

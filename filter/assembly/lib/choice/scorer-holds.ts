@@ -20,7 +20,11 @@ export class PrefixHolds {
   @inline perPrefix(): f64 { return this.starts > 0 ? this.hits / this.starts : 0; }
 }
 
-/** Whether a request's arrivals are shared out by prefixes held: it is held nowhere, and hits have followed prefixes. */
-@inline export function shareByHolds(heldNowhere: bool, nh: i32, holds: PrefixHolds): bool {
-  return heldNowhere && nh > 0 && holds.perPrefix() > 0;
+/**
+ * Whether a request's arrivals are shared out by prefixes held: it is held nowhere, hits have
+ * followed prefixes, and this VM sent at least as many requests within one prefill (`sends`) as it
+ * started prefixes on the candidates (`startsHeld`).
+ */
+@inline export function shareByHolds(heldNowhere: bool, nh: i32, holds: PrefixHolds, sends: i32, startsHeld: f64): bool {
+  return heldNowhere && nh > 0 && holds.perPrefix() > 0 && startsHeld > 0 && <f64>sends >= startsHeld;
 }
