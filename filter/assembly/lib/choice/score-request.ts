@@ -6,7 +6,9 @@
 //              delay its prefill adds to the n_i requests ahead, counted one by one by PendingPrefill.requestsIn, and to
 //              the r_i expected to arrive behind it over its time to first token (q_i + own_i), at the rate of this VM's
 //              sends within one whole prefill, in the share of the prefill it sent to i, this request's included
-//              (recent-sends.ts arrivalsAt))
+//              (recent-sends.ts arrivalsAt); for a prompt held nowhere while this VM's sends within one
+//              prefill are at least the prefixes it started, in the share of those prefixes instead
+//              (scorer-holds.ts))
 //   P_i = uncached prompt tokens × the pool's prefill ms/token (plan-llm.ts poolTerms; none measured:
 //         request.fallbackPrefillMsPerToken), d(b) = the pool's decode line idle + perSeq·(1 + b)
 //         (no line: the occupancy rule on the pool's time per token, occupancy 1 while slots is only a
