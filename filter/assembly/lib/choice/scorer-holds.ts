@@ -9,8 +9,11 @@
 // as many still to come: in a shuffled burst a worker whose groups drew many early hits looked as
 // busy as one holding a group more, and the last group went to the worker with more groups
 // (round 10a: seed 1, position 309, one worker at 9 groups, one at 7, makespan 14.14 s, not 12.88).
-// Used only once hits have been seen to follow prefixes (this VM's hits per prefix started > 0);
-// before that, and for hits, the prefill share. No constant.
+// Used only once hits have been seen to follow prefixes (this VM's hits per prefix started > 0)
+// and while every prefix held can expect a hit within the horizon (this VM's sends within one
+// prefill at least the prefixes it started there). At a Poisson rate few prefixes draw a hit
+// within one prefill, and the recent prefill sent tracks which ones: the prefill share, as
+// before. Hits also keep the prefill share. No constant.
 
 /** This VM's prompts started (held nowhere when sent) and hits sent (a cached block at the instance chosen). */
 export class PrefixHolds {
