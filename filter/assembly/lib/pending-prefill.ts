@@ -40,6 +40,10 @@ export class PendingPrefill {
    *  (ms): the prompt blocks it made that instance compute and hold, the share of the arrivals
    *  that follow them (recent-sends.ts arrivalsAt). */
   sent: StaticArray<f64> = new StaticArray<f64>(0);
+  /** Per slot: the prompts this VM sent there that no instance held (no cached block anywhere)
+   *  since the slot was given to its instance: the prefixes it made that instance hold, whose
+   *  hits still to come follow them there (choice/scorer-holds.ts). */
+  starts: StaticArray<f64> = new StaticArray<f64>(0);
   /** Per slot: the in-flight generation the values belong to (a freed and reused slot starts empty). */
   private gen: StaticArray<u32> = new StaticArray<u32>(0);
   /** Records of other VMs skipped: a value not finite or negative (written by a broken VM). */
@@ -58,13 +62,14 @@ export class PendingPrefill {
     const K = QUEUE_SPANS;
     const ss = new StaticArray<f64>(n * K), se = new StaticArray<f64>(n * K), sr = new StaticArray<f64>(n * K);
     const sn = new StaticArray<i32>(n);
-    const sm = new StaticArray<f64>(n);
+    const sm = new StaticArray<f64>(n), st = new StaticArray<f64>(n);
     for (let k = 0; k < this.own.length * K; k++) {
       unchecked(ss[k] = this.spanStart[k]); unchecked(se[k] = this.spanEnd[k]); unchecked(sr[k] = this.spanReqs[k]);
     }
     for (let k = 0; k < this.own.length; k++) {
       unchecked(sn[k] = this.spanN[k]);
       unchecked(sm[k] = this.sent[k]);
+      unchecked(st[k] = this.starts[k]);
       unchecked(o[k] = this.own[k]);
       unchecked(r[k] = this.others[k]);
       unchecked(g[k] = this.gen[k]);
@@ -72,6 +77,7 @@ export class PendingPrefill {
     this.own = o;
     this.spanStart = ss; this.spanEnd = se; this.spanReqs = sr; this.spanN = sn;
     this.sent = sm;
+    this.starts = st;
     this.others = r;
     this.gen = g;
     this.spans.grow(n);
@@ -83,7 +89,7 @@ export class PendingPrefill {
     const n = min(capacity, gen.length);
     // slots the in-flight table gave back at its top (Inflight trimTail): forgotten once, as a
     // freed slot is (a slot regrown there has a new generation and is cleared again below)
-    for (let s = n; s < this.synced && s < this.own.length; s++) { unchecked(this.own[s] = 0); unchecked(this.others[s] = 0); unchecked(this.spanN[s] = 0); unchecked(this.sent[s] = 0); this.spans.clear(s); }
+    for (let s = n; s < this.synced && s < this.own.length; s++) { unchecked(this.own[s] = 0); unchecked(this.others[s] = 0); unchecked(this.spanN[s] = 0); unchecked(this.sent[s] = 0); unchecked(this.starts[s] = 0); this.spans.clear(s); }
     this.synced = n;
     // the live slots only when given (issue 24 #2): a free slot is cleared when it is reused
     const m = live != null ? live.length : n;
@@ -97,6 +103,7 @@ export class PendingPrefill {
       unchecked(this.others[s] = 0);
       unchecked(this.spanN[s] = 0);
       unchecked(this.sent[s] = 0);
+      unchecked(this.starts[s] = 0);
       this.spans.clear(s);
     }
   }
@@ -104,6 +111,18 @@ export class PendingPrefill {
   /** All the prefill this VM sent to `slot` since it was given to its instance (ms). */
   @inline sentMs(slot: i32): f64 {
     return slot >= 0 && slot < this.sent.length ? unchecked(this.sent[slot]) : 0;
+  }
+
+  /** The prompts no instance held that this VM sent to `slot` since it was given to its instance. */
+  @inline startsAt(slot: i32): f64 {
+    return slot >= 0 && slot < this.starts.length ? unchecked(this.starts[slot]) : 0;
+  }
+
+  /** This VM sent `slot` a prompt no instance held: the slot now holds one prefix more. */
+  started(slot: i32): void {
+    if (slot < 0) return;
+    if (slot >= this.own.length) this.grow(slot + 1);
+    unchecked(this.starts[slot] = this.starts[slot] + 1);
   }
 
   /** The prefill sent to `slot` by this proxy (every VM) still ahead at `nowMs`. */

@@ -6,7 +6,9 @@
 //              delay its prefill adds to the n_i requests ahead, counted one by one by PendingPrefill.requestsIn, and to
 //              the r_i expected to arrive behind it over its time to first token (q_i + own_i), at the rate of this VM's
 //              sends within one whole prefill, in the share of the prefill it sent to i, this request's included
-//              (recent-sends.ts arrivalsAt))
+//              (recent-sends.ts arrivalsAt); for a prompt held nowhere while this VM's sends within one
+//              prefill are at least the prefixes it started, in the share of those prefixes instead
+//              (scorer-holds.ts))
 //   P_i = uncached prompt tokens × the pool's prefill ms/token (plan-llm.ts poolTerms; none measured:
 //         request.fallbackPrefillMsPerToken), d(b) = the pool's decode line idle + perSeq·(1 + b)
 //         (no line: the occupancy rule on the pool's time per token, occupancy 1 while slots is only a
@@ -37,6 +39,7 @@ import { OverloadShares, growthEvidence } from "../overload";
 import { AdapterStreams, streamedCostMs } from "./adapter-streams";
 import { Inflight } from "../inflight";
 import { RecentSends, arrivalsAt } from "../recent-sends";
+import { PrefixHolds, shareByHolds } from "./scorer-holds";
 
 /** The request's side of the cost, filled per request (reused: nothing allocated per request). */
 export class RequestCost {
@@ -90,12 +93,20 @@ export class RequestCost {
   meshOf: StaticArray<f64> = new StaticArray<f64>(0);
   /** This VM's sends to the service lately (recent-sends.ts): the arrivals behind a prefill. */
   recent: RecentSends = new RecentSends();
+  /** This VM's prompts started and hits sent (scorer-holds.ts): the hits still to come per prefix held. */
+  holds: PrefixHolds = new PrefixHolds();
+  /** Set by the scoring pass: no candidate holds any of the prompt's blocks (a miss everywhere). */
+  heldNowhere: bool = false;
   /** A request was sent to candidate i (slot `slot`) at `nowMs`: its prefill (and adapter load) queues behind what this proxy sent there before. */
   charge(pending: PendingPrefill, i: i32, slot: i32, nowMs: f64, extraMs: f64): void {
     if (i < 0 || i >= this.prefillMs.length) return;
     const add = unchecked(this.prefillMs[i]);
     const ms = (add > 0 ? add : 0) + (extraMs > 0 && extraMs < Infinity ? extraMs : 0);
     this.recent.record(nowMs);
+    if (this.nh > 0) {
+      if (this.heldNowhere) { pending.started(slot); this.holds.starts += 1; }
+      else if (i < this.cachedBlocks.length && unchecked(this.cachedBlocks[i]) > 0) this.holds.hits += 1;
+    }
     if (i < this.cachedBlocks.length && this.nh > 0) pending.chargeBlocks(slot, nowMs, ms, this.hashes, this.nh, unchecked(this.cachedBlocks[i]), unchecked(this.blockMsOf[i]));
     else pending.charge(slot, nowMs, ms);
   }
@@ -142,8 +153,16 @@ export function scoreRequest(plan: Plan, lp: LlmPlan, inflightP: usize, pending:
   // the arrivals behind a prefill (recent-sends.ts): this VM's sends within one whole prefill of
   // the request (the window is the pool's, the same for every candidate: counted once, at the
   // first candidate priced), shared out as the prefill this VM has sent to each candidate
-  let sends: i32 = -1, sentAll: f64 = 0;
-  for (let k = 0; k < n; k++) sentAll += pending.sentMs(i32At(slotP, k));
+  let sends: i32 = -1, sentAll: f64 = 0, startsAll: f64 = 0;
+  let nowhere = true;
+  for (let k = 0; k < n; k++) {
+    const sk = i32At(slotP, k);
+    sentAll += pending.sentMs(sk);
+    startsAll += pending.startsAt(sk);
+    if (k < rc.cachedBlocks.length && unchecked(rc.cachedBlocks[k]) > 0) nowhere = false;
+  }
+  rc.heldNowhere = nowhere;
+  let byHolds = false;
   for (let i = 0; i < n; i++) {
     if (leftOutAt(skipP, staleP, skippedP, costP, checkStale, nowMs, i)) continue;
     const slot = i32At(slotP, i);
@@ -244,8 +263,15 @@ export function scoreRequest(plan: Plan, lp: LlmPlan, inflightP: usize, pending:
       // miss sent there (a group's prefix computed a second time) looked free of delay; where two
       // workers have nothing queued, the one this VM made hold more prompts gets more of what
       // follows (docs/benchmarks/llm-r9b.md).
-      if (sends < 0) sends = rc.recent.within(nowMs, whole);
-      const arriving = arrivalsAt(sends, pending.sentMs(slot), sentAll, own, n) * (whole > 0 ? (queued + own) / whole : 0);
+      if (sends < 0) {
+        sends = rc.recent.within(nowMs, whole);
+        // a miss everywhere, while every prefix held draws hits within one prefill: the arrivals
+        // behind it are shared out in prefixes held (scorer-holds.ts)
+        byHolds = shareByHolds(nowhere, rc.nh, rc.holds, sends, startsAll);
+      }
+      // (a miss everywhere: in the share of the prefixes this VM made i hold, its own included)
+      const share = byHolds ? arrivalsAt(sends, pending.startsAt(slot), startsAll, 1, n) : arrivalsAt(sends, pending.sentMs(slot), sentAll, own, n);
+      const arriving = share * (whole > 0 ? (queued + own) / whole : 0);
       const behindMine = own * (pending.requestsIn(slot, mine, whole) + arriving);
       const behind = behindMine + (whole > 0 ? own * (queued - mine) / whole : 0);
       c = unchecked(lp.restMs[i]) * inv + (own + extra) * inv + decode + slotWait * inv + (queued + behind) * inv;
