@@ -255,6 +255,11 @@ describe("in-band fusion moves the choice", () => {
     // one error in four answers: a retry at a usual instance (E[S] ~41 ms at these rates, and
     // the backlog it usually has) per three successes -- dearer than slot 1 at once
     expect(t.factorOf(0) * 2).toBeGreaterThan(3 * 80);
+    // the retry's price is a usual instance's: its E[S], its backlog per slot and, per request of
+    // ours there, its pile price (about E[S] each: InbandTable.pilePrice)
+    const fair = t.fairN[0];
+    expect(fair).toBeGreaterThan(1);
+    expect(t.errScale(0)).toBeCloseTo(t.esTyp[0] * (1 + fair / 1 + fair) / 2, 6);
     // no answer for 10 s: nothing says it is better, the rate fades no lower than one answer's weight
     now += 10000; t.fuseAll(now);
     expect(t.factorOf(0)).toBeGreaterThan(4);

@@ -451,7 +451,8 @@ export class InbandTable {
     const typ = this.esTyp[s];
     if (!(es > 0) || !(typ > 0)) return 1;
     const n = this.fairN[s];
-    return typ * (1 + (n < Infinity ? n / this.slots[s] : 0)) / es;
+    // ... and, per request of ours there, its pile price (pilePrice: about E[S] each)
+    return typ * (1 + (n < Infinity ? n / this.slots[s] + n : 0)) / es;
   }
 
   /**
