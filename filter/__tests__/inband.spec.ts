@@ -860,7 +860,7 @@ describe("inband configuration", () => {
     const ib = r.config!.loadAware.services[0].inband;
     expect(ib.enabled).toBe(true);
     expect(ib.tauMs).toBe(2000);
-    expect(ib.refTauMs).toBe(30000);
+    expect(ib.refTauMs).toBe(15000);
     expect(ib.slowdownThreshold).toBe(5.0);
     expect(ib.errorTauMs).toBe(2000);
     expect(ib.errorWeight).toBe(10.0);

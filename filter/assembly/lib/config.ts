@@ -50,7 +50,7 @@ export const ALL_INELIGIBLE_REJECT: i32 = 1;
 export class InbandConfig {
   enabled: bool = true;
   tauMs: i32 = 2000;
-  refTauMs: i32 = 30000;
+  refTauMs: i32 = 15000;
   slowdownThreshold: f64 = 5;
   errorTauMs: i32 = 2000;
   errorWeight: f64 = 10;

@@ -78,7 +78,7 @@ export const CALIB_SCRAPES: f64 = 16;
 
 export class InbandParams {
   tauMs: f64 = 1000;
-  refTauMs: f64 = 30000;
+  refTauMs: f64 = 15000;
   /** Slowdown (peak / own norm) below this is noise; above it, the cost is multiplied by ratio / threshold. */
   slowdownThreshold: f64 = 5;
   errorTauMs: f64 = 2000;
