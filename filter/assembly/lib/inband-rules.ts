@@ -14,11 +14,8 @@
 // for the time to response headers (TTFT when streaming) and to end of stream (2xx/3xx/4xx
 // answers; 5xx and resets only count as errors).
 
-/**
- * Stride of `adj`: [factor, queue override (NaN: none), queue cap (Infinity: none), pile price (ms,
- * added to the factored cost: InbandTable.pilePrice)] per slot.
- */
-export const ADJ_STRIDE: i32 = 4;
+/** Stride of `adj`: [factor, queue override (NaN: none), queue cap (Infinity: none)] per slot. */
+export const ADJ_STRIDE: i32 = 3;
 /**
  * The queue seen in the time to headers (InbandTable.headers): a wait above this many E[S]/c (the
  * mean time between departures of a busy instance) says every slot was busy and requests were

@@ -121,7 +121,7 @@ export class InbandTable {
       const s = this.gen.length;
       this.gen.push(s < gens.length ? gens[s] : 0);
       this.paramsOf.push(this.params);
-      this.adj.push(1); this.adj.push(NaN); this.adj.push(Infinity); this.adj.push(0);
+      this.adj.push(1); this.adj.push(NaN); this.adj.push(Infinity);
       this.hdrPeak.push(0); this.hdrRef.push(0); this.hdrAt.push(0); this.hdrPrev.push(0); this.eosPrev.push(0);
       this.hdrFloor.push(NaN); this.qAt.push(-Infinity);
       this.eosPeak.push(0); this.eosRef.push(0); this.eosAt.push(0);
@@ -145,7 +145,7 @@ export class InbandTable {
   }
 
   private clear(s: i32): void {
-    this.adj[s * ADJ_STRIDE] = 1; this.adj[s * ADJ_STRIDE + 1] = NaN; this.adj[s * ADJ_STRIDE + 2] = Infinity; this.adj[s * ADJ_STRIDE + 3] = 0;
+    this.adj[s * ADJ_STRIDE] = 1; this.adj[s * ADJ_STRIDE + 1] = NaN; this.adj[s * ADJ_STRIDE + 2] = Infinity;
     this.hdrPeak[s] = 0; this.hdrRef[s] = 0; this.hdrAt[s] = 0; this.hdrPrev[s] = 0; this.eosPrev[s] = 0;
     this.hdrFloor[s] = NaN; this.qAt[s] = -Infinity;
     this.eosPeak[s] = 0; this.eosRef[s] = 0; this.eosAt[s] = 0;
@@ -207,7 +207,6 @@ export class InbandTable {
     const pile = this.pileOf(s, n);
     const slow = unchecked(this.slowPart[s]);
     unchecked(this.adj[s * ADJ_STRIDE] = (pile > slow ? pile : slow) * unchecked(this.restPart[s]));
-    unchecked(this.adj[s * ADJ_STRIDE + 3] = this.pilePrice(s, n));
   }
 
 
@@ -240,7 +239,6 @@ export class InbandTable {
    */
   done(s: i32, start: f64, hdrT: f64, t: f64, headersSeen: bool, status: i32): void {
     if (this.outN[s] > 0) this.outN[s]--;
-    this.adj[s * ADJ_STRIDE + 3] = this.pilePrice(s, this.outN[s]);
     if (!headersSeen) {
       this.error(s, t, true);
       this.fuse(s, t);
@@ -406,23 +404,6 @@ export class InbandTable {
     this.restPart[s] = rest;
     const pile = this.pile(s);
     this.adj[s * ADJ_STRIDE] = (pile > slow ? pile : slow) * rest;
-    this.adj[s * ADJ_STRIDE + 3] = this.pilePrice(s, this.outN[s]);
-  }
-
-  /**
-   * The pile price (ms), added to slot s's factored cost at n of ours outstanding: peak EWMA's
-   * latency x (pending + 1) less its "+ 1" -- the request's own latency, which the base wait
-   * (E[S]) already prices -- with the latency the instance's usual whole time L (allRef; before
-   * any answer the scraped E[S]). The backlog term prices our requests at E[S]/c each (the
-   * departure interval once every slot is busy), which at c = 4 let a noisy E[S] or factor
-   * outweigh two requests of ours; L per request of ours does not shrink with c. With the "+ 1"
-   * (L itself: a second noisy base price per instance) it gained less (docs/benchmarks/robust-r11a.md).
-   */
-  @inline pilePrice(s: i32, n: i32): f64 {
-    if (n <= 0) return 0;
-    const a = unchecked(this.allRef[s]);
-    const L = a > 0 ? a : unchecked(this.esScrape[s]);
-    return L > 0 ? L * <f64>n : 0;
   }
 
   /**
@@ -451,8 +432,7 @@ export class InbandTable {
     const typ = this.esTyp[s];
     if (!(es > 0) || !(typ > 0)) return 1;
     const n = this.fairN[s];
-    // ... and, per request of ours there, its pile price (pilePrice: about E[S] each)
-    return typ * (1 + (n < Infinity ? n / this.slots[s] + n : 0)) / es;
+    return typ * (1 + (n < Infinity ? n / this.slots[s] : 0)) / es;
   }
 
   /**
