@@ -20,7 +20,7 @@ import { startAgent, type AgentHandle } from '../../agent/src';
 import { AGE_UNKNOWN, decodeInflight, encodeInflight, INFLIGHT_CONTENT_TYPE, KIND_REPORT } from '../../agent/src/mesh/inflight';
 import type { HttpStream, ProxyWasmHost } from '../../host/src';
 import { header, pluginConfig, sleep, startHost, until } from '../integration/helpers';
-import { AUTH, hold, inflightAgentConfig, priceAt, releaseAndStop, newScrape, riseBeforeNextScrape, scrapeAt, SUBSET } from './inflight-rig';
+import { AUTH, inflightAgentConfig, priceAt, releaseAndStop, riseWithinAScrape, SUBSET } from './inflight-rig';
 import { startCountedInstance, startMeshEtcd, startNats, type CountedInstance, type NatsServer } from './servers';
 import type { EtcdServer } from '../rules/etcd-server';
 
@@ -80,13 +80,8 @@ test('leader exchange: the totals reach every filter; only the collectors hear t
 
   // 1. requests held in N's filter reach S's filter's price, before S's next scrape
   const base = await priceAt(hS, x);
-  const s0 = scrapeAt(S, x);
-  await until(() => newScrape(S, x, s0), 5000, 'a new scrape of x at S');
-  const s1 = scrapeAt(S, x);
-  const t0 = performance.now();
-  hold(hN, x, HELD, held);
-  const { seen } = await riseBeforeNextScrape(hS, x, S, s1, base + (HELD - 0.5) * base, `S's price of x to rise by ${HELD} requests (from ${base})`);
-  t.diagnostic(`N's held requests reached S's filter's price ${(performance.now() - t0).toFixed(0)} ms after the sends (via N -> leader -> total): w ${base} -> ${seen}`);
+  const { seen, ms, attempts } = await riseWithinAScrape({ from: hN, to: hS, a: S, addr: x, n: HELD, held, target: base + (HELD - 0.5) * base, what: `S's price of x to rise by ${HELD} requests (from ${base})` });
+  t.diagnostic(`N's held requests reached S's filter's price ${ms.toFixed(0)} ms after the sends (via N -> leader -> total; window ${attempts}): w ${base} -> ${seen}`);
   // and every agent's answers (to a probe proxy with nothing in flight: at N, N's filter is another
   // local proxy; at L and S, N's requests came in the leader's total)
   for (const a of [L, N, S]) assert.equal((await answerOf(a))?.[x], HELD, 'the count in the answer');

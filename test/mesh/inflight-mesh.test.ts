@@ -11,7 +11,7 @@ import pino from 'pino';
 import { startAgent, type AgentHandle } from '../../agent/src';
 import type { HttpStream, ProxyWasmHost } from '../../host/src';
 import { header, pluginConfig, sleep, startHost, until } from '../integration/helpers';
-import { AUTH, hold, inflightAgentConfig, priceAt, releaseAndStop, newScrape, riseBeforeNextScrape, scrapeAt, SUBSET } from './inflight-rig';
+import { AUTH, inflightAgentConfig, priceAt, releaseAndStop, riseWithinAScrape, SUBSET } from './inflight-rig';
 import { startCountedInstance, startMeshEtcd, startNats, type CountedInstance, type NatsServer } from './servers';
 import type { EtcdServer } from '../rules/etcd-server';
 
@@ -65,15 +65,10 @@ test('in-flight held in one agent\'s filter reaches the other agent\'s filter\'s
   assert.ok(base > 0, `B's price of an idle instance: ${base}`);
   const perRequest = base; // E[S]/c: the estimator's prior for an idle instance, one slot (E[S] = w at backlog 0)
 
-  // right after B's agent published a new scrape of x (the window until the next one is ~1 s)
-  const s0 = scrapeAt(aB, x);
-  await until(() => newScrape(aB, x, s0), 10_000, 'a new scrape of x published by B\'s agent');
-  const s1 = scrapeAt(aB, x);
-  const t0 = performance.now();
-  hold(hA, x, HELD, held, 'A\'s held request went to x');
+  // right after B's agent published a new scrape of x (the window until the next one is 2.5 s here)
   // A reports 5 to agent A; A's sums go on NATS; B's agent adds them to the answer B's filter gets
-  const { seen, ms } = await riseBeforeNextScrape(hB, x, aB, s1, base + (HELD - 0.5) * perRequest, `B's price of x to rise by ${HELD} requests (from ${base})`);
-  t.diagnostic(`remote in-flight reached B's price ${(performance.now() - t0).toFixed(0)} ms after the sends (${ms.toFixed(0)} ms of polling): w ${base} -> ${seen}`);
+  const { seen, ms, attempts } = await riseWithinAScrape({ from: hA, to: hB, a: aB, addr: x, n: HELD, held, target: base + (HELD - 0.5) * perRequest, what: `B's price of x to rise by ${HELD} requests (from ${base})` });
+  t.diagnostic(`remote in-flight reached B's price ${ms.toFixed(0)} ms after the sends (window ${attempts}): w ${base} -> ${seen}`);
   // what travelled: A's agent holds its filter's report; B's agent holds A's sums from NATS
   assert.deepEqual(Object.fromEntries(aA.inflight!.localTotals()), { [x]: HELD });
   assert.equal(aB.inflight!.agentCount, 1, 'B\'s agent holds agent A\'s sums (one pool)');
