@@ -89,7 +89,7 @@ export class PendingPrefill {
     const n = min(capacity, gen.length);
     // slots the in-flight table gave back at its top (Inflight trimTail): forgotten once, as a
     // freed slot is (a slot regrown there has a new generation and is cleared again below)
-    for (let s = n; s < this.synced && s < this.own.length; s++) { unchecked(this.own[s] = 0); unchecked(this.others[s] = 0); unchecked(this.spanN[s] = 0); unchecked(this.sent[s] = 0); unchecked(this.starts[s] = 0); this.spans.clear(s); }
+    for (let s = n; s < this.synced && s < this.own.length; s++) this.forget(s);
     this.synced = n;
     // the live slots only when given (issue 24 #2): a free slot is cleared when it is reused
     const m = live != null ? live.length : n;
@@ -99,13 +99,18 @@ export class PendingPrefill {
       const g = unchecked(gen[s]);
       if (unchecked(this.gen[s]) == g) continue;
       unchecked(this.gen[s] = g);
-      unchecked(this.own[s] = 0);
-      unchecked(this.others[s] = 0);
-      unchecked(this.spanN[s] = 0);
-      unchecked(this.sent[s] = 0);
-      unchecked(this.starts[s] = 0);
-      this.spans.clear(s);
+      this.forget(s);
     }
+  }
+
+  /** Slot `s` starts empty: no prefill ahead (this VM's or the others'), none sent, no prefixes held. */
+  private forget(s: i32): void {
+    unchecked(this.own[s] = 0);
+    unchecked(this.others[s] = 0);
+    unchecked(this.spanN[s] = 0);
+    unchecked(this.sent[s] = 0);
+    unchecked(this.starts[s] = 0);
+    this.spans.clear(s);
   }
 
   /** All the prefill this VM sent to `slot` since it was given to its instance (ms). */

@@ -103,11 +103,11 @@ export class RequestCost {
     const add = unchecked(this.prefillMs[i]);
     const ms = (add > 0 ? add : 0) + (extraMs > 0 && extraMs < Infinity ? extraMs : 0);
     this.recent.record(nowMs);
-    if (this.nh > 0) {
-      if (this.heldNowhere) { pending.started(slot); this.holds.starts += 1; }
-      else if (i < this.cachedBlocks.length && unchecked(this.cachedBlocks[i]) > 0) this.holds.hits += 1;
-    }
-    if (i < this.cachedBlocks.length && this.nh > 0) pending.chargeBlocks(slot, nowMs, ms, this.hashes, this.nh, unchecked(this.cachedBlocks[i]), unchecked(this.blockMsOf[i]));
+    // the candidate's cached blocks are known when the prompt was hashed and it was scored
+    const blocks = this.nh > 0 && i < this.cachedBlocks.length;
+    if (this.nh > 0 && this.heldNowhere) { pending.started(slot); this.holds.starts += 1; }
+    else if (blocks && unchecked(this.cachedBlocks[i]) > 0) this.holds.hits += 1;
+    if (blocks) pending.chargeBlocks(slot, nowMs, ms, this.hashes, this.nh, unchecked(this.cachedBlocks[i]), unchecked(this.blockMsOf[i]));
     else pending.charge(slot, nowMs, ms);
   }
 }
