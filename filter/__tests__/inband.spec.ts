@@ -114,7 +114,7 @@ describe("in-band fusion moves the choice", () => {
 
   it("a request outstanding for longer than the norm counts before it ends (no headers needed)", () => {
     // b's scraped queue (6, at E[S]/c = 20 ms each: 200 ms) outweighs a's one request of ours,
-    // which costs its usual whole time L = 80 ms (the own price), not E[S]/c: 80 + 80 = 160
+    // which costs a whole E[S] = 80 ms (backlog + own price), not E[S]/c: 80 + 80 = 160
     const f = new Fixture(80, 0, 80, 6);
     const t = f.warm(0);
     f.table.fuseAll(t);
@@ -175,25 +175,25 @@ describe("in-band fusion moves the choice", () => {
     expect(t.factorOf(1)).toBeGreaterThan(1.6);
   });
 
-  it("own price (pure): each request of ours outstanding counts once, at the larger of E[S]/c x factor and its whole time L", () => {
+  it("own price (pure): each request of ours outstanding counts once, at the larger of E[S]/c x factor and its service time", () => {
     expect(ownPrice(0, 80, 20, 1)).toBe(0);              // nothing of ours outstanding
-    expect(ownPrice(3, 0, 20, 1)).toBe(0);               // no L known
-    // c = 1, L = E[S] (nothing queued): the backlog's E[S] per request of ours is all of it --
-    // counted once (the pile price of round 11 added L on top: twice)
+    expect(ownPrice(3, 0, 20, 1)).toBe(0);               // no E[S] known
+    // c = 1: the backlog's E[S] per request of ours is all of it -- counted once (the pile price of
+    // round 11 added a whole time on top: twice)
     expect(ownPrice(3, 80, 80, 1)).toBe(0);
-    // c = 4: the backlog holds 20 ms of each, L = 80 holds the rest
+    // c = 4: the backlog holds 20 ms of each, the own price the other 60
     expect(ownPrice(2, 80, 20, 1)).toBe(2 * 60);
-    // c = 1000: E[S]/c vanishes, each request of ours costs its whole time (peak EWMA's latency x pending)
+    // c = 1000: E[S]/c vanishes, each request of ours costs a whole E[S] (peak EWMA's latency x pending)
     expect(ownPrice(3, 80, 0.08, 1)).toBeCloseTo(3 * 79.92, 9);
-    // a slowdown factor already prices each of ours above L through the backlog: nothing more
+    // a slowdown factor already prices each of ours above E[S] through the backlog: nothing more
     expect(ownPrice(2, 80, 20, 5)).toBe(0);
     expect(ownPrice(2, 80, 20, 2)).toBe(2 * 40);
   });
 
-  it("at c = 4 each request of ours outstanding costs its whole time, not E[S]/c, and leaves with its end", () => {
+  it("at c = 4 each request of ours outstanding costs a whole E[S], not E[S]/c, and leaves with its end", () => {
     // a's scraped E[S] is lower by chance (50 vs 80 ms); 2 of ours are at a. By E[S](1 + n/c) alone
-    // a costs 50 * 1.5 = 75 < 80 and takes the next request too; with L per request of ours (no
-    // answer yet: the scraped E[S]) it costs 50 + 2 * 50 = 150 (75 + the own price 2 * (50 - 12.5))
+    // a costs 50 * 1.5 = 75 < 80 and takes the next request too; with E[S] per request of ours it
+    // costs 50 + 2 * 50 = 150 (75 + the own price 2 * (50 - 12.5))
     const f = new Fixture(50, 0, 80, 0, 4);
     f.table.fuseAll(0);
     f.table.sent(0, 0); f.table.sent(0, 0);
@@ -223,9 +223,9 @@ describe("in-band fusion moves the choice", () => {
     expect(toA).toBeLessThanOrEqual(11);
   });
 
-  it("at c = 1 our own requests are counted once: no own price while their whole time is E[S]", () => {
-    // both answer in 80 ms (their E[S]: nothing queued); one of ours at a, b's scraped backlog 1.5:
-    // a costs 80 + 1 * 80 = 160 < b's 80 + 1.5 * 80 = 200 (counted twice, a would cost 240)
+  it("at c = 1 our own requests are counted once: no own price (the backlog holds a whole E[S] of each)", () => {
+    // one of ours at a, b's scraped backlog 1.5: a costs 80 + 1 * 80 = 160 < b's 80 + 1.5 * 80 =
+    // 200 (counted twice, as round 11's pile price did, a would cost 240)
     const f = new Fixture(80, 0, 80, 1.5, 1);
     const t = f.warm(0);
     f.table.fuseAll(t);
@@ -297,11 +297,11 @@ describe("in-band fusion moves the choice", () => {
     // one error in four answers: a retry at a usual instance (E[S] ~41 ms at these rates, and
     // the backlog it usually has) per three successes -- dearer than slot 1 at once
     expect(t.factorOf(0) * 2).toBeGreaterThan(3 * 80);
-    // the retry's price is a usual instance's: its E[S] and, per request of ours there, max(E[S]/c,
-    // its whole time ~ E[S]) = E[S] (the own price: each counted once)
-    const fair = t.fairN[0];
+    // the retry's price is a usual instance's: its E[S] and the fairN of ours it usually holds,
+    // each priced once at max(E[S]/c, E[S]) = E[S] (backlog + own price)
+    const fair = t.fairN[0], typ = t.esTyp[0];
     expect(fair).toBeGreaterThan(1);
-    expect(t.errScale(0)).toBeCloseTo(t.esTyp[0] * (1 + fair) / 2, 6);
+    expect(t.errScale(0)).toBeCloseTo(typ * (1 + fair) / 2, 6);
     // no answer for 10 s: nothing says it is better, the rate fades no lower than one answer's weight
     now += 10000; t.fuseAll(now);
     expect(t.factorOf(0)).toBeGreaterThan(4);

@@ -80,7 +80,7 @@ export class InbandTable {
    * level × error -- the send recomputes the factor from them (sent()).
    */
   fairN: Array<f64> = [];
-  /** The service's rate-weighted mean scraped E[S] (fairAll): what an error answer costs (levelError's errScale). */
+  /** The service's rate-weighted mean scraped E[S] (fairShares): what an error answer costs (errScale). */
   esTyp: Array<f64> = [];
   slowPart: Array<f64> = [];
   restPart: Array<f64> = [];
@@ -409,10 +409,10 @@ export class InbandTable {
     this.adj[s * ADJ_STRIDE + 3] = this.pilePrice(s, this.outN[s]);
   }
 
-  /** Slot s's own price at n of ours outstanding (ownPrice; L = allRef, before any answer the scraped E[S]). */
+  /** Slot s's own price at n of ours outstanding (ownPrice: each held for its service time, the scraped E[S]). */
   @inline pilePrice(s: i32, n: i32): f64 {
-    const a = unchecked(this.allRef[s]);
-    return ownPrice(<f64>n, a > 0 ? a : unchecked(this.esScrape[s]), unchecked(this.esScrape[s]) / unchecked(this.slots[s]), unchecked(this.adj[s * ADJ_STRIDE]));
+    const es = unchecked(this.esScrape[s]);
+    return ownPrice(<f64>n, es, es / unchecked(this.slots[s]), unchecked(this.adj[s * ADJ_STRIDE]));
   }
 
   /**
@@ -428,8 +428,8 @@ export class InbandTable {
 
   /**
    * What an error answer of slot s costs, over its own scraped E[S] (levelError): a retry at a
-   * usual instance of the service -- its E[S] (esTyp) and the wait for the fairN of ours it usually
-   * holds, each about one E[S] (the own price). At c = 1 a usual peer costs ~6 E[S] at rho 0.85: a black hole priced
+   * usual instance of the service at its usual price -- its E[S] (esTyp), the fairN of ours it
+   * usually holds at E[S]/c each and their own price: each of ours at one E[S] in all. At c = 1 a usual peer costs ~6 E[S] at rho 0.85: a black hole priced
    * at e / (1 − e) × its own 2 ms answers (or the usual E[S] alone) stayed cheaper than a loaded
    * peer and took ~250 requests per 15 s episode (87 before the pile made loaded peers dearer).
    */
@@ -437,9 +437,8 @@ export class InbandTable {
     const es = this.esScrape[s];
     const typ = this.esTyp[s];
     if (!(es > 0) || !(typ > 0)) return 1;
-    const n = this.fairN[s];
-    // fairN of ours there, each priced once at max(E[S]/c, its whole time ~ E[S]) = E[S] (ownPrice)
-    return typ * (1 + (n < Infinity ? n : 0)) / es;
+    const n = this.fairN[s] < Infinity ? this.fairN[s] : 0, c = this.slots[s];
+    return (typ * (1 + n / c) + ownPrice(n, typ, typ / c, 1)) / es; // = typ (1 + n) / es
   }
 
   /**
