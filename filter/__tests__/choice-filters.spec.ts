@@ -122,11 +122,11 @@ describe("filter-saturated", () => {
     const a = candidateFrom(s, MODEL_CONDITIONAL, 5000, 0, false); a.slot = 0;
     const b = candidateFrom(t, MODEL_CONDITIONAL, 5000, 0, false); b.slot = 1;
     const plan = new Plan([a, b]);
-    // in-band adj per slot [factor, queue override, queue cap]: b's errors price it at 1000x
-    const adj: Array<f64> = [1, NaN, Infinity, 1000, NaN, Infinity];
+    // in-band adj per slot [factor, queue override, queue cap, pile price ms] (ADJ_STRIDE): b's errors price it at 1000x
+    const adj: Array<f64> = [1, NaN, Infinity, 0, 1000, NaN, Infinity, 0];
     for (let k = 0; k < 20; k++) expect(pick(plan, [0, 0], 0, PICKER_P2C, 0, new Rng(k), adj).index).toBe(0);
     // without the evidence b is a free slot, and the hot a drops out as before
-    const none: Array<f64> = [1, NaN, Infinity, 1, NaN, Infinity];
+    const none: Array<f64> = [1, NaN, Infinity, 0, 1, NaN, Infinity, 0];
     expect(pick(plan, [0, 0], 0, PICKER_P2C, 0, new Rng(1), none).index).toBe(1);
   });
 });
@@ -150,7 +150,7 @@ describe("filter-saturated: every eligible instance saturated (the overflow)", (
     // the skipped one 10x slower by its scrape and one request of ours in it, in-band priced out
     // (factor 1000; empty and unpriced it would take one, as its price is its wait): never chosen
     const slow = saturatedFleet(1000);
-    const adj: Array<f64> = [1, NaN, Infinity, 1, NaN, Infinity, 1000, NaN, Infinity];
+    const adj: Array<f64> = [1, NaN, Infinity, 0, 1, NaN, Infinity, 0, 1000, NaN, Infinity, 0];
     for (let k = 0; k < 20; k++) {
       const p = pick(slow, [0, 0, 1], 0, PICKER_P2C, 0, new Rng(k), adj);
       expect(p.index).toBeGreaterThanOrEqual(0); // -1: forwarded degraded, where LEAST_REQUEST takes the empty #2
@@ -160,7 +160,7 @@ describe("filter-saturated: every eligible instance saturated (the overflow)", (
     expect(slow.skipped[SKIP_SATURATED]).toBe(0);
     // back to normal (its scrape still holds the episode's P99, nothing in-band against it): it takes the overflow
     const back = saturatedFleet(100);
-    const none: Array<f64> = [1, NaN, Infinity, 1, NaN, Infinity, 1, NaN, Infinity];
+    const none: Array<f64> = [1, NaN, Infinity, 0, 1, NaN, Infinity, 0, 1, NaN, Infinity, 0];
     expect(pick(back, [0, 0, 0], 0, PICKER_BAND, 0, new Rng(1), none).index).toBe(2);
     // stale data: not taken back
     expect(pick(back, [0, 0, 0], 1e9, PICKER_BAND, 0, new Rng(1), none).index).toBe(-1);

@@ -2,7 +2,7 @@ import { candidateFrom, pick, Candidate, Plan, MODEL_CONDITIONAL, PICKER_BAND, S
 import { healthWeight } from "../assembly/lib/choice/scorer-health";
 import { InstanceState } from "../assembly/lib/snapshot";
 import { Rng, Inflight } from "../assembly/lib/inflight";
-import { InbandTable, InbandParams, fuseFactor, peakStep, ewmaStep, Prober, probeEvery, ADJ_STRIDE, REF_MIN_SAMPLES, SLOW_RUN, MAX_PROBE_BACKOFF, PROBE_RETRY_DIV } from "../assembly/lib/inband";
+import { InbandTable, InbandParams, fuseFactor, ownPrice, peakStep, ewmaStep, Prober, probeEvery, ADJ_STRIDE, REF_MIN_SAMPLES, SLOW_RUN, MAX_PROBE_BACKOFF, PROBE_RETRY_DIV } from "../assembly/lib/inband";
 import { probePick } from "../assembly/lib/choice/scorer-inband";
 import { OrcaReport, parseOrcaHeader } from "../assembly/lib/orca";
 import { parseConfig } from "../assembly/lib/config";
@@ -113,15 +113,17 @@ describe("in-band fusion moves the choice", () => {
   });
 
   it("a request outstanding for longer than the norm counts before it ends (no headers needed)", () => {
-    const f = new Fixture(80, 0, 80, 1);
+    // b's scraped queue (6, at E[S]/c = 20 ms each: 200 ms) outweighs a's one request of ours,
+    // which costs a whole E[S] = 80 ms (backlog + own price), not E[S]/c: 80 + 80 = 160
+    const f = new Fixture(80, 0, 80, 6);
     const t = f.warm(0);
     f.table.fuseAll(t);
-    f.table.sent(0, t);
+    f.table.sent(0, t); f.inflight[0] = 1; // the plugin holds our in-flight count at the send
     f.table.fuseAll(t + 50);
     expect(f.toA(20, t + 50)).toBe(20); // outstanding for 50 ms, usual 80, sent at the usual rate: no evidence
     f.table.fuseAll(t + 1200);          // nothing sent since: the one outstanding is our whole pile
     expect(f.table.pile(0)).toBeGreaterThan(1.99); // (1 + 1) / (λ·L + 1), λ faded to ~0
-    expect(f.toA(20, t + 1200)).toBe(0);
+    expect(f.toA(20, t + 1200)).toBe(0);            // (80 + 20) x 2 + (80 - 20 x 2) = 240 > 200
   });
 
   it("the pile of our outstanding requests is priced at any concurrency (not divided by c)", () => {
@@ -171,6 +173,65 @@ describe("in-band fusion moves the choice", () => {
     // they are expected outstanding too, but above the usual share (8) they count, 15 / 9
     for (let k = 0; k < 10; k++) t.sent(1, now);
     expect(t.factorOf(1)).toBeGreaterThan(1.6);
+  });
+
+  it("own price (pure): each request of ours outstanding counts once, at the larger of E[S]/c x factor and its service time", () => {
+    expect(ownPrice(0, 80, 20, 1)).toBe(0);              // nothing of ours outstanding
+    expect(ownPrice(3, 0, 20, 1)).toBe(0);               // no E[S] known
+    // c = 1: the backlog's E[S] per request of ours is all of it -- counted once (the pile price of
+    // round 11 added a whole time on top: twice)
+    expect(ownPrice(3, 80, 80, 1)).toBe(0);
+    // c = 4: the backlog holds 20 ms of each, the own price the other 60
+    expect(ownPrice(2, 80, 20, 1)).toBe(2 * 60);
+    // c = 1000: E[S]/c vanishes, each request of ours costs a whole E[S] (peak EWMA's latency x pending)
+    expect(ownPrice(3, 80, 0.08, 1)).toBeCloseTo(3 * 79.92, 9);
+    // a slowdown factor already prices each of ours above E[S] through the backlog: nothing more
+    expect(ownPrice(2, 80, 20, 5)).toBe(0);
+    expect(ownPrice(2, 80, 20, 2)).toBe(2 * 40);
+  });
+
+  it("at c = 4 each request of ours outstanding costs a whole E[S], not E[S]/c, and leaves with its end", () => {
+    // a's scraped E[S] is lower by chance (50 vs 80 ms); 2 of ours are at a. By E[S](1 + n/c) alone
+    // a costs 50 * 1.5 = 75 < 80 and takes the next request too; with E[S] per request of ours it
+    // costs 50 + 2 * 50 = 150 (75 + the own price 2 * (50 - 12.5))
+    const f = new Fixture(50, 0, 80, 0, 4);
+    f.table.fuseAll(0);
+    f.table.sent(0, 0); f.table.sent(0, 0);
+    f.inflight[0] = 2;
+    expect(f.table.adj[0 * ADJ_STRIDE + 3]).toBeCloseTo(75, 6);
+    expect(f.table.adj[1 * ADJ_STRIDE + 3]).toBe(0);
+    expect(f.toA(20, 1)).toBe(0);
+    // both answered: nothing of ours outstanding, the own price is gone and a is the cheaper again
+    f.table.done(0, 0, 40, 45, true, 200); f.table.done(0, 0, 40, 45, true, 200);
+    f.inflight[0] = 0;
+    expect(f.table.adj[0 * ADJ_STRIDE + 3]).toBe(0);
+    expect(f.toA(20, 50)).toBe(20);
+  });
+
+  it("at c = 1000 our outstanding requests spread the picks as LEAST_REQUEST's count does, not all to the instance whose scraped E[S] is lower by chance", () => {
+    // a 75 ms, b 80 ms by the scrape, c = 1000, nothing answered yet: by E[S](1 + n/c) a stays
+    // the cheaper until 67 of ours are there (the build before took all 20 to a)
+    const f = new Fixture(75, 0, 80, 0, 1000);
+    f.table.fuseAll(0);
+    let toA = 0;
+    for (let k = 0; k < 20; k++) {
+      const i = pick(f.plan, f.inflight, 1, PICKER_BAND, 0, f.rng, f.table.adj).index;
+      f.table.sent(i, 1); f.inflight[i]++;
+      if (i == 0) toA++;
+    }
+    expect(toA).toBeGreaterThanOrEqual(10);
+    expect(toA).toBeLessThanOrEqual(11);
+  });
+
+  it("at c = 1 our own requests are counted once: no own price (the backlog holds a whole E[S] of each)", () => {
+    // one of ours at a, b's scraped backlog 1.5: a costs 80 + 1 * 80 = 160 < b's 80 + 1.5 * 80 =
+    // 200 (counted twice, as round 11's pile price did, a would cost 240)
+    const f = new Fixture(80, 0, 80, 1.5, 1);
+    const t = f.warm(0);
+    f.table.fuseAll(t);
+    f.table.sent(0, t); f.inflight[0] = 1;
+    expect(f.table.adj[0 * ADJ_STRIDE + 3]).toBe(0);
+    expect(f.toA(20, t)).toBe(20);
   });
 
   it("a silent instance (requests outstanding, none answered) never looks cheaper than a peer that answers, at c = 1000", () => {
@@ -236,6 +297,11 @@ describe("in-band fusion moves the choice", () => {
     // one error in four answers: a retry at a usual instance (E[S] ~41 ms at these rates, and
     // the backlog it usually has) per three successes -- dearer than slot 1 at once
     expect(t.factorOf(0) * 2).toBeGreaterThan(3 * 80);
+    // the retry's price is a usual instance's: its E[S] and the fairN of ours it usually holds,
+    // each priced once at max(E[S]/c, E[S]) = E[S] (backlog + own price)
+    const fair = t.fairN[0], typ = t.esTyp[0];
+    expect(fair).toBeGreaterThan(1);
+    expect(t.errScale(0)).toBeCloseTo(typ * (1 + fair) / 2, 6);
     // no answer for 10 s: nothing says it is better, the rate fades no lower than one answer's weight
     now += 10000; t.fuseAll(now);
     expect(t.factorOf(0)).toBeGreaterThan(4);

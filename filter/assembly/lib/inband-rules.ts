@@ -11,11 +11,33 @@
 //          1/32) (the instance's own norm); not fed while the instance is slow (judge())
 //   error  e·e^(−(t − at)/errorTauMs), then += errorStep·(isError − e)  (per response)
 //   pile   (outstanding + 1) / (send rate · whole-time norm + 1)         (InbandTable.pile)
+//   own    n · max(0, E[S] − (E[S]/c) · factor): what the backlog term misses of our n outstanding
+//          requests, each a whole E[S] when served in turn (ownPrice; docs/inband.md)
 // for the time to response headers (TTFT when streaming) and to end of stream (2xx/3xx/4xx
 // answers; 5xx and resets only count as errors).
 
-/** Stride of `adj`: [factor, queue override (NaN: none), queue cap (Infinity: none)] per slot. */
-export const ADJ_STRIDE: i32 = 3;
+/**
+ * Stride of `adj`: [factor, queue override (NaN: none), queue cap (Infinity: none), own price (ms,
+ * added to the factored cost: ownPrice, InbandTable.pilePrice)] per slot.
+ */
+export const ADJ_STRIDE: i32 = 4;
+
+/**
+ * What our own n outstanding requests add to an instance's price (ms) beyond the backlog term,
+ * which already counts each of them at perMs · factor (E[S]/c times the in-band factor: one
+ * departure interval of a busy instance, the in-parallel discipline). Served in turn (c = 1, or an
+ * instance that serves nothing in parallel whatever c says: a stall, a lock) each costs the next
+ * request its service time es; at large c, where E[S]/c -> 0, that is the only trace a pile-up
+ * of ours leaves (LEAST_REQUEST's count, peak EWMA's latency x pending). Each request of ours is
+ * priced once, at the worse of the two: n · max(es, perMs · factor) in all, of which the backlog
+ * holds n · perMs · factor. 0 for n <= 0 or no es. docs/inband.md "Our own requests".
+ */
+export function ownPrice(n: f64, es: f64, perMs: f64, factor: f64): f64 {
+  if (!(n > 0) || !(es > 0)) return 0;
+  const queued = perMs > 0 ? perMs * factor : 0;
+  return es > queued ? n * (es - queued) : 0;
+}
+
 /**
  * The queue seen in the time to headers (InbandTable.headers): a wait above this many E[S]/c (the
  * mean time between departures of a busy instance) says every slot was busy and requests were

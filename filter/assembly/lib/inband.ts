@@ -10,14 +10,14 @@
 import { OrcaReport } from "./orca";
 import {
   ADJ_STRIDE, WAIT_BUSY, WAIT_MAX_SLOTS, WAIT_STEP, NORMAL_RATIO, SLOW_RUN, SLOW_RUN_RATIO, RECOVERY_ANSWERS, HOLD_ANSWERS,
-  RECOVERY_MEMORY_MS, CALIB_SCRAPES, InbandParams, decay, peakStep, ewmaStep, REF_MIN_SAMPLES, JUDGE_MIN_SAMPLES, answerSlow, levelError,
+  RECOVERY_MEMORY_MS, CALIB_SCRAPES, InbandParams, decay, peakStep, ewmaStep, REF_MIN_SAMPLES, JUDGE_MIN_SAMPLES, answerSlow, levelError, ownPrice,
 } from "./inband-rules";
 import { MAX_PROBE_BACKOFF } from "./inband-probe";
 import { mergeShared } from "./inband-share";
 import { readWait, fairShares } from "./inband-load";
 export {
   ADJ_STRIDE, WAIT_BUSY, WAIT_MAX_SLOTS, WAIT_STEP, LEVEL_MARGIN, NORMAL_RATIO, SLOW_RUN, SLOW_RUN_RATIO, RECOVERY_ANSWERS, HOLD_ANSWERS,
-  RECOVERY_MEMORY_MS, CALIB_SCRAPES, InbandParams, peakStep, ewmaStep, REF_MIN_SAMPLES, JUDGE_MIN_SAMPLES, fuseFactor,
+  RECOVERY_MEMORY_MS, CALIB_SCRAPES, InbandParams, peakStep, ewmaStep, REF_MIN_SAMPLES, JUDGE_MIN_SAMPLES, fuseFactor, ownPrice,
 } from "./inband-rules";
 export { MAX_PROBE_BACKOFF, Prober, PROBE_RETRY_DIV, probeEvery } from "./inband-probe";
 
@@ -80,7 +80,7 @@ export class InbandTable {
    * level × error -- the send recomputes the factor from them (sent()).
    */
   fairN: Array<f64> = [];
-  /** The service's rate-weighted mean scraped E[S] (fairAll): what an error answer costs (levelError's errScale). */
+  /** The service's rate-weighted mean scraped E[S] (fairShares): what an error answer costs (errScale). */
   esTyp: Array<f64> = [];
   slowPart: Array<f64> = [];
   restPart: Array<f64> = [];
@@ -121,7 +121,7 @@ export class InbandTable {
       const s = this.gen.length;
       this.gen.push(s < gens.length ? gens[s] : 0);
       this.paramsOf.push(this.params);
-      this.adj.push(1); this.adj.push(NaN); this.adj.push(Infinity);
+      this.adj.push(1); this.adj.push(NaN); this.adj.push(Infinity); this.adj.push(0);
       this.hdrPeak.push(0); this.hdrRef.push(0); this.hdrAt.push(0); this.hdrPrev.push(0); this.eosPrev.push(0);
       this.hdrFloor.push(NaN); this.qAt.push(-Infinity);
       this.eosPeak.push(0); this.eosRef.push(0); this.eosAt.push(0);
@@ -145,7 +145,7 @@ export class InbandTable {
   }
 
   private clear(s: i32): void {
-    this.adj[s * ADJ_STRIDE] = 1; this.adj[s * ADJ_STRIDE + 1] = NaN; this.adj[s * ADJ_STRIDE + 2] = Infinity;
+    this.adj[s * ADJ_STRIDE] = 1; this.adj[s * ADJ_STRIDE + 1] = NaN; this.adj[s * ADJ_STRIDE + 2] = Infinity; this.adj[s * ADJ_STRIDE + 3] = 0;
     this.hdrPeak[s] = 0; this.hdrRef[s] = 0; this.hdrAt[s] = 0; this.hdrPrev[s] = 0; this.eosPrev[s] = 0;
     this.hdrFloor[s] = NaN; this.qAt[s] = -Infinity;
     this.eosPeak[s] = 0; this.eosRef[s] = 0; this.eosAt[s] = 0;
@@ -207,6 +207,7 @@ export class InbandTable {
     const pile = this.pileOf(s, n);
     const slow = unchecked(this.slowPart[s]);
     unchecked(this.adj[s * ADJ_STRIDE] = (pile > slow ? pile : slow) * unchecked(this.restPart[s]));
+    unchecked(this.adj[s * ADJ_STRIDE + 3] = this.pilePrice(s, n));
   }
 
 
@@ -239,6 +240,7 @@ export class InbandTable {
    */
   done(s: i32, start: f64, hdrT: f64, t: f64, headersSeen: bool, status: i32): void {
     if (this.outN[s] > 0) this.outN[s]--;
+    this.adj[s * ADJ_STRIDE + 3] = this.pilePrice(s, this.outN[s]);
     if (!headersSeen) {
       this.error(s, t, true);
       this.fuse(s, t);
@@ -404,6 +406,13 @@ export class InbandTable {
     this.restPart[s] = rest;
     const pile = this.pile(s);
     this.adj[s * ADJ_STRIDE] = (pile > slow ? pile : slow) * rest;
+    this.adj[s * ADJ_STRIDE + 3] = this.pilePrice(s, this.outN[s]);
+  }
+
+  /** Slot s's own price at n of ours outstanding (ownPrice: each held for its service time, the scraped E[S]). */
+  @inline pilePrice(s: i32, n: i32): f64 {
+    const es = unchecked(this.esScrape[s]);
+    return ownPrice(<f64>n, es, es / unchecked(this.slots[s]), unchecked(this.adj[s * ADJ_STRIDE]));
   }
 
   /**
@@ -413,17 +422,14 @@ export class InbandTable {
    * usual one, in peak EWMA's form (latency × (outstanding + 1)) but not divided by c. An instance
    * that stops answering raises it with every request sent there and, once we stop sending, as λ
    * fades: it prices a slowdown before any answer comes. 1 with nothing outstanding. No noise
-   * band: one deviation √(λ·L) left out (tried) cut a black hole's errors (88 -> 65, 2 quick
-   * paths) but lost the 4-proxy case its signal of the other proxies' load (uniform split at
-   * rho 0.95: 1.040 -> 1.133x LEAST_REQUEST x4, 5 paths): our requests outlasting the norm there
-   * are the queue the others made.
+   * band (one deviation √(λ·L) left out lost the 4-proxy case its signal: docs/inband.md).
    */
   pile(s: i32): f64 { return this.pileOf(s, this.outN[s]); }
 
   /**
    * What an error answer of slot s costs, over its own scraped E[S] (levelError): a retry at a
-   * usual instance of the service -- its E[S] (esTyp) and the wait for the backlog it usually has
-   * (fairN of ours per slot). At c = 1 a usual peer costs ~6 E[S] at rho 0.85: a black hole priced
+   * usual instance of the service at its usual price -- its E[S] (esTyp), the fairN of ours it
+   * usually holds at E[S]/c each and their own price: each of ours at one E[S] in all. At c = 1 a usual peer costs ~6 E[S] at rho 0.85: a black hole priced
    * at e / (1 − e) × its own 2 ms answers (or the usual E[S] alone) stayed cheaper than a loaded
    * peer and took ~250 requests per 15 s episode (87 before the pile made loaded peers dearer).
    */
@@ -431,8 +437,8 @@ export class InbandTable {
     const es = this.esScrape[s];
     const typ = this.esTyp[s];
     if (!(es > 0) || !(typ > 0)) return 1;
-    const n = this.fairN[s];
-    return typ * (1 + (n < Infinity ? n / this.slots[s] : 0)) / es;
+    const n = this.fairN[s] < Infinity ? this.fairN[s] : 0, c = this.slots[s];
+    return (typ * (1 + n / c) + ownPrice(n, typ, typ / c, 1)) / es; // = typ (1 + n) / es
   }
 
   /**

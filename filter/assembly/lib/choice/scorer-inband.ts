@@ -13,6 +13,11 @@ import { SKIP_NONE, SKIP_SLOW } from "./skip";
   return adjP == 0 ? 1.0 : load<f64>(adjP + (<usize>(slot * ADJ_STRIDE) << 3));
 }
 
+/** The pile price added to the factored cost (ms; InbandTable.pilePrice); 0 with in-band off. */
+@inline export function inbandAdd(adjP: usize, slot: i32): f64 {
+  return adjP == 0 ? 0.0 : load<f64>(adjP + (<usize>(slot * ADJ_STRIDE + 3) << 3));
+}
+
 /**
  * The queue term of the backlog: the in-band override (ORCA queue, or the queue read from the
  * wait) when present, else the scraped qAdj; at most the cap (a request that found a free slot).
