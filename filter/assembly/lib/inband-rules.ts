@@ -18,7 +18,7 @@
 
 /**
  * Stride of `adj`: [factor, queue override (NaN: none), queue cap (Infinity: none), own price (ms,
- * added to the factored cost: ownPrice, InbandTable.pilePrice)] per slot.
+ * added to the factored cost: ownPrice, InbandTable.ownPriceAt)] per slot.
  */
 export const ADJ_STRIDE: i32 = 4;
 

@@ -207,7 +207,7 @@ export class InbandTable {
     const pile = this.pileOf(s, n);
     const slow = unchecked(this.slowPart[s]);
     unchecked(this.adj[s * ADJ_STRIDE] = (pile > slow ? pile : slow) * unchecked(this.restPart[s]));
-    unchecked(this.adj[s * ADJ_STRIDE + 3] = this.pilePrice(s, n));
+    unchecked(this.adj[s * ADJ_STRIDE + 3] = this.ownPriceAt(s, n));
   }
 
 
@@ -240,7 +240,7 @@ export class InbandTable {
    */
   done(s: i32, start: f64, hdrT: f64, t: f64, headersSeen: bool, status: i32): void {
     if (this.outN[s] > 0) this.outN[s]--;
-    this.adj[s * ADJ_STRIDE + 3] = this.pilePrice(s, this.outN[s]);
+    this.adj[s * ADJ_STRIDE + 3] = this.ownPriceAt(s, this.outN[s]);
     if (!headersSeen) {
       this.error(s, t, true);
       this.fuse(s, t);
@@ -406,11 +406,11 @@ export class InbandTable {
     this.restPart[s] = rest;
     const pile = this.pile(s);
     this.adj[s * ADJ_STRIDE] = (pile > slow ? pile : slow) * rest;
-    this.adj[s * ADJ_STRIDE + 3] = this.pilePrice(s, this.outN[s]);
+    this.adj[s * ADJ_STRIDE + 3] = this.ownPriceAt(s, this.outN[s]);
   }
 
   /** Slot s's own price at n of ours outstanding (ownPrice: each held for its service time, the scraped E[S]). */
-  @inline pilePrice(s: i32, n: i32): f64 {
+  @inline ownPriceAt(s: i32, n: i32): f64 {
     const es = unchecked(this.esScrape[s]);
     return ownPrice(<f64>n, es, es / unchecked(this.slots[s]), unchecked(this.adj[s * ADJ_STRIDE]));
   }

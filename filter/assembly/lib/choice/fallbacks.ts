@@ -8,7 +8,8 @@
 import { Plan } from "./plan";
 import { ptr, f64At, setF64At, i32At } from "./flat";
 import { SKIP_NONE } from "./skip";
-import { inbandFactor, inbandQueue, inbandAdd } from "./scorer-inband";
+import { inbandQueue } from "./scorer-inband";
+import { priceOf } from "./scorer-wait";
 
 /** Most fallbacks a request carries: a retry budget beyond this is the fallback policy's. */
 export const MAX_FALLBACKS: i32 = 8;
@@ -28,7 +29,7 @@ export function priceAll(plan: Plan, inflightP: usize, nowMs: f64, adjP: usize =
     let b = inbandQueue(adjP, slot, f64At(qP, i)) + <f64>i32At(inflightP, slot);
     if (b < 0) b = 0;
     if (b >= f64At(satP, i)) { setF64At(costP, i, Infinity); continue; }
-    setF64At(costP, i, (f64At(bwP, i) + b * f64At(pwP, i)) * inbandFactor(adjP, slot) + inbandAdd(adjP, slot));
+    setF64At(costP, i, priceOf(f64At(bwP, i), f64At(pwP, i), b, adjP, slot));
   }
 }
 

@@ -5,7 +5,8 @@
 import { Plan, Scan } from "./plan";
 import { anyStale, leftOutAt } from "./filter-stale";
 import { ptr, f64At, setF64At, i32At } from "./flat";
-import { inbandFactor, inbandQueue, inbandAdd } from "./scorer-inband";
+import { inbandQueue } from "./scorer-inband";
+import { priceOf } from "./scorer-wait";
 
 export function scoreAll(plan: Plan, inflightP: usize, nowMs: f64, adjP: usize = 0): Scan {
   const n = plan.n;
@@ -21,7 +22,7 @@ export function scoreAll(plan: Plan, inflightP: usize, nowMs: f64, adjP: usize =
     const slot = i32At(slotP, i);
     let b = inbandQueue(adjP, slot, f64At(qP, i)) + <f64>i32At(inflightP, slot);
     if (b < 0) b = 0;
-    const c = (f64At(bwP, i) + b * f64At(pwP, i)) * inbandFactor(adjP, slot) + inbandAdd(adjP, slot);
+    const c = priceOf(f64At(bwP, i), f64At(pwP, i), b, adjP, slot);
     setF64At(costP, i, c);
     eligible++;
     if (c < best) best = c;

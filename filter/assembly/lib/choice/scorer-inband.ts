@@ -13,8 +13,8 @@ import { SKIP_NONE, SKIP_SLOW } from "./skip";
   return adjP == 0 ? 1.0 : load<f64>(adjP + (<usize>(slot * ADJ_STRIDE) << 3));
 }
 
-/** The pile price added to the factored cost (ms; InbandTable.pilePrice); 0 with in-band off. */
-@inline export function inbandAdd(adjP: usize, slot: i32): f64 {
+/** The own price of our outstanding requests, added to the factored cost (ms; InbandTable.ownPriceAt); 0 with in-band off. */
+@inline export function inbandOwn(adjP: usize, slot: i32): f64 {
   return adjP == 0 ? 0.0 : load<f64>(adjP + (<usize>(slot * ADJ_STRIDE + 3) << 3));
 }
 

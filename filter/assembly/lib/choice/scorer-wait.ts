@@ -3,11 +3,11 @@
 //     + backlog · E[S]/c                                         per request
 // backlog = max(0, q − n_scrape + n_now): the queue the agent scraped plus what this proxy added
 // since (our in-flight count across worker VMs). With in-band learning the sum is multiplied by the
-// slot's in-band factor and this VM's outstanding requests add L each (the instance's usual whole
-// time: InbandTable.pilePrice). docs/architecture-choice.md explains the terms.
+// slot's in-band factor and this VM's outstanding requests add what the backlog term misses of
+// them (the own price: ownPrice, InbandTable.ownPriceAt). docs/architecture-choice.md explains the terms.
 import { Plan } from "./plan";
 import { ptr, f64At, i32At } from "./flat";
-import { inbandFactor, inbandQueue, inbandAdd } from "./scorer-inband";
+import { inbandFactor, inbandQueue, inbandOwn } from "./scorer-inband";
 
 export const MODEL_CONDITIONAL: i32 = 0;
 export const MODEL_MG1: i32 = 1;
@@ -60,7 +60,7 @@ export function baseWaitMs(model: i32, rho: f64, esMs: f64, es2Ms2: f64, linkRtt
   return priceOf(f64At(ptr(plan.bw), i), f64At(ptr(plan.pw), i), backlog, adjP, i32At(ptr(plan.slot), i));
 }
 
-/** base + backlog x per-request term, times the slot's in-band factor, plus its pile price: W for any base/per pair. */
+/** base + backlog x per-request term, times the slot's in-band factor, plus its own price: W for any base/per pair. */
 @inline export function priceOf(baseMs: f64, perMs: f64, backlog: f64, adjP: usize, slot: i32): f64 {
-  return (baseMs + backlog * perMs) * inbandFactor(adjP, slot) + inbandAdd(adjP, slot);
+  return (baseMs + backlog * perMs) * inbandFactor(adjP, slot) + inbandOwn(adjP, slot);
 }
