@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import type { AgentHandle } from '../../agent/src';
 import { HeaderMap, type HttpStream, type ProxyWasmHost } from '../../host/src';
-import { header } from '../integration/helpers';
+import { header, until } from '../integration/helpers';
 import type { CountedInstance, NatsServer } from './servers';
 import type { EtcdServer } from '../rules/etcd-server';
 
@@ -56,11 +56,7 @@ export async function riseWithinAScrape(o: { from: ProxyWasmHost; to: ProxyWasmH
   const misses: string[] = [];
   for (let k = 1; k <= attempts; k++) {
     const s0 = scrapeAt(o.a, o.addr);
-    const w0 = performance.now();
-    while (!newScrape(o.a, o.addr, s0)) {
-      if (performance.now() - w0 > 10_000) throw new Error(`timed out waiting for a new scrape of ${o.addr}`);
-      await new Promise((r) => setTimeout(r, 5));
-    }
+    await until(() => newScrape(o.a, o.addr, s0), 10_000, `a new scrape of ${o.addr}`);
     const s1 = scrapeAt(o.a, o.addr);
     const mine: HttpStream[] = [];
     hold(o.from, o.addr, o.n, mine, `${o.what}: a held request went to ${o.addr}`);
@@ -76,9 +72,9 @@ export async function riseWithinAScrape(o: { from: ProxyWasmHost; to: ProxyWasmH
       await new Promise((r) => setTimeout(r, 5));
     }
     answer(mine);
-    // the answered requests leave the other filter's price before the next attempt's window
-    const t1 = performance.now();
-    while ((await priceAt(o.to, o.addr)) >= o.target && performance.now() - t1 < 5000) await new Promise((r) => setTimeout(r, 20));
+    // the answered requests leave the other filter's price before the next attempt's window (else
+    // that window would start from this one's rise)
+    await until(async () => (await priceAt(o.to, o.addr)) < o.target, 5000, `${o.what}: the answered requests leaving the price`, 20);
   }
   assert.fail(`${o.what}: a new scrape of ${o.addr} came first in each of ${attempts} windows (${misses.join('; ')}; expected >= ${o.target})`);
 }
