@@ -227,7 +227,7 @@ export class InbandTable {
     const prev = this.hdrPrev[s];
     this.hdrPrev[s] = x;
     this.hdrPeak[s] = peakStep(this.hdrPeak[s], prev > 0 && prev < x ? prev : x, dt, p.tauMs);
-    this.hdrRef[s] = ewmaStep(this.hdrRef[s], x, dt, p.refTauMs, p.slowdownThreshold);
+    this.hdrRef[s] = ewmaStep(this.hdrRef[s], x, dt, p.refTauMs, p.slowdownThreshold, REF_MIN_SAMPLES, prev > 0 && prev < x ? prev : x);
     this.hdrAt[s] = t;
     this.fuse(s, t);
   }
@@ -267,8 +267,9 @@ export class InbandTable {
     // from the answers that follow a normal one.
     const slowNow = this.slowAt[s] > 0 && t - this.slowAt[s] <= RECOVERY_MEMORY_MS && this.normalRun[s] == 0;
     if (!slowNow) {
-      this.eosRef[s] = ewmaStep(ref, x, dt, p.refTauMs, p.slowdownThreshold, n);
-      this.allRef[s] = ewmaStep(this.allRef[s], t - start, dt, p.refTauMs, p.slowdownThreshold, n);
+      this.eosRef[s] = ewmaStep(ref, x, dt, p.refTauMs, p.slowdownThreshold, n, y);
+      // the whole time is clamped when the service pair is a slow one (the queueing in it has no pair of its own)
+      this.allRef[s] = ewmaStep(this.allRef[s], t - start, dt, p.refTauMs, p.slowdownThreshold, n, y > p.slowdownThreshold * ref ? Infinity : 0);
     }
     this.eosAt[s] = t;
     this.fuse(s, t);
