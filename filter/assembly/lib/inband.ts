@@ -226,8 +226,9 @@ export class InbandTable {
     const p = this.paramsOf[s];
     const prev = this.hdrPrev[s];
     this.hdrPrev[s] = x;
-    this.hdrPeak[s] = peakStep(this.hdrPeak[s], prev > 0 && prev < x ? prev : x, dt, p.tauMs);
-    this.hdrRef[s] = ewmaStep(this.hdrRef[s], x, dt, p.refTauMs, p.slowdownThreshold, REF_MIN_SAMPLES, prev > 0 && prev < x ? prev : x);
+    const y = prev > 0 && prev < x ? prev : x;
+    this.hdrPeak[s] = peakStep(this.hdrPeak[s], y, dt, p.tauMs);
+    this.hdrRef[s] = ewmaStep(this.hdrRef[s], x, dt, p.refTauMs, p.slowdownThreshold, REF_MIN_SAMPLES, y);
     this.hdrAt[s] = t;
     this.fuse(s, t);
   }
