@@ -128,27 +128,20 @@ export function peakStep(peak: f64, x: f64, dtMs: f64, tauMs: f64): f64 {
 /**
  * The norm's step: a time-based EWMA whose weight per sample is at most 1/REF_MIN_SAMPLES, so that
  * sparse samples (an instance priced out, answering a probe every few seconds) do not make a
- * slow episode its norm within a few answers. `ref` 0 = no data yet; `pairMin` the pair minimum
- * (Infinity, the default: every sample above outlierAbove × the norm is clamped).
+ * slow episode its norm within a few answers. `ref` 0 = no data yet.
  */
-export function ewmaStep(ref: f64, x: f64, dtMs: f64, tauMs: f64, outlierAbove: f64 = Infinity, n: f64 = REF_MIN_SAMPLES, pairMin: f64 = Infinity): f64 {
+export function ewmaStep(ref: f64, x: f64, dtMs: f64, tauMs: f64, outlierAbove: f64 = Infinity, n: f64 = REF_MIN_SAMPLES): f64 {
   if (ref <= 0) return x;
   // the first REF_MIN_SAMPLES answers: their running mean (n = samples so far), no outlier rule --
   // started from the first answer alone, a short one left the norm far too low for minutes
   if (n < REF_MIN_SAMPLES) return ref + (x - ref) / (n + 1);
   let a = dtMs <= 0 ? 0 : 1 - Math.exp(-dtMs / tauMs);
-  const sparse = a > 1.0 / REF_MIN_SAMPLES;
-  if (sparse) a = 1.0 / REF_MIN_SAMPLES;
-  // A slow pair (pairMin: the smaller of this answer and the one before, above outlierAbove × the
-  // norm: the verdict's own test) or a sparse answer (its weight capped: an instance priced out,
-  // answering probes) is evidence of a slowdown, not of a new norm: it counts as outlierAbove × the
-  // norm, 8× slower (a lasting change is still learnt, over minutes: +0.5 % of the norm per answer
-  // at the default threshold 5, ×10 in ~500 answers). Unclamped, the answers of a 30 s episode
-  // raised the norm by half, and a recovered instance looked slow. A lone long answer between
-  // short ones is the instance's own tail and counts whole: clamped too, the norm of a lognormal
-  // σ 2 service settled at 0.2 × its mean (those answers carry 58 % of it) and every healthy
-  // instance showed a slow pair about once a second (docs/inband.md, the norm).
-  if (x > outlierAbove * ref && (sparse || pairMin > outlierAbove * ref)) { a *= 0.125; x = outlierAbove * ref; }
+  if (a > 1.0 / REF_MIN_SAMPLES) a = 1.0 / REF_MIN_SAMPLES;
+  // A sample above outlierAbove × the norm is evidence of a slowdown, not of a new norm: it counts
+  // as outlierAbove × the norm, 8× slower (a lasting change is still learnt, over minutes: +0.5 %
+  // of the norm per answer at the default threshold 5, ×10 in ~500 answers). Unclamped, the
+  // answers of a 30 s episode raised the norm by half, and a recovered instance looked slow.
+  if (x > outlierAbove * ref) { a *= 0.125; x = outlierAbove * ref; }
   return ref * (1 - a) + x * a;
 }
 

@@ -226,9 +226,8 @@ export class InbandTable {
     const p = this.paramsOf[s];
     const prev = this.hdrPrev[s];
     this.hdrPrev[s] = x;
-    const y = prev > 0 && prev < x ? prev : x;
-    this.hdrPeak[s] = peakStep(this.hdrPeak[s], y, dt, p.tauMs);
-    this.hdrRef[s] = ewmaStep(this.hdrRef[s], x, dt, p.refTauMs, p.slowdownThreshold, REF_MIN_SAMPLES, y);
+    this.hdrPeak[s] = peakStep(this.hdrPeak[s], prev > 0 && prev < x ? prev : x, dt, p.tauMs);
+    this.hdrRef[s] = ewmaStep(this.hdrRef[s], x, dt, p.refTauMs, p.slowdownThreshold);
     this.hdrAt[s] = t;
     this.fuse(s, t);
   }
@@ -268,9 +267,8 @@ export class InbandTable {
     // from the answers that follow a normal one.
     const slowNow = this.slowAt[s] > 0 && t - this.slowAt[s] <= RECOVERY_MEMORY_MS && this.normalRun[s] == 0;
     if (!slowNow) {
-      this.eosRef[s] = ewmaStep(ref, x, dt, p.refTauMs, p.slowdownThreshold, n, y);
-      // the whole time is clamped when the service pair is a slow one (the queueing in it has no pair of its own)
-      this.allRef[s] = ewmaStep(this.allRef[s], t - start, dt, p.refTauMs, p.slowdownThreshold, n, y > p.slowdownThreshold * ref ? Infinity : 0);
+      this.eosRef[s] = ewmaStep(ref, x, dt, p.refTauMs, p.slowdownThreshold, n);
+      this.allRef[s] = ewmaStep(this.allRef[s], t - start, dt, p.refTauMs, p.slowdownThreshold, n);
     }
     this.eosAt[s] = t;
     this.fuse(s, t);
