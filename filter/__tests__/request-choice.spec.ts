@@ -476,6 +476,24 @@ describe("score-request: size, prefix and KV cache in one pass", () => {
     expect(out.pick.index).toBe(2);
   });
 
+  it("critical requests: the own rate stands out within its base model's pool, not across the service's models", () => {
+    // pool a: three at 0.1, one at 0.2 (older); pool b (another model): 0.05 and 0.06, apart only by noise of their own
+    const g = new Fixture(snapOf([inst("10.0.0.1:80"), inst("10.0.0.2:80"), inst("10.0.0.3:80"), inst("10.0.0.4:80"), inst("10.0.0.5:80"), inst("10.0.0.6:80")], [
+      llm("10.0.0.1:80", ["a"], [MODEL_BASE], 0.1, 20, 0.3),
+      llm("10.0.0.2:80", ["a"], [MODEL_BASE], 0.1, 20, 0.3),
+      llm("10.0.0.3:80", ["a"], [MODEL_BASE], 0.1, 20, 0.3),
+      llm("10.0.0.4:80", ["a"], [MODEL_BASE], 0.2, 20, 0.3),
+      llm("10.0.0.5:80", ["b"], [MODEL_BASE], 0.05, 20, 0.3),
+      llm("10.0.0.6:80", ["b"], [MODEL_BASE], 0.06, 20, 0.3),
+    ]));
+    // pool a: median 0.1, deviations 0 0 0 0.1, MAD 0: the older one by its whole difference
+    expect(g.lp.prefillOwn[0]).toBeCloseTo(0.1);
+    expect(g.lp.prefillOwn[3]).toBeCloseTo(0.2);
+    // pool b: median 0.055, both 0.005 off, bound 0.015: both the pool's median, nothing to tell them apart
+    expect(g.lp.prefillOwn[4]).toBeCloseTo(0.055);
+    expect(g.lp.prefillOwn[5]).toBeCloseTo(0.055);
+  });
+
   it("critical requests: an instance whose own prefill rate is unknown, or within the instances' spread, is priced at the pool's", () => {
     const g = new Fixture(snapOf([inst("10.0.0.1:80"), inst("10.0.0.2:80"), inst("10.0.0.3:80"), inst("10.0.0.4:80"), inst("10.0.0.5:80")], [
       llm("10.0.0.1:80", ["m"], [MODEL_BASE], 0.1, 20, 0.3),

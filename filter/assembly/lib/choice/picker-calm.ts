@@ -7,7 +7,7 @@
 // when blocks free up, FIFO): a critical request goes where the shedding keeps room
 // (docs/architecture-choice.md, "Shedding"). Each candidate's price adds `speedOf`: the request's
 // uncached prefill at the instance's own measured rate less the pool's, where that rate stands out
-// of the instances' spread (plan-llm.ts ownBeyondSpread; else 0). The pool's one engine model
+// of its base model pool's spread (plan-llm.ts ownByPool; else 0). The pool's one engine model
 // priced the older, slower instances of a mixed pool as fast, and long uncached critical prompts
 // sent there were the critical tail at 1x and 2x (docs/benchmarks/llm-r14a.md).
 import { Pick, Plan } from "./plan";

@@ -19,7 +19,7 @@ export class LlmPlan {
    * (score-request.ts then prices prefill at request.fallbackPrefillMsPerToken and leaves decode out).
    */
   prefillMs: StaticArray<f64> = new StaticArray<f64>(0);
-  /** Each candidate's own measured prefill ms per token (NaN: unknown), before the pool's median replaced it: critical requests' speed term (picker-calm.ts). */
+  /** Each candidate's own measured prefill ms per token where it stands out of its base model pool's spread, else that pool's median (ownByPool; NaN: unknown): critical requests' speed term (picker-calm.ts). */
   prefillOwn: StaticArray<f64> = new StaticArray<f64>(0);
   decodeMs: StaticArray<f64> = new StaticArray<f64>(0);
   /** The decode line (section type 5): ms per output token at batch n = decodeIdle + decodePerSeq · n,
@@ -144,7 +144,7 @@ export function buildLlmPlan(plan: Plan, service: string, llm: Array<InstanceLlm
   // with the pool's median of the measured per-token terms and decode lines
   lp.prefillOwn = new StaticArray<f64>(n);
   for (let i = 0; i < n; i++) lp.prefillOwn[i] = lp.prefillMs[i];
-  ownBeyondSpread(lp.prefillOwn);
+  ownByPool(lp);
   lp.prefillFilled = poolTerms(lp.prefillMs);
   lp.decodeFilled = poolTerms(lp.decodeMs);
   poolDecodeLines(lp);
@@ -239,6 +239,34 @@ export function ownBeyondSpread(t: StaticArray<f64>): void {
     if (x != x) continue;
     const over = Math.abs(x - m) - bound;
     unchecked(t[i] = over > 0 ? (x > m ? m + over : m - over) : m);
+  }
+}
+
+/**
+ * ownBeyondSpread within each base model's pool (the instances serving it as their base model;
+ * an instance serving none is a pool of its own): a critical request's candidates are one pool
+ * (the model filter), and a pool's own spread is what its rates are told apart by. Across pools
+ * the engines differ (another model, another size), which says nothing of one pool's instances.
+ */
+function ownByPool(lp: LlmPlan): void {
+  const n = lp.n, cols = lp.isBase.length;
+  const key = new StaticArray<i32>(n);
+  for (let i = 0; i < n; i++) {
+    let k = -1 - i;
+    for (let b = 0; b < cols; b++) if (lp.isBase[b] && (lp.flags[b * n + i] & MODEL_BASE) != 0) { k = b; break; }
+    key[i] = k;
+  }
+  const done = new StaticArray<u8>(n);
+  for (let i = 0; i < n; i++) {
+    if (done[i] != 0) continue;
+    let m = 0;
+    for (let j = i; j < n; j++) if (key[j] == key[i]) m++;
+    const sub = new StaticArray<f64>(m);
+    let q = 0;
+    for (let j = i; j < n; j++) if (key[j] == key[i]) sub[q++] = lp.prefillOwn[j];
+    ownBeyondSpread(sub);
+    q = 0;
+    for (let j = i; j < n; j++) if (key[j] == key[i]) { lp.prefillOwn[j] = sub[q++]; done[j] = 1; }
   }
 }
 
