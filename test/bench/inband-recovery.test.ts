@@ -26,17 +26,17 @@ const AGENT = { ...DEFAULT_AGENT, scrapeIntervalMs: 1000 };
 // to the black hole in the 30 s after it). The bounds hold for the sum over PATHS paths.
 const PATHS = 4;
 
-async function scenarioRuns(s: typeof SLOW_SCENARIO, withProbes: boolean): Promise<Array<{ st: ReturnType<typeof episodeStats>; probes: number; routed: number }>> {
-  const out: Array<{ st: ReturnType<typeof episodeStats>; probes: number; routed: number }> = [];
+interface ScenarioRun { st: ReturnType<typeof episodeStats>; probes: number; routed: number }
+
+async function scenarioRuns(s: typeof SLOW_SCENARIO): Promise<ScenarioRun[]> {
+  const out: ScenarioRun[] = [];
   for (let k = 0; k < PATHS; k++) {
     const seed = 20261129 + 1000 * k;
     const sp = scenarioPath(s, seed);
     const sy = new SwitchyardPolicy({ wasmPath: WASM, agent: AGENT, seed, measuredRange: [sp.firstMeasured, sp.firstMeasured + sp.measured] });
     let probes = 0;
-    if (withProbes) {
-      const finish = sy.finish.bind(sy);
-      sy.finish = (): void => { probes = sy.host.metric('switchyard.inband.probes') ?? 0; finish(); };
-    }
+    const finish = sy.finish.bind(sy);
+    sy.finish = (): void => { probes = sy.host.metric('switchyard.inband.probes') ?? 0; finish(); };
     const r = await runPolicy(s.fleet, sp, sy, { episodes: [s.episode], ttftFraction: 0.1 });
     assert.equal(sy.stats.vmFailures, 0);
     out.push({ st: episodeStats(r, s.fleet, s.episode, s.afterMs), probes, routed: r.choice.reduce((n, c) => n + (c >= 0 ? 1 : 0), 0) });
@@ -48,7 +48,7 @@ const sum = (xs: number[]): number => xs.reduce((a, b) => a + b, 0);
 
 test('no absorbing state: 10x slower for 30 s, then back to half its fair share after recovery', { timeout: 240_000 }, async () => {
   const s = SLOW_SCENARIO;
-  const runs = await scenarioRuns(s, true);
+  const runs = await scenarioRuns(s);
   const during = sum(runs.map((x) => x.st.sentDuring)), fairDuring = sum(runs.map((x) => x.st.fairDuring));
   // priced out while slow (round-robin would send it its fair share)...
   // (peak EWMA 0.04x, LEAST_REQUEST 0.30x on the first path: bench/routing/inband.ts)
@@ -75,7 +75,7 @@ test('no absorbing state: 10x slower for 30 s, then back to half its fair share 
 
 test('a black hole (503 in 2 ms) is priced out by its errors: far below its fair share', { timeout: 240_000 }, async () => {
   const s = BLACKHOLE_SCENARIO;
-  const runs = await scenarioRuns(s, false);
+  const runs = await scenarioRuns(s);
   // LEAST_REQUEST sends it ~1.8x its fair share (bench/routing/inband.ts); the filter before in-band ~1.9x
   for (const { st } of runs) assert.ok(st.errorsDuring < 0.1 * st.fairDuring, `${st.errorsDuring} errors, fair share ${st.fairDuring.toFixed(0)}`);
   const after = sum(runs.map((x) => x.st.sentAfter)), fairAfter = sum(runs.map((x) => x.st.fairAfter));

@@ -271,7 +271,7 @@ export class InbandTable {
       // while a verdict is in force (recovering: normal answers since, fewer than RECOVERY_ANSWERS)
       const evidence = this.judgedSlow(s, t) ? Infinity : y;
       this.eosRef[s] = ewmaStep(ref, x, dt, p.refTauMs, p.slowdownThreshold, n, evidence);
-      // the whole time's norm (the pile's L) is clamped when the service sample is
+      // the whole time's norm (the pile's L) on the service sample's evidence
       this.allRef[s] = ewmaStep(this.allRef[s], t - start, dt, p.refTauMs, p.slowdownThreshold, n, evidence > p.slowdownThreshold * ref ? Infinity : 0);
     }
     this.eosAt[s] = t;
