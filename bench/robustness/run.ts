@@ -15,7 +15,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { wasmBytes } from '../routing/switchyard';
-import { prevBuild, PREV_COMMIT, ROOT } from './common';
+import { POLICY_LABEL, prevBuild, PREV_COMMIT, ROOT } from './common';
 import { LINKERD_NOTE, linkerdTable, linkerdTargets, runLinkerd } from './linkerd';
 import { type Cell, type CellResult, defaultCells, fullCells, matrixTable, QUICK_TIMING, quickCells, runCell, TIMING } from './matrix';
 import { cli, flag, int, list, oneOf, optNum, optStr, str } from '../cli';
@@ -53,10 +53,13 @@ async function main(): Promise<void> {
   const log = (s = ''): void => console.log(s);
   // --prev-wasm PATH: an already built module stands for the previous build (the harness test)
   const prevWasm = OPTS['prev-wasm'] !== undefined ? path.resolve(ROOT, OPTS['prev-wasm']) : prevBuild(prevCommit, log);
+  // a module given for the previous build is named by its hash, not by the default commit
+  const prevName = OPTS['prev-wasm'] !== undefined ? wasmBytes(prevWasm).sha256.slice(0, 12) : prevCommit;
+  POLICY_LABEL.prev = `switchyard ${prevName}`;
   const seeds = seedsOf(quick);
   const md: string[] = [];
   log(`Switchyard robustness benchmark (issue 21), ${mode} mode, seeds ${seeds.join(', ')}`);
-  const head = `filter ${path.relative(ROOT, wasm)} sha256 ${wasmBytes(wasm).sha256.slice(0, 12)}; previous build ${prevCommit} (${path.relative(ROOT, prevWasm)}, sha256 ${wasmBytes(prevWasm).sha256.slice(0, 12)}); the filters run their shipped defaults`;
+  const head = `filter ${path.relative(ROOT, wasm)} sha256 ${wasmBytes(wasm).sha256.slice(0, 12)}; previous build ${prevName} (${path.relative(ROOT, prevWasm)}, sha256 ${wasmBytes(prevWasm).sha256.slice(0, 12)}); the filters run their shipped defaults`;
   log(head);
   md.push(`${mode} mode, seeds ${seeds.join(', ')}, ${new Date().toISOString()}`, '', head, '');
   const doc: Record<string, unknown> = { meta: { mode, seeds, wasm: wasmBytes(wasm).sha256, prev: { commit: prevCommit, sha256: wasmBytes(prevWasm).sha256 }, date: new Date().toISOString() } };

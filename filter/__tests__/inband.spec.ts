@@ -557,6 +557,61 @@ describe("recovery after a slowdown (no absorbing state)", () => {
   });
 });
 
+describe("the norm's clamp takes evidence of a slowdown, not an instance's own tail", () => {
+  it("a lone long answer counts whole; a slow pair, a sparse answer and any answer during a verdict are clamped", () => {
+    const a = 1 - Math.exp(-10.0 / 30000);
+    // lone: the answer before it was short (pair minimum 20 < 5 x 10)
+    expect(ewmaStep(10, 100, 10, 30000, 5, REF_MIN_SAMPLES, 20)).toBeCloseTo(10 * (1 - a) + 100 * a);
+    // a slow pair (both above 5 x the norm): counts as 5 x the norm at 1/8 of the weight
+    expect(ewmaStep(10, 100, 10, 30000, 5, REF_MIN_SAMPLES, 60)).toBeCloseTo(10 * (1 - a / 8) + 50 * (a / 8));
+    // during a verdict (evidence +Infinity, the default)
+    expect(ewmaStep(10, 100, 10, 30000, 5, REF_MIN_SAMPLES)).toBeCloseTo(10 * (1 - a / 8) + 50 * (a / 8));
+    // sparse (the weight at its 1/32 cap: a probe's answer to an instance priced out), even lone
+    expect(ewmaStep(10, 100, 100000, 30000, 5, REF_MIN_SAMPLES, 20)).toBeCloseTo(10 + 40.0 / 32 / 8);
+    // below the bound nothing changes whatever the evidence
+    expect(ewmaStep(10, 40, 10, 30000, 5, REF_MIN_SAMPLES)).toBeCloseTo(10 * (1 - a) + 40 * a);
+  });
+
+  it("the service norm of a healthy lognormal sigma 2 instance is near its mean, not a fifth of it", () => {
+    // answers ending 50 ms apart (in the order they end, as a busy instance's do), service
+    // times lognormal sigma 2 with mean 80 ms (matrix cell #23's law); the clamp of every answer
+    // above 5 x the norm held it at ~0.2 x the mean
+    const f = new Fixture(80, 0, 80, 1);
+    const rng = new Rng(11);
+    const sigma: f64 = 2, mu = Math.log(80) - sigma * sigma / 2;
+    // (the norm is an average over ~300 answers, itself noisy at sigma 2: compared over the run)
+    let t: f64 = 100000, sum: f64 = 0, norms: f64 = 0;
+    const n = 16000;
+    for (let k = 0; k < n; k++) {
+      const u1 = rng.next() + 1e-12, u2 = rng.next();
+      const z = Math.sqrt(-2 * Math.log(u1)) * Math.cos(2 * Math.PI * u2);
+      const x = Math.exp(mu + sigma * z);
+      sum += x;
+      const start = t - 1 - x;
+      f.table.sent(0, start);
+      f.table.headers(0, start, start + 1, 200);
+      f.table.done(0, start, start + 1, t, true, 200);
+      norms += f.table.eosRef[0];
+      t += 50;
+    }
+    const ratio = norms / sum;
+    expect(ratio).toBeGreaterThan(0.7);
+    expect(ratio).toBeLessThan(1.3);
+  });
+
+  it("while a verdict is in force the episode's lone answers after a short one do not raise the norm", () => {
+    const f = new Fixture(80, 0, 80, 1);
+    let t = episode(f);
+    const ref = f.table.eosRef[0];
+    // a 10x episode: one short answer in five (a normal answer lets the norm learn again), the
+    // others lone long ones after it
+    for (let k = 0; k < 40; k++) { f.answer(0, t, 8, k % 5 == 0 ? 100 : 800); t += 100; }
+    expect(f.table.judgedSlow(0, t)).toBe(true);
+    // each long answer counts as 5 x the norm at 1/8 of the weight at most
+    expect(f.table.eosRef[0]).toBeLessThan(ref * 1.1);
+  });
+});
+
 describe("the slowness verdict (slow, held, recovered)", () => {
   it("a sustained 3x slowdown (no pair above the gate) is judged from the slow score; a healthy tail is not", () => {
     const f = new Fixture(80, 0, 80, 1);

@@ -20,45 +20,66 @@ import { LINKERD_EPISODE, LINKERD_FLEET } from '../../bench/robustness/linkerd';
 const WASM = path.resolve(process.env.SWITCHYARD_WASM ?? path.resolve(__dirname, '../../build/switchyard.wasm'));
 const AGENT = { ...DEFAULT_AGENT, scrapeIntervalMs: 1000 };
 
-test('no absorbing state: 10x slower for 30 s, then back to half its fair share after recovery', { timeout: 120_000 }, async () => {
+// One sample path decides little here: which requests land where during and after an episode
+// depends on the whole path, and the same build's figures move by 2x between seeds (main e6a66e6
+// on seeds 20261129 + 1000 k, k = 0..5: 11-30 to the slowed instance during its episode, 457-859
+// to the black hole in the 30 s after it). The bounds hold for the sum over PATHS paths.
+const PATHS = 4;
+
+interface ScenarioRun { st: ReturnType<typeof episodeStats>; probes: number; routed: number }
+
+async function scenarioRuns(s: typeof SLOW_SCENARIO): Promise<ScenarioRun[]> {
+  const out: ScenarioRun[] = [];
+  for (let k = 0; k < PATHS; k++) {
+    const seed = 20261129 + 1000 * k;
+    const sp = scenarioPath(s, seed);
+    const sy = new SwitchyardPolicy({ wasmPath: WASM, agent: AGENT, seed, measuredRange: [sp.firstMeasured, sp.firstMeasured + sp.measured] });
+    let probes = 0;
+    const finish = sy.finish.bind(sy);
+    sy.finish = (): void => { probes = sy.host.metric('switchyard.inband.probes') ?? 0; finish(); };
+    const r = await runPolicy(s.fleet, sp, sy, { episodes: [s.episode], ttftFraction: 0.1 });
+    assert.equal(sy.stats.vmFailures, 0);
+    out.push({ st: episodeStats(r, s.fleet, s.episode, s.afterMs), probes, routed: r.choice.reduce((n, c) => n + (c >= 0 ? 1 : 0), 0) });
+  }
+  return out;
+}
+
+const sum = (xs: number[]): number => xs.reduce((a, b) => a + b, 0);
+
+test('no absorbing state: 10x slower for 30 s, then back to half its fair share after recovery', { timeout: 240_000 }, async () => {
   const s = SLOW_SCENARIO;
-  const sp = scenarioPath(s, 20261129);
-  const sy = new SwitchyardPolicy({ wasmPath: WASM, agent: AGENT, seed: 20261129, measuredRange: [sp.firstMeasured, sp.firstMeasured + sp.measured] });
-  let probes = 0;
-  const finish = sy.finish.bind(sy);
-  sy.finish = (): void => { probes = sy.host.metric('switchyard.inband.probes') ?? 0; finish(); };
-  const r = await runPolicy(s.fleet, sp, sy, { episodes: [s.episode], ttftFraction: 0.1 });
-  assert.equal(sy.stats.vmFailures, 0);
-  const st = episodeStats(r, s.fleet, s.episode, s.afterMs);
+  const runs = await scenarioRuns(s);
+  const during = sum(runs.map((x) => x.st.sentDuring)), fairDuring = sum(runs.map((x) => x.st.fairDuring));
   // priced out while slow (round-robin would send it its fair share)...
-  // (0.05x on this path; peak EWMA 0.04x, LEAST_REQUEST 0.30x: bench/routing/inband.ts)
-  assert.ok(st.sentDuring < 0.1 * st.fairDuring, `sent ${st.sentDuring} during the episode, fair ${st.fairDuring.toFixed(0)}`);
-  // issue 9 §4: fewer than peak EWMA (18 on this path, 0.04x). Judged slow, the instance is priced
-  // at its whole slowdown until it recovers and probed every 4 s: 0.053x on this path (24); before
-  // the verdict was held, 0.072x (33), and 0.05x before the queue read from the wait
-  assert.ok(st.sentDuring < 0.065 * st.fairDuring, `sent ${st.sentDuring} during the episode (${(st.sentDuring / st.fairDuring).toFixed(3)}x fair), bound 0.065x`);
-  assert.ok(st.reactMs !== null && st.reactMs <= s.episode.fromMs + 3000, `reacted at ${st.reactMs}`);
-  // ...and not for good: issue 9's target, back to half its fair share within 10 s of recovery
-  // (4.75 s on this path: fresh normal answers after the slowdown lift the agent's P99 verdict
-  // and price it at its calibrated norm, docs/inband.md). Before in-band learning and the agent's
-  // fade: never (0 requests in the 30 s after); with the first in-band build: 18.3 s.
-  assert.ok(st.recoverMs !== null && st.recoverMs <= 10_000, `back to half its fair share after ${st.recoverMs} ms`);
-  // it gets most of its share in the 30 s after (0.80x on this path; 0.50x with the first in-band build)
-  assert.ok(st.sentAfter > 0.6 * st.fairAfter, `sent ${st.sentAfter} in the 30 s after, fair ${st.fairAfter.toFixed(0)}`);
+  // (peak EWMA 0.04x, LEAST_REQUEST 0.30x on the first path: bench/routing/inband.ts)
+  assert.ok(during < 0.1 * fairDuring, `sent ${during} during the episodes, fair ${fairDuring.toFixed(0)}`);
+  // issue 9 §4: about peak EWMA's. Judged slow, the instance is priced at its whole slowdown until
+  // it recovers and probed every 4 s: 0.044x over these paths (main e6a66e6); 0.053x on the first
+  // before the verdict was held 0.072x. The norm learning from the episode's lone answers after
+  // a short one (round 13a: a clamp for slow pairs only) made it 0.065x.
+  assert.ok(during < 0.055 * fairDuring, `sent ${during} during the episodes (${(during / fairDuring).toFixed(3)}x fair), bound 0.055x`);
+  for (const { st } of runs) {
+    assert.ok(st.reactMs !== null && st.reactMs <= s.episode.fromMs + 3000, `reacted at ${st.reactMs}`);
+    // ...and not for good: issue 9's target, back to half its fair share within 10 s of recovery
+    // on every path (fresh normal answers after the slowdown lift the agent's P99 verdict and
+    // price it at its calibrated norm, docs/inband.md). Before in-band learning and the agent's
+    // fade: never (0 requests in the 30 s after); with the first in-band build: 18.3 s.
+    assert.ok(st.recoverMs !== null && st.recoverMs <= 10_000, `back to half its fair share after ${st.recoverMs} ms`);
+  }
+  // it gets most of its share in the 30 s after (0.82x over these paths; 0.50x with the first in-band build)
+  const after = sum(runs.map((x) => x.st.sentAfter)), fairAfter = sum(runs.map((x) => x.st.fairAfter));
+  assert.ok(after > 0.6 * fairAfter, `sent ${after} in the 30 s after, fair ${fairAfter.toFixed(0)}`);
   // the probe share is bounded: at most 1 % of the requests
-  const routed = r.choice.reduce((n, c) => n + (c >= 0 ? 1 : 0), 0);
-  assert.ok(probes > 0 && probes <= 0.01 * routed + 1, `${probes} probes of ${routed} requests`);
+  for (const { probes, routed } of runs) assert.ok(probes > 0 && probes <= 0.01 * routed + 1, `${probes} probes of ${routed} requests`);
 });
 
-test('a black hole (503 in 2 ms) is priced out by its errors: far below its fair share', { timeout: 120_000 }, async () => {
+test('a black hole (503 in 2 ms) is priced out by its errors: far below its fair share', { timeout: 240_000 }, async () => {
   const s = BLACKHOLE_SCENARIO;
-  const sp = scenarioPath(s, 20261129);
-  const sy = new SwitchyardPolicy({ wasmPath: WASM, agent: AGENT, seed: 20261129, measuredRange: [sp.firstMeasured, sp.firstMeasured + sp.measured] });
-  const r = await runPolicy(s.fleet, sp, sy, { episodes: [s.episode], ttftFraction: 0.1 });
-  const st = episodeStats(r, s.fleet, s.episode, s.afterMs);
+  const runs = await scenarioRuns(s);
   // LEAST_REQUEST sends it ~1.8x its fair share (bench/routing/inband.ts); the filter before in-band ~1.9x
-  assert.ok(st.errorsDuring < 0.1 * st.fairDuring, `${st.errorsDuring} errors, fair share ${st.fairDuring.toFixed(0)}`);
-  assert.ok(st.sentAfter > 0.5 * st.fairAfter, 'after the episode it gets traffic again');
+  for (const { st } of runs) assert.ok(st.errorsDuring < 0.1 * st.fairDuring, `${st.errorsDuring} errors, fair share ${st.fairDuring.toFixed(0)}`);
+  const after = sum(runs.map((x) => x.st.sentAfter)), fairAfter = sum(runs.map((x) => x.st.fairAfter));
+  assert.ok(after > 0.5 * fairAfter, `after the episodes it gets traffic again: ${after}, fair ${fairAfter.toFixed(0)}`);
 });
 
 // Issue 21, the Linkerd-style case (bench/robustness/linkerd.ts: 11 instances, c = 1000

@@ -128,20 +128,28 @@ export function peakStep(peak: f64, x: f64, dtMs: f64, tauMs: f64): f64 {
 /**
  * The norm's step: a time-based EWMA whose weight per sample is at most 1/REF_MIN_SAMPLES, so that
  * sparse samples (an instance priced out, answering a probe every few seconds) do not make a
- * slow episode its norm within a few answers. `ref` 0 = no data yet.
+ * slow episode its norm within a few answers. `ref` 0 = no data yet. `evidence`: the smaller of
+ * this answer and the one before it (the verdict's pair), +Infinity while a verdict is in force;
+ * the outlier clamp applies only when it too is above outlierAbove × the norm, or to a sparse
+ * answer (weight at the 1/REF_MIN_SAMPLES cap).
  */
-export function ewmaStep(ref: f64, x: f64, dtMs: f64, tauMs: f64, outlierAbove: f64 = Infinity, n: f64 = REF_MIN_SAMPLES): f64 {
+export function ewmaStep(ref: f64, x: f64, dtMs: f64, tauMs: f64, outlierAbove: f64 = Infinity, n: f64 = REF_MIN_SAMPLES, evidence: f64 = Infinity): f64 {
   if (ref <= 0) return x;
   // the first REF_MIN_SAMPLES answers: their running mean (n = samples so far), no outlier rule --
   // started from the first answer alone, a short one left the norm far too low for minutes
   if (n < REF_MIN_SAMPLES) return ref + (x - ref) / (n + 1);
   let a = dtMs <= 0 ? 0 : 1 - Math.exp(-dtMs / tauMs);
-  if (a > 1.0 / REF_MIN_SAMPLES) a = 1.0 / REF_MIN_SAMPLES;
-  // A sample above outlierAbove × the norm is evidence of a slowdown, not of a new norm: it counts
-  // as outlierAbove × the norm, 8× slower (a lasting change is still learnt, over minutes: +0.5 %
-  // of the norm per answer at the default threshold 5, ×10 in ~500 answers). Unclamped, the
-  // answers of a 30 s episode raised the norm by half, and a recovered instance looked slow.
-  if (x > outlierAbove * ref) { a *= 0.125; x = outlierAbove * ref; }
+  const sparse = a >= 1.0 / REF_MIN_SAMPLES;
+  if (sparse) a = 1.0 / REF_MIN_SAMPLES;
+  // A sample above outlierAbove × the norm that comes with evidence of a slowdown is not a new
+  // norm: it counts as outlierAbove × the norm, 8× slower (a lasting change is still learnt, over
+  // minutes: +0.5 % of the norm per answer at the default threshold 5, ×10 in ~500 answers).
+  // Unclamped, the answers of a 30 s episode raised the norm by half, and a recovered instance
+  // looked slow. A lone long answer of a healthy instance is its own tail and counts whole:
+  // clamped, the tail of lognormal sigma 2 (58 % of its mean lies above 5 × the mean) held the
+  // norm at 0.21 × the mean, and its healthy answers read as slow pairs (docs/inband.md).
+  const bound = outlierAbove * ref;
+  if (x > bound && (sparse || evidence > bound)) { a *= 0.125; x = bound; }
   return ref * (1 - a) + x * a;
 }
 

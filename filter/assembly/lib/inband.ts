@@ -267,8 +267,12 @@ export class InbandTable {
     // from the answers that follow a normal one.
     const slowNow = this.slowAt[s] > 0 && t - this.slowAt[s] <= RECOVERY_MEMORY_MS && this.normalRun[s] == 0;
     if (!slowNow) {
-      this.eosRef[s] = ewmaStep(ref, x, dt, p.refTauMs, p.slowdownThreshold, n);
-      this.allRef[s] = ewmaStep(this.allRef[s], t - start, dt, p.refTauMs, p.slowdownThreshold, n);
+      // the norm's clamp takes only evidence of a slowdown (ewmaStep): a slow pair, or any answer
+      // while a verdict is in force (recovering: normal answers since, fewer than RECOVERY_ANSWERS)
+      const evidence = this.judgedSlow(s, t) ? Infinity : y;
+      this.eosRef[s] = ewmaStep(ref, x, dt, p.refTauMs, p.slowdownThreshold, n, evidence);
+      // the whole time's norm (the pile's L) on the service sample's evidence
+      this.allRef[s] = ewmaStep(this.allRef[s], t - start, dt, p.refTauMs, p.slowdownThreshold, n, evidence > p.slowdownThreshold * ref ? Infinity : 0);
     }
     this.eosAt[s] = t;
     this.fuse(s, t);
