@@ -139,6 +139,11 @@ export class AdapterStreams {
     unchecked(this.epoch[slot]++);
   }
 
+  /** Whether any adapter streams from `slot` (this VM's, or another VM's as of the last exchange). */
+  anyAt(slot: i32): bool {
+    return slot >= 0 && slot < this.used.length && unchecked(this.used[slot]) + unchecked(this.remoteUsed[slot]) > 0;
+  }
+
   /** Requests for adapter hash `h` streaming from `slot`. */
   streaming(slot: i32, h: u32): i32 {
     const e = this.find(slot, h);
@@ -179,5 +184,12 @@ export function streamedCostMs(lp: LlmPlan, streams: AdapterStreams, col: i32, i
     const drain = adapterLoadMs + unchecked(lp.esMs[i]);
     return extra > drain ? extra : drain;
   }
+  // The scrape showed the adapter running with every slot held, and what streams there now is
+  // other adapters' only: it may have drained since the scrape (up to a scrape and a publication
+  // old), and then it waits for a running adapter to drain. Its state is unknown, and unknown is
+  // never cheaper than known: priced as a load (the least that wait can be), so an instance where
+  // it streams wins at an equal price (docs/benchmarks/llm-r15a.md: a critical request waited
+  // 12 s for a slot on such an instance, priced 2 ms under one where its adapter streamed).
+  if (extra == 0 && unchecked(lp.loraRoom[i]) == 0 && streams.anyAt(slot)) return adapterLoadMs;
   return extra;
 }
