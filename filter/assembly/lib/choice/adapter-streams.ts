@@ -184,12 +184,20 @@ export function streamedCostMs(lp: LlmPlan, streams: AdapterStreams, col: i32, i
     const drain = adapterLoadMs + unchecked(lp.esMs[i]);
     return extra > drain ? extra : drain;
   }
-  // The scrape showed the adapter running with every slot held, and what streams there now is
-  // other adapters' only: it may have drained since the scrape (up to a scrape and a publication
-  // old), and then it waits for a running adapter to drain. Its state is unknown, and unknown is
-  // never cheaper than known: priced as a load (the least that wait can be), so an instance where
-  // it streams wins at an equal price (docs/benchmarks/llm-r15a.md: a critical request waited
-  // 12 s for a slot on such an instance, priced 2 ms under one where its adapter streamed).
-  if (extra == 0 && unchecked(lp.loraRoom[i]) == 0 && streams.anyAt(slot)) return adapterLoadMs;
   return extra;
+}
+
+/**
+ * Whether the adapter of column `col` may have drained from candidate i since the scrape: the
+ * scrape showed it running (`extra` 0 after streamedCostMs) with every LoRA slot held, and what
+ * streams there now is other adapters' only. A request for it then waits for a running adapter to
+ * drain. Its state is unknown; the critical picker prices it as a load (the least that wait can
+ * be), so an instance where it streams wins at an equal price (docs/benchmarks/llm-r15a.md: a
+ * critical request waited 12 s for a slot on such an instance, priced 2 ms under one where its
+ * adapter streamed). Standard requests keep the scrape's price: charged to every request, the
+ * doubt moved adapter requests off their prefix holders (prefix-heavy P50 worse on 3 of 3 seeds).
+ */
+export function mayHaveDrained(lp: LlmPlan, streams: AdapterStreams, col: i32, i: i32, slot: i32, extra: f64, run: StaticArray<u8>): bool {
+  if (extra != 0 || col < 0 || unchecked(lp.isBase[col]) || unchecked(run[i]) != 0) return false;
+  return unchecked(lp.loraRoom[i]) == 0 && streams.anyAt(slot);
 }

@@ -36,7 +36,7 @@ import { ptr, f64At, setF64At, i32At } from "./flat";
 import { PendingPrefill } from "../pending-prefill";
 import { ShedAt, loadAt } from "../criticality";
 import { OverloadShares, growthEvidence } from "../overload";
-import { AdapterStreams, streamedCostMs } from "./adapter-streams";
+import { AdapterStreams, streamedCostMs, mayHaveDrained } from "./adapter-streams";
 import { Inflight } from "../inflight";
 import { RecentSends, arrivalsAt } from "../recent-sends";
 import { PrefixHolds, shareByHolds } from "./scorer-holds";
@@ -78,7 +78,7 @@ export class RequestCost {
   streams: AdapterStreams = new AdapterStreams();
   /** Scratch, per candidate: the request's prefill there (ms, its uncached tokens; 0 where the per-token terms are unknown). */
   prefillMs: StaticArray<f64> = new StaticArray<f64>(0);
-  /** Scratch, per candidate: its own measured prefill rate's difference from the pool's, on the request's uncached tokens (ms, de-weighted; 0 where unknown): picker-calm.ts. */
+  /** Scratch, per candidate, what the critical picker adds (picker-calm.ts; ms, de-weighted): its own measured prefill rate's difference from the pool's on the request's uncached tokens (0 where unknown), and a load where the request's adapter may have drained (adapter-streams.ts mayHaveDrained). */
   speedOf: StaticArray<f64> = new StaticArray<f64>(0);
   /** The prompt's chain hashes (lib/request/prefix.ts hashPromptBlocks), `nh` of them: which blocks a pending prefill shares (shared-prefill.ts). */
   hashes: StaticArray<u64> = new StaticArray<u64>(0);
@@ -173,6 +173,7 @@ export function scoreRequest(plan: Plan, lp: LlmPlan, inflightP: usize, pending:
     if (extra == Infinity) { setF64At(costP, i, Infinity); excluded++; continue; }
     extra = streamedCostMs(lp, rc.streams, col, i, slot, extra, cp.adapterLoadMs, rc.runOf);
     unchecked(rc.drainOf[i] = extra > cp.adapterLoadMs ? 1 : 0);
+    const doubt = mayHaveDrained(lp, rc.streams, col, i, slot, extra, rc.runOf);
     const kv = unchecked(lp.kv[i]);
     const blocks = unchecked(rc.cachedBlocks[i]);
     if (blocks > affinityBlocks) { affinityBlocks = blocks; affinity = i; }
@@ -195,7 +196,8 @@ export function scoreRequest(plan: Plan, lp: LlmPlan, inflightP: usize, pending:
       const own = (rc.promptTokens - (cached < rc.promptTokens ? cached : rc.promptTokens)) * pf;
       unchecked(rc.prefillMs[i] = own);
       const pfOwn = unchecked(lp.prefillOwn[i]);
-      unchecked(rc.speedOf[i] = pfRaw == pfRaw && pfOwn == pfOwn ? (rc.promptTokens - (cached < rc.promptTokens ? cached : rc.promptTokens)) * (pfOwn - pf) * inv : 0);
+      unchecked(rc.speedOf[i] = (pfRaw == pfRaw && pfOwn == pfOwn ? (rc.promptTokens - (cached < rc.promptTokens ? cached : rc.promptTokens)) * (pfOwn - pf) * inv : 0)
+        + (doubt ? cp.adapterLoadMs * inv : 0));
       // Decode on the pool's line (ms per token = idle + perSeq · batch, from the servers' inter-
       // token latency against their running count: docs/inference-llm.md, "Decode against the
       // batch"), on the batch the request joins; no line yet: the occupancy rule on the pool's time
