@@ -100,12 +100,13 @@ class Fleet {
   rc: RequestCost = new RequestCost();
   cp: CostParams = new CostParams();
   out: RequestPick = new RequestPick();
-  constructor() {
+  /** full0: the scrape shows chat-lora loaded on instance 0 as well (both its LoRA slots held). */
+  constructor(full0: bool = false) {
     const snap = new Snapshot();
     snap.instances = [inst("10.0.0.1:80"), inst("10.0.0.2:80"), inst("10.0.0.3:80")];
     // the scrape: sql-lora loaded on 0 (cheapest prefill) and 1; on 2 only the base model
     snap.llm = [
-      llm("10.0.0.1:80", ["llama", "sql-lora", "chat-lora", "code-lora"], [MODEL_BASE, MODEL_LOADED, 0, 0], 0.01),
+      llm("10.0.0.1:80", ["llama", "sql-lora", "chat-lora", "code-lora"], [MODEL_BASE, MODEL_LOADED, full0 ? MODEL_LOADED : 0, 0], 0.01),
       llm("10.0.0.2:80", ["llama", "sql-lora", "chat-lora", "code-lora"], [MODEL_BASE, MODEL_LOADED, 0, 0], 0.5),
       llm("10.0.0.3:80", ["llama", "sql-lora", "chat-lora", "code-lora"], [MODEL_BASE, 0, 0, 0], 1),
     ];
@@ -159,6 +160,44 @@ describe("score-request and the pickers with adapter streams", () => {
     expect(f.pick("chat-lora", CRIT_CRITICAL)).toBe(0);
     expect(f.rc.runOf[0]).toBe(<u8>1);
     expect(f.rc.drainOf[0]).toBe(<u8>0);
+  });
+
+  it("the scrape showed sql-lora loaded with both slots held, and another adapter streams there now: the critical price adds a load (it may have drained), not a drain", () => {
+    const f = new Fleet(true);
+    expect(f.lp.loraRoom[0]).toBe(0);
+    f.pick("sql-lora", CRIT_STANDARD);
+    const scraped = f.plan.cost[0];                      // nothing streams: the scrape decides
+    const speed = f.rc.speedOf[0];
+    f.rc.streams.start(7, CHAT);
+    f.pick("sql-lora", CRIT_STANDARD);
+    expect(f.plan.cost[0]).toBeCloseTo(scraped, 6);     // the standard price keeps the scrape's
+    expect(f.rc.speedOf[0] - speed).toBeCloseTo(40 * f.lp.inv[0], 6);  // adapterLoadMs, de-weighted
+    expect(f.rc.drainOf[0]).toBe(<u8>0);
+    expect(f.rc.runOf[0]).toBe(<u8>0);
+    // sql-lora streams there as well: known running, no load
+    f.rc.streams.start(7, SQL);
+    f.pick("sql-lora", CRIT_STANDARD);
+    expect(f.rc.speedOf[0]).toBeCloseTo(speed, 6);
+    // a free slot at the scrape: a drained adapter loads again without a wait; the scrape decides
+    const g = new Fleet();
+    g.pick("sql-lora", CRIT_STANDARD);
+    const free = g.rc.speedOf[0];
+    g.rc.streams.start(7, CHAT);
+    g.pick("sql-lora", CRIT_STANDARD);
+    expect(g.rc.speedOf[0]).toBeCloseTo(free, 6);
+    // the base model is no adapter
+    f.pick("llama", CRIT_STANDARD);
+    expect(f.rc.speedOf[0]).toBeCloseTo(speed, 6);
+  });
+
+  it("a critical request for an adapter goes where it streams rather than where a full instance's scrape showed it, at an equal price; a standard one keeps the scrape's price", () => {
+    const f = new Fleet(true);
+    f.rc.streams.start(7, CHAT);                         // instance 0: chat-lora streams, sql-lora not seen
+    f.rc.streams.start(8, SQL);                          // instance 1: sql-lora streams
+    // one pool, one engine model: 0 and 1 are priced alike but for that (a 12 s wait on such an
+    // instance in the 2x overload run, docs/benchmarks/llm-r15a.md)
+    expect(f.pick("sql-lora", CRIT_CRITICAL)).toBe(1);
+    expect(f.pick("sql-lora", CRIT_STANDARD)).toBe(0);
   });
 
   it("where the adapter streams it is priced without a load, also where the scrape did not show it loaded", () => {

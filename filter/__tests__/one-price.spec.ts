@@ -14,7 +14,7 @@
 import { Snapshot, InstanceState } from "../assembly/lib/snapshot";
 import { InstanceLlm, MODEL_BASE } from "../assembly/lib/snapshot-llm";
 import { PICKER_BAND } from "../assembly/lib/choose";
-import { poolTerms, medianKnown } from "../assembly/lib/choice/plan-llm";
+import { poolTerms, medianKnown, ownBeyondSpread } from "../assembly/lib/choice/plan-llm";
 import { RequestCost, CostParams, scoreRequest } from "../assembly/lib/choice/score-request";
 import { pickForRequest, RequestPick } from "../assembly/lib/choose-request";
 import { CRIT_STANDARD } from "../assembly/lib/criticality";
@@ -122,6 +122,30 @@ describe("one price in ms: the pool's engine model", () => {
     const e = new StaticArray<f64>(2);
     e[0] = 1; e[1] = 3;
     expect(medianKnown(e)).toBeCloseTo(2);
+  });
+
+  it("ownBeyondSpread: an instance's own rate where it stands out of the instances' spread (3 median absolute deviations), else the median", () => {
+    // identical workers whose estimates saw different interference: no instance stands out
+    const same = new StaticArray<f64>(8);
+    const v: f64[] = [0.12, 0.15, 0.17, 0.19, 0.2, 0.22, 0.25, 0.29];
+    for (let i = 0; i < 8; i++) same[i] = v[i];
+    ownBeyondSpread(same);
+    for (let i = 0; i < 8; i++) expect(same[i]).toBeCloseTo(0.195);
+    // four 0.08 ms/token, two older ones at 0.128: the older ones by what is beyond the spread
+    const mixed = new StaticArray<f64>(7);
+    const w: f64[] = [0.08, 0.081, 0.079, 0.08, 0.128, 0.13, NaN];
+    for (let i = 0; i < 7; i++) mixed[i] = w[i];
+    ownBeyondSpread(mixed);
+    // median 0.0805, deviations 0.0005 0.0005 0.0015 0.0005 0.0475 0.0495: MAD 0.001, bound 0.003
+    expect(mixed[0]).toBeCloseTo(0.0805);
+    expect(mixed[2]).toBeCloseTo(0.0805);
+    expect(mixed[4]).toBeCloseTo(0.128 - 0.003);
+    expect(mixed[5]).toBeCloseTo(0.13 - 0.003);
+    expect(isNaN(mixed[6])).toBe(true);
+    const none = new StaticArray<f64>(2);
+    none[0] = NaN; none[1] = NaN;
+    ownBeyondSpread(none);
+    expect(isNaN(none[0])).toBe(true);
   });
 
   it("the pool's decode line: the median intercept and the least slope (prefill stalls bias every fit up)", () => {

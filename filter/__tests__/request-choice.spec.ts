@@ -311,21 +311,21 @@ describe("score-request: size, prefix and KV cache in one pass", () => {
     rc.modelCol = 0;
     const out = new RequestPick();
     f.pending.grow(3);
-    // critical: the cheapest, instance 0 (the first of three equal ones; the pool's 0.2 ms/token:
-    // 200 ms for 1000 tokens)
+    // critical: the cheapest, instance 2 (three instances priced alike at the pool's 0.2 ms/token:
+    // 200 ms for 1000 tokens; instance 2 measured 0.1 itself, which critical requests' pick adds: picker-calm.ts)
     pickForRequest(f.plan, f.lp, f.inflight, f.pending, 1000, 0, 0.1, new Rng(1), rc, new CostParams(), CRIT_CRITICAL, out);
-    expect(out.pick.index).toBe(0);
-    expect(f.pending.own[0]).toBeCloseTo(1200);
+    expect(out.pick.index).toBe(2);
+    expect(f.pending.own[2]).toBeCloseTo(1200);
     scoreRequest(f.plan, f.lp, f.inflight.dataStart, f.pending, 1000, rc, new CostParams());
     // the wait, the delay its prefill adds to the request ahead (a miss: all its prompt uncached),
     // and to those expected behind it while it waits and computes: this VM sent one within one
-    // whole prefill (200 ms), all the prefill it sent went to instance 0, so 1 per 200 ms there
+    // whole prefill (200 ms), all the prefill it sent went to instance 2, so 1 per 200 ms there
     // over its 200 + 200 ms to first token, 2 requests (recent-sends.ts arrivalsAt)
-    expect(f.plan.cost[0]).toBeCloseTo(200 + 1000 + 2 * 200 + 2 * 200);
+    expect(f.plan.cost[2]).toBeCloseTo(200 + 1000 + 2 * 200 + 2 * 200);
     scoreRequest(f.plan, f.lp, f.inflight.dataStart, f.pending, 1100, rc, new CostParams());
-    expect(f.plan.cost[0]).toBeCloseTo(200 + 1000 + 2 * 100 + 1.5 * 200);
+    expect(f.plan.cost[2]).toBeCloseTo(200 + 1000 + 2 * 100 + 1.5 * 200);
     scoreRequest(f.plan, f.lp, f.inflight.dataStart, f.pending, 1300, rc, new CostParams());
-    expect(f.plan.cost[0]).toBeCloseTo(200 + 1000);
+    expect(f.plan.cost[2]).toBeCloseTo(200 + 1000);
     // a second request queues behind the first: its prefill adds to the end of the first's
     pickForRequest(f.plan, f.lp, f.inflight, f.pending, 1000, 0, 0.1, new Rng(1), rc, new CostParams(), CRIT_CRITICAL, out);
     expect(f.pending.own[out.pick.index]).toBeGreaterThan(1000);
@@ -441,6 +441,91 @@ describe("score-request: size, prefix and KV cache in one pass", () => {
     pickForRequest(g.plan, g.lp, g.inflight, g.pending, 0, 1, 0, new Rng(1), rc, cp, CRIT_CRITICAL, out);
     expect(out.pick.index).toBe(0);
     expect(out.shed).toBe(false);
+  });
+
+  it("critical requests: an instance's own measured prefill rate prices their prefill; the others keep the pool's (llm-r14a.md)", () => {
+    // two instances measure 0.1 ms per token, one 0.5 (an older GPU): the pool's median is 0.1.
+    // This proxy sent 80 ms of prefill ahead to each fast one, none to the slow one.
+    const g = new Fixture(snapOf([inst("10.0.0.1:80"), inst("10.0.0.2:80"), inst("10.0.0.3:80")], [
+      llm("10.0.0.1:80", ["m"], [MODEL_BASE], 0.1, 20, 0.3),
+      llm("10.0.0.2:80", ["m"], [MODEL_BASE], 0.1, 20, 0.3),
+      llm("10.0.0.3:80", ["m"], [MODEL_BASE], 0.5, 20, 0.3),
+    ]));
+    expect(g.lp.prefillMs[2]).toBeCloseTo(0.1); // the pool's term, for every candidate
+    expect(g.lp.prefillOwn[2]).toBeCloseTo(0.5); // its own, kept beside it
+    const ahead = (): PendingPrefill => { const p = new PendingPrefill(); p.charge(0, 0, 80); p.charge(1, 0, 80); return p; };
+    const rc = cost(3);
+    rc.modelCol = 0;
+    const out = new RequestPick();
+    // a standard request (band 0) is priced on the pool's rate: the slow instance, nothing ahead
+    g.pending = ahead();
+    pickForRequest(g.plan, g.lp, g.inflight, g.pending, 0, 1, 0, new Rng(1), rc, noShed(), CRIT_STANDARD, out);
+    expect(out.pick.index).toBe(2);
+    // its 1,000 uncached tokens take 400 ms more there than the pool's rate says: the critical
+    // request waits for the 80 ms ahead (and delays what is queued) on a fast instance instead
+    g.pending = ahead();
+    pickForRequest(g.plan, g.lp, g.inflight, g.pending, 0, 1, 0, new Rng(1), rc, noShed(), CRIT_CRITICAL, out);
+    expect(rc.speedOf[2]).toBeCloseTo(400);
+    expect(rc.speedOf[0]).toBeCloseTo(0);
+    expect(out.pick.index).toBeLessThan(2);
+    // a short prompt has little prefill to be slow at: the slow instance again
+    g.pending = ahead();
+    rc.promptTokens = 100;
+    pickForRequest(g.plan, g.lp, g.inflight, g.pending, 0, 1, 0, new Rng(1), rc, noShed(), CRIT_CRITICAL, out);
+    expect(rc.speedOf[2]).toBeCloseTo(40);
+    expect(out.pick.index).toBe(2);
+  });
+
+  it("critical requests: the own rate stands out within its base model's pool, not across the service's models", () => {
+    // pool a: three at 0.1, one at 0.2 (older); pool b (another model): 0.05 and 0.06, apart only by noise of their own
+    const g = new Fixture(snapOf([inst("10.0.0.1:80"), inst("10.0.0.2:80"), inst("10.0.0.3:80"), inst("10.0.0.4:80"), inst("10.0.0.5:80"), inst("10.0.0.6:80")], [
+      llm("10.0.0.1:80", ["a"], [MODEL_BASE], 0.1, 20, 0.3),
+      llm("10.0.0.2:80", ["a"], [MODEL_BASE], 0.1, 20, 0.3),
+      llm("10.0.0.3:80", ["a"], [MODEL_BASE], 0.1, 20, 0.3),
+      llm("10.0.0.4:80", ["a"], [MODEL_BASE], 0.2, 20, 0.3),
+      llm("10.0.0.5:80", ["b"], [MODEL_BASE], 0.05, 20, 0.3),
+      llm("10.0.0.6:80", ["b"], [MODEL_BASE], 0.06, 20, 0.3),
+    ]));
+    // pool a: median 0.1, deviations 0 0 0 0.1, MAD 0: the older one by its whole difference
+    expect(g.lp.prefillOwn[0]).toBeCloseTo(0.1);
+    expect(g.lp.prefillOwn[3]).toBeCloseTo(0.2);
+    // pool b: median 0.055, both 0.005 off, bound 0.015: both the pool's median, nothing to tell them apart
+    expect(g.lp.prefillOwn[4]).toBeCloseTo(0.055);
+    expect(g.lp.prefillOwn[5]).toBeCloseTo(0.055);
+  });
+
+  it("critical requests: an instance whose own prefill rate is unknown, or within the instances' spread, is priced at the pool's", () => {
+    const g = new Fixture(snapOf([inst("10.0.0.1:80"), inst("10.0.0.2:80"), inst("10.0.0.3:80"), inst("10.0.0.4:80"), inst("10.0.0.5:80")], [
+      llm("10.0.0.1:80", ["m"], [MODEL_BASE], 0.1, 20, 0.3),
+      llm("10.0.0.2:80", ["m"], [MODEL_BASE], 0.11, 20, 0.3),
+      llm("10.0.0.3:80", ["m"], [MODEL_BASE], 0.12, 20, 0.3),
+      llm("10.0.0.4:80", ["m"], [MODEL_BASE], 0.3, 20, 0.3),
+      llm("10.0.0.5:80", ["m"], [MODEL_BASE], NaN, 20, 0.3),
+    ]));
+    expect(isNaN(g.lp.prefillOwn[4])).toBe(true);
+    const rc = cost(5);
+    rc.modelCol = 0;
+    const out = new RequestPick();
+    pickForRequest(g.plan, g.lp, g.inflight, g.pending, 0, 1, 0, new Rng(1), rc, noShed(), CRIT_CRITICAL, out);
+    // the pool's median 0.115; deviations 0.015 / 0.005 / 0.005 / 0.185: 3 × their median 0.01 is
+    // the estimates' own spread: instances 0-2 are priced at the pool's, 3 by the 0.155 beyond it
+    const pool = g.lp.prefillMs[0];
+    expect(pool).toBeCloseTo(0.115);
+    expect(rc.speedOf[0]).toBe(0.0);
+    expect(rc.speedOf[1]).toBe(0.0);
+    expect(rc.speedOf[2]).toBe(0.0);
+    expect(rc.speedOf[3]).toBeCloseTo(1000 * (<f64>(<f32>0.3) - pool - 3 * 0.01), 1);
+    expect(rc.speedOf[4]).toBe(0.0); // unknown: the pool's, never cheaper
+    // no instance measured a prefill rate: the documented fallback for all, no speed term
+    const h = new Fixture(snapOf([inst("10.0.0.1:80"), inst("10.0.0.2:80")], [
+      llm("10.0.0.1:80", ["m"], [MODEL_BASE], NaN, 20, 0.3),
+      llm("10.0.0.2:80", ["m"], [MODEL_BASE], NaN, 20, 0.3),
+    ]));
+    const rc2 = cost(2);
+    rc2.modelCol = 0;
+    pickForRequest(h.plan, h.lp, h.inflight, h.pending, 0, 1, 0, new Rng(1), rc2, noShed(), CRIT_CRITICAL, out);
+    expect(rc2.speedOf[0]).toBe(0.0);
+    expect(rc2.speedOf[1]).toBe(0.0);
   });
 
   it("critical requests avoid an instance where their adapter waits for a running adapter to drain", () => {

@@ -42,7 +42,7 @@ export function pickForRequest(plan: Plan, lp: LlmPlan, inflight: Array<i32>, pe
   p.eligible = scan.eligible;
   if (scan.eligible == 0) return out;
   if (crit == CRIT_CRITICAL) {
-    calmPick(plan, rc.stdLoadOf, rc.drainOf, rc.pressureOf, rc.affinity, p);
+    calmPick(plan, rc.stdLoadOf, rc.drainOf, rc.pressureOf, rc.affinity, p, rc.speedOf);
     if (p.index < 0) bandPick(plan, scan.best, 0, rng, p);
   }
   else {

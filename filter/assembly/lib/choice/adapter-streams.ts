@@ -139,6 +139,11 @@ export class AdapterStreams {
     unchecked(this.epoch[slot]++);
   }
 
+  /** Whether any adapter streams from `slot` (this VM's, or another VM's as of the last exchange). */
+  anyAt(slot: i32): bool {
+    return slot >= 0 && slot < this.used.length && unchecked(this.used[slot]) + unchecked(this.remoteUsed[slot]) > 0;
+  }
+
   /** Requests for adapter hash `h` streaming from `slot`. */
   streaming(slot: i32, h: u32): i32 {
     const e = this.find(slot, h);
@@ -180,4 +185,19 @@ export function streamedCostMs(lp: LlmPlan, streams: AdapterStreams, col: i32, i
     return extra > drain ? extra : drain;
   }
   return extra;
+}
+
+/**
+ * Whether the adapter of column `col` may have drained from candidate i since the scrape: the
+ * scrape showed it running (`extra` 0 after streamedCostMs) with every LoRA slot held, and what
+ * streams there now is other adapters' only. A request for it then waits for a running adapter to
+ * drain. Its state is unknown; the critical picker prices it as a load (the least that wait can
+ * be), so an instance where it streams wins at an equal price (docs/benchmarks/llm-r15a.md: a
+ * critical request waited 12 s for a slot on such an instance, priced 2 ms under one where its
+ * adapter streamed). Standard requests keep the scrape's price: charged to every request, the
+ * doubt moved adapter requests off their prefix holders (prefix-heavy P50 worse on 3 of 3 seeds).
+ */
+export function mayHaveDrained(lp: LlmPlan, streams: AdapterStreams, col: i32, i: i32, slot: i32, extra: f64, run: StaticArray<u8>): bool {
+  if (extra != 0 || col < 0 || unchecked(lp.isBase[col]) || unchecked(run[i]) != 0) return false;
+  return unchecked(lp.loraRoom[i]) == 0 && streams.anyAt(slot);
 }

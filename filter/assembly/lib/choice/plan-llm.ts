@@ -19,6 +19,8 @@ export class LlmPlan {
    * (score-request.ts then prices prefill at request.fallbackPrefillMsPerToken and leaves decode out).
    */
   prefillMs: StaticArray<f64> = new StaticArray<f64>(0);
+  /** Each candidate's own measured prefill ms per token where it stands out of its base model pool's spread, else that pool's median (ownByPool; NaN: unknown): critical requests' speed term (picker-calm.ts). */
+  prefillOwn: StaticArray<f64> = new StaticArray<f64>(0);
   decodeMs: StaticArray<f64> = new StaticArray<f64>(0);
   /** The decode line (section type 5): ms per output token at batch n = decodeIdle + decodePerSeq · n,
    *  the pool's (medians of the instances' lines: poolDecodeLines); NaN both: no instance has one. */
@@ -140,6 +142,9 @@ export function buildLlmPlan(plan: Plan, service: string, llm: Array<InstanceLlm
   }
   // one engine model per pool (docs/inference-llm.md, "One price in ms"): every candidate is priced
   // with the pool's median of the measured per-token terms and decode lines
+  lp.prefillOwn = new StaticArray<f64>(n);
+  for (let i = 0; i < n; i++) lp.prefillOwn[i] = lp.prefillMs[i];
+  ownByPool(lp);
   lp.prefillFilled = poolTerms(lp.prefillMs);
   lp.decodeFilled = poolTerms(lp.decodeMs);
   poolDecodeLines(lp);
@@ -211,6 +216,58 @@ export function medianKnown(t: StaticArray<f64>): f64 {
     unchecked(v[p] = x);
   }
   return (k & 1) != 0 ? unchecked(v[k >> 1]) : 0.5 * (unchecked(v[(k >> 1) - 1]) + unchecked(v[k >> 1]));
+}
+
+/** Hampel's outlier bound: an estimate is told apart from the others' beyond 3 median absolute deviations (about 2 standard deviations of normal noise). */
+export const OUTLIER_MADS: f64 = 3;
+
+/**
+ * Each instance's own per-token rate, kept only where it stands out of the instances' spread: the
+ * median m of the known ones plus the part of each one's difference from m beyond OUTLIER_MADS
+ * median absolute deviations (m itself where it is within). On identical workers the estimates
+ * differ by the interference each window saw (0.12-0.29 ms/token, poolTerms): that spread is the
+ * estimate's own error, and a difference inside it is no measured speed. NaN entries stay NaN.
+ */
+export function ownBeyondSpread(t: StaticArray<f64>): void {
+  const m = medianKnown(t);
+  if (m != m) return;
+  const dev = new StaticArray<f64>(t.length);
+  for (let i = 0; i < t.length; i++) { const x = unchecked(t[i]); unchecked(dev[i] = x == x ? Math.abs(x - m) : NaN); }
+  const bound = OUTLIER_MADS * medianKnown(dev);
+  for (let i = 0; i < t.length; i++) {
+    const x = unchecked(t[i]);
+    if (x != x) continue;
+    const over = Math.abs(x - m) - bound;
+    unchecked(t[i] = over > 0 ? (x > m ? m + over : m - over) : m);
+  }
+}
+
+/**
+ * ownBeyondSpread within each base model's pool (the instances serving it as their base model;
+ * an instance serving none is a pool of its own): a critical request's candidates are one pool
+ * (the model filter), and a pool's own spread is what its rates are told apart by. Across pools
+ * the engines differ (another model, another size), which says nothing of one pool's instances.
+ */
+function ownByPool(lp: LlmPlan): void {
+  const n = lp.n, cols = lp.isBase.length;
+  const key = new StaticArray<i32>(n);
+  for (let i = 0; i < n; i++) {
+    let k = -1 - i;
+    for (let b = 0; b < cols; b++) if (lp.isBase[b] && (lp.flags[b * n + i] & MODEL_BASE) != 0) { k = b; break; }
+    key[i] = k;
+  }
+  const done = new StaticArray<u8>(n);
+  for (let i = 0; i < n; i++) {
+    if (done[i] != 0) continue;
+    let m = 0;
+    for (let j = i; j < n; j++) if (key[j] == key[i]) m++;
+    const sub = new StaticArray<f64>(m);
+    let q = 0;
+    for (let j = i; j < n; j++) if (key[j] == key[i]) sub[q++] = lp.prefillOwn[j];
+    ownBeyondSpread(sub);
+    q = 0;
+    for (let j = i; j < n; j++) if (key[j] == key[i]) { lp.prefillOwn[j] = sub[q++]; done[j] = 1; }
+  }
 }
 
 /** Least of the finite entries (NaN: none). */

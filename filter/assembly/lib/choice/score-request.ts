@@ -36,7 +36,7 @@ import { ptr, f64At, setF64At, i32At } from "./flat";
 import { PendingPrefill } from "../pending-prefill";
 import { ShedAt, loadAt } from "../criticality";
 import { OverloadShares, growthEvidence } from "../overload";
-import { AdapterStreams, streamedCostMs } from "./adapter-streams";
+import { AdapterStreams, streamedCostMs, mayHaveDrained } from "./adapter-streams";
 import { Inflight } from "../inflight";
 import { RecentSends, arrivalsAt } from "../recent-sends";
 import { PrefixHolds, shareByHolds } from "./scorer-holds";
@@ -78,6 +78,8 @@ export class RequestCost {
   streams: AdapterStreams = new AdapterStreams();
   /** Scratch, per candidate: the request's prefill there (ms, its uncached tokens; 0 where the per-token terms are unknown). */
   prefillMs: StaticArray<f64> = new StaticArray<f64>(0);
+  /** Scratch, per candidate, what the critical picker adds (picker-calm.ts; ms, de-weighted): its own measured prefill rate's difference from the pool's on the request's uncached tokens (0 where unknown), and a load where the request's adapter may have drained (adapter-streams.ts mayHaveDrained). */
+  speedOf: StaticArray<f64> = new StaticArray<f64>(0);
   /** The prompt's chain hashes (lib/request/prefix.ts hashPromptBlocks), `nh` of them: which blocks a pending prefill shares (shared-prefill.ts). */
   hashes: StaticArray<u64> = new StaticArray<u64>(0);
   nh: i32 = 0;
@@ -148,6 +150,7 @@ export function scoreRequest(plan: Plan, lp: LlmPlan, inflightP: usize, pending:
     rc.drainOf = new StaticArray<u8>(n); rc.runOf = new StaticArray<u8>(n);
     rc.blockMsOf = new StaticArray<f64>(n); rc.sharedOf = new StaticArray<f64>(n);
     rc.decodeOf = new StaticArray<f64>(n); rc.meshOf = new StaticArray<f64>(n);
+    rc.speedOf = new StaticArray<f64>(n);
   }
   const mesh = rc.mesh;
   // the arrivals behind a prefill (recent-sends.ts): this VM's sends within one whole prefill of
@@ -170,6 +173,7 @@ export function scoreRequest(plan: Plan, lp: LlmPlan, inflightP: usize, pending:
     if (extra == Infinity) { setF64At(costP, i, Infinity); excluded++; continue; }
     extra = streamedCostMs(lp, rc.streams, col, i, slot, extra, cp.adapterLoadMs, rc.runOf);
     unchecked(rc.drainOf[i] = extra > cp.adapterLoadMs ? 1 : 0);
+    const doubt = mayHaveDrained(lp, rc.streams, col, i, slot, extra, rc.runOf);
     const kv = unchecked(lp.kv[i]);
     const blocks = unchecked(rc.cachedBlocks[i]);
     if (blocks > affinityBlocks) { affinityBlocks = blocks; affinity = i; }
@@ -191,6 +195,9 @@ export function scoreRequest(plan: Plan, lp: LlmPlan, inflightP: usize, pending:
       const pf = pfRaw == pfRaw ? pfRaw : cp.fallbackPrefillMs;
       const own = (rc.promptTokens - (cached < rc.promptTokens ? cached : rc.promptTokens)) * pf;
       unchecked(rc.prefillMs[i] = own);
+      const pfOwn = unchecked(lp.prefillOwn[i]);
+      unchecked(rc.speedOf[i] = (pfRaw == pfRaw && pfOwn == pfOwn ? (rc.promptTokens - (cached < rc.promptTokens ? cached : rc.promptTokens)) * (pfOwn - pf) * inv : 0)
+        + (doubt ? cp.adapterLoadMs * inv : 0));
       // Decode on the pool's line (ms per token = idle + perSeq · batch, from the servers' inter-
       // token latency against their running count: docs/inference-llm.md, "Decode against the
       // batch"), on the batch the request joins; no line yet: the occupancy rule on the pool's time
@@ -280,7 +287,7 @@ export function scoreRequest(plan: Plan, lp: LlmPlan, inflightP: usize, pending:
       // scales every candidate's queue alike, so no error of the rate reverses their order
       unchecked(rc.decodeOf[i] = decode + (mine + behindMine) * inv);
     } else {
-      unchecked(rc.prefillMs[i] = 0);
+      unchecked(rc.prefillMs[i] = 0); unchecked(rc.speedOf[i] = 0);
       unchecked(rc.blockMsOf[i] = 0); unchecked(rc.sharedOf[i] = 0); unchecked(rc.decodeOf[i] = 0); unchecked(rc.meshOf[i] = 0);
       const s = serviceMs(rc.promptTokens, cached, rc.outTokens, NaN, NaN, cp.fallbackPrefillMs, unchecked(lp.esMs[i]));
       c = unchecked(lp.restMs[i]) * inv + (s + extra) * inv + b * f64At(pwP, i);
