@@ -258,7 +258,9 @@ function ownByPool(lp: LlmPlan): void {
   }
   const done = new StaticArray<u8>(n);
   for (let i = 0; i < n; i++) {
-    if (done[i] != 0) continue;
+    // an instance serving no base model is a pool of one: its own rate is its pool's median (and
+    // skipping it keeps the pass O(n × pools), not O(n²) for a fleet without LLM data yet)
+    if (done[i] != 0 || key[i] < 0) continue;
     let m = 0;
     for (let j = i; j < n; j++) if (key[j] == key[i]) m++;
     const sub = new StaticArray<f64>(m);
