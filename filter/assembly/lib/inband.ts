@@ -15,7 +15,7 @@ import {
 import { MAX_PROBE_BACKOFF } from "./inband-probe";
 import { mergeShared } from "./inband-share";
 import { readWait, readOrca, fairShares } from "./inband-load";
-import { getF, setF, getI, setI, getB, setB, getRef } from "./slot-array";
+import { getF, setF, getI, setI, getB, setB, getU, getRef } from "./slot-array";
 export {
   ADJ_STRIDE, WAIT_BUSY, WAIT_MAX_SLOTS, WAIT_STEP, LEVEL_MARGIN, NORMAL_RATIO, SLOW_RUN, SLOW_RUN_RATIO, RECOVERY_ANSWERS, HOLD_ANSWERS,
   RECOVERY_MEMORY_MS, CALIB_SCRAPES, InbandParams, peakStep, ewmaStep, REF_MIN_SAMPLES, JUDGE_MIN_SAMPLES, fuseFactor, ownPrice,
@@ -161,13 +161,13 @@ export class InbandTable {
   }
 
   /** Slot s's cost factor (the debug header shows it). */
-  @inline factorOf(s: i32): f64 { return getF(this.adj, s * ADJ_STRIDE); }
+  @inline factorOf(s: i32): f64 { return getF(this.adj.dataStart, s * ADJ_STRIDE); }
 
   /** The one bounds check of an answer's work (slot-array.ts reads and writes unchecked). */
   @inline checkSlot(s: i32): void { assert(<u32>s < <u32>this.gen.length, "in-band slot out of range"); }
 
   /** Whether a stream's (slot, generation) still names the slot's current address. */
-  @inline valid(slot: i32, gen: u32): bool { return slot >= 0 && slot < this.gen.length && unchecked(this.gen[slot]) == gen; }
+  @inline valid(slot: i32, gen: u32): bool { return slot >= 0 && slot < this.gen.length && getU(this.gen.dataStart, slot) == gen; }
 
   /** The scrape in force for a slot (plan rebuild): an ORCA queue older than the scrape gives way to it. */
   onScrape(s: i32, scrapeAtMs: f64, esMs: f64, slots: f64): void {
@@ -194,24 +194,24 @@ export class InbandTable {
    * next probe to the same instance; a regular choice resets k.
    */
   @inline sent(s: i32, t: f64, probeIdleMs: f64 = -1): void {
-    if (probeIdleMs < 0) setI(this.probeStreak, s, 0);
+    if (probeIdleMs < 0) setI(this.probeStreak.dataStart, s, 0);
     else {
       // a probe to an instance judged slow with no normal answer since: the longest wait at once
       // (the verdict holds until normal answers; one every idleMs would cost ~1 request a second)
-      const k = this.judgedSlow(s, t) && getF(this.normalRun, s) == 0 ? MAX_PROBE_BACKOFF : getI(this.probeStreak, s);
-      setF(this.probeUntil, s, t + probeIdleMs * <f64>(1 << (k < MAX_PROBE_BACKOFF ? k : MAX_PROBE_BACKOFF)));
-      setI(this.probeStreak, s, k + 1);
+      const k = this.judgedSlow(s, t) && getF(this.normalRun.dataStart, s) == 0 ? MAX_PROBE_BACKOFF : getI(this.probeStreak.dataStart, s);
+      setF(this.probeUntil.dataStart, s, t + probeIdleMs * <f64>(1 << (k < MAX_PROBE_BACKOFF ? k : MAX_PROBE_BACKOFF)));
+      setI(this.probeStreak.dataStart, s, k + 1);
     }
-    setF(this.lastSentMs, s, t);
-    const n = getI(this.outN, s) + 1;
-    setI(this.outN, s, n);
-    setI(this.sends, s, getI(this.sends, s) + 1);
+    setF(this.lastSentMs.dataStart, s, t);
+    const n = getI(this.outN.dataStart, s) + 1;
+    setI(this.outN.dataStart, s, n);
+    setI(this.sends.dataStart, s, getI(this.sends.dataStart, s) + 1);
     // the pile counts at once, as peak EWMA's pending count does: between ticks (20 ms) a silent
     // instance otherwise took every request sent in the meantime at its old price
     const pile = this.pileOf(s, n);
-    const slow = getF(this.slowPart, s);
-    setF(this.adj, s * ADJ_STRIDE, (pile > slow ? pile : slow) * getF(this.restPart, s));
-    setF(this.adj, s * ADJ_STRIDE + 3, this.ownPriceAt(s, n));
+    const slow = getF(this.slowPart.dataStart, s);
+    setF(this.adj.dataStart, s * ADJ_STRIDE, (pile > slow ? pile : slow) * getF(this.restPart.dataStart, s));
+    setF(this.adj.dataStart, s * ADJ_STRIDE + 3, this.ownPriceAt(s, n));
   }
 
 
@@ -227,13 +227,13 @@ export class InbandTable {
     const x = t - start;
     if (!(x >= 0)) return;
     if (sentWith >= 0) readWait(this, s, start, x, sentWith);
-    const dt = t - getF(this.hdrAt, s);
-    const p = getRef(this.paramsOf, s);
-    const prev = getF(this.hdrPrev, s);
-    setF(this.hdrPrev, s, x);
-    setF(this.hdrPeak, s, peakStep(getF(this.hdrPeak, s), prev > 0 && prev < x ? prev : x, dt, p.tauMs));
-    setF(this.hdrRef, s, ewmaStep(getF(this.hdrRef, s), x, dt, p.refTauMs, p.slowdownThreshold));
-    setF(this.hdrAt, s, t);
+    const dt = t - getF(this.hdrAt.dataStart, s);
+    const p = getRef<InbandParams>(this.paramsOf.dataStart, s);
+    const prev = getF(this.hdrPrev.dataStart, s);
+    setF(this.hdrPrev.dataStart, s, x);
+    setF(this.hdrPeak.dataStart, s, peakStep(getF(this.hdrPeak.dataStart, s), prev > 0 && prev < x ? prev : x, dt, p.tauMs));
+    setF(this.hdrRef.dataStart, s, ewmaStep(getF(this.hdrRef.dataStart, s), x, dt, p.refTauMs, p.slowdownThreshold));
+    setF(this.hdrAt.dataStart, s, t);
     this.fuse(s, t);
   }
 
@@ -245,8 +245,8 @@ export class InbandTable {
    */
   done(s: i32, start: f64, hdrT: f64, t: f64, headersSeen: bool, status: i32): void {
     this.checkSlot(s);
-    if (getI(this.outN, s) > 0) setI(this.outN, s, getI(this.outN, s) - 1);
-    setF(this.adj, s * ADJ_STRIDE + 3, this.ownPriceAt(s, getI(this.outN, s)));
+    if (getI(this.outN.dataStart, s) > 0) setI(this.outN.dataStart, s, getI(this.outN.dataStart, s) - 1);
+    setF(this.adj.dataStart, s * ADJ_STRIDE + 3, this.ownPriceAt(s, getI(this.outN.dataStart, s)));
     if (!headersSeen) {
       this.error(s, t, true);
       this.fuse(s, t);
@@ -255,32 +255,32 @@ export class InbandTable {
     if (status >= 500) return; // counted at the headers
     const x = t - hdrT > 1 ? t - hdrT : t - start;
     if (!(x >= 0)) return;
-    const dt = t - getF(this.eosAt, s);
-    const p = getRef(this.paramsOf, s);
-    const prev = getF(this.eosPrev, s);
+    const dt = t - getF(this.eosAt.dataStart, s);
+    const p = getRef<InbandParams>(this.paramsOf.dataStart, s);
+    const prev = getF(this.eosPrev.dataStart, s);
     const y = prev > 0 && prev < x ? prev : x;
-    const ref = getF(this.eosRef, s);
-    const n = getF(this.eosN, s);
+    const ref = getF(this.eosRef.dataStart, s);
+    const n = getF(this.eosN.dataStart, s);
     if (n >= JUDGE_MIN_SAMPLES) this.judge(s, t, start, x, y, ref, p);
-    if (n < REF_MIN_SAMPLES) setF(this.eosN, s, n + 1);
-    setF(this.eosPrev, s, x);
-    const pk = getF(this.eosPeak, s);
-    setF(this.eosPeak, s, this.judgedSlow(s, t) ? (y > pk ? y : pk) : peakStep(pk, y, dt, p.tauMs));
+    if (n < REF_MIN_SAMPLES) setF(this.eosN.dataStart, s, n + 1);
+    setF(this.eosPrev.dataStart, s, x);
+    const pk = getF(this.eosPeak.dataStart, s);
+    setF(this.eosPeak.dataStart, s, this.judgedSlow(s, t) ? (y > pk ? y : pk) : peakStep(pk, y, dt, p.tauMs));
     // while slow (a slowdown this proxy saw, no normal answer since) the answers belong to the
     // episode, not to the norm: the 2-5x answers of an instance 10x slower raised the norm by a
     // third over a 30 s episode, and its recovery then looked slow (feeding only the answers
     // below NORMAL_RATIO × the norm ratcheted it down instead). A lasting change is still learnt
     // from the answers that follow a normal one.
-    const slowNow = getF(this.slowAt, s) > 0 && t - getF(this.slowAt, s) <= RECOVERY_MEMORY_MS && getF(this.normalRun, s) == 0;
+    const slowNow = getF(this.slowAt.dataStart, s) > 0 && t - getF(this.slowAt.dataStart, s) <= RECOVERY_MEMORY_MS && getF(this.normalRun.dataStart, s) == 0;
     if (!slowNow) {
       // the norm's clamp takes only evidence of a slowdown (ewmaStep): a slow pair, or any answer
       // while a verdict is in force (recovering: normal answers since, fewer than RECOVERY_ANSWERS)
       const evidence = this.judgedSlow(s, t) ? Infinity : y;
-      setF(this.eosRef, s, ewmaStep(ref, x, dt, p.refTauMs, p.slowdownThreshold, n, evidence));
+      setF(this.eosRef.dataStart, s, ewmaStep(ref, x, dt, p.refTauMs, p.slowdownThreshold, n, evidence));
       // the whole time's norm (the pile's L) on the service sample's evidence
-      setF(this.allRef, s, ewmaStep(getF(this.allRef, s), t - start, dt, p.refTauMs, p.slowdownThreshold, n, evidence > p.slowdownThreshold * ref ? Infinity : 0));
+      setF(this.allRef.dataStart, s, ewmaStep(getF(this.allRef.dataStart, s), t - start, dt, p.refTauMs, p.slowdownThreshold, n, evidence > p.slowdownThreshold * ref ? Infinity : 0));
     }
-    setF(this.eosAt, s, t);
+    setF(this.eosAt.dataStart, s, t);
     this.fuse(s, t);
   }
 
@@ -298,38 +298,38 @@ export class InbandTable {
     const at = start > 0 ? start : 1;
     // a slow pair starts an episode; within one (RECOVERY_MEMORY_MS after its last slow answer),
     // one slow answer extends it (an instance priced out answers a probe every few seconds)
-    const sa = getF(this.slowAt, s);
+    const sa = getF(this.slowAt.dataStart, s);
     // the slow score: +1 per answer above SLOW_RUN_RATIO x the norm, -1 per normal one (in
     // between: unchanged), at least 0 -- short answers of a slowed instance do not wipe it out
     // (at most SLOW_RUN: a long episode must not outlast its normal answers); only a high answer
     // that brings it to SLOW_RUN judges
-    const h = getI(this.highRun, s);
+    const h = getI(this.highRun.dataStart, s);
     const high = x > SLOW_RUN_RATIO * ref;
     const run = high ? (h < SLOW_RUN ? h + 1 : SLOW_RUN) : (x <= NORMAL_RATIO * ref ? (h > 0 ? h - 1 : 0) : h);
-    setI(this.highRun, s, run);
-    const sr = high ? getI(this.slowRun, s) + 1 : 0;
-    setI(this.slowRun, s, sr);
+    setI(this.highRun.dataStart, s, run);
+    const sr = high ? getI(this.slowRun.dataStart, s) + 1 : 0;
+    setI(this.slowRun.dataStart, s, sr);
     // a new episode (none in memory) starts unconfirmed
-    if (!(sa > 0 && t - sa <= RECOVERY_MEMORY_MS)) setB(this.confirmed, s, false);
+    if (!(sa > 0 && t - sa <= RECOVERY_MEMORY_MS)) setB(this.confirmed.dataStart, s, false);
     if (at > sa && (y > p.slowdownThreshold * ref || (high && run >= SLOW_RUN) || (sa > 0 && t - sa <= RECOVERY_MEMORY_MS && x > p.slowdownThreshold * ref))) {
-      setF(this.slowAt, s, at);
+      setF(this.slowAt.dataStart, s, at);
       // the score starts verdicts; within one, answers above slowdownThreshold x the norm extend it
       // (a score left at SLOW_RUN let one healthy tail answer after a recovery judge it slow again)
-      setI(this.highRun, s, 0);
+      setI(this.highRun.dataStart, s, 0);
       // the normal answers that count are those to requests started after the verdict: of the
       // run so far only the latest is known to be (normalAt); the run from before an episode is
       // no recovery from it
-      if (at >= getF(this.normalAt, s)) setF(this.normalRun, s, 0);
-      else if (getF(this.normalRun, s) > 1) setF(this.normalRun, s, 1);
+      if (at >= getF(this.normalAt.dataStart, s)) setF(this.normalRun.dataStart, s, 0);
+      else if (getF(this.normalRun.dataStart, s) > 1) setF(this.normalRun.dataStart, s, 1);
     }
-    if (sr >= HOLD_ANSWERS && getF(this.slowAt, s) > 0) setB(this.confirmed, s, true);
+    if (sr >= HOLD_ANSWERS && getF(this.slowAt.dataStart, s) > 0) setB(this.confirmed.dataStart, s, true);
     if (x <= NORMAL_RATIO * ref) {
-      if (at <= getF(this.slowAt, s)) return;
-      if (getF(this.normalRun, s) < 1e9) setF(this.normalRun, s, getF(this.normalRun, s) + 1);
-      if (at > getF(this.normalAt, s)) setF(this.normalAt, s, at);
-      setI(this.probeStreak, s, 0);
-      setF(this.probeUntil, s, -Infinity);
-    } else if (x > p.slowdownThreshold * ref && at >= getF(this.normalAt, s)) setF(this.normalRun, s, 0);
+      if (at <= getF(this.slowAt.dataStart, s)) return;
+      if (getF(this.normalRun.dataStart, s) < 1e9) setF(this.normalRun.dataStart, s, getF(this.normalRun.dataStart, s) + 1);
+      if (at > getF(this.normalAt.dataStart, s)) setF(this.normalAt.dataStart, s, at);
+      setI(this.probeStreak.dataStart, s, 0);
+      setF(this.probeUntil.dataStart, s, -Infinity);
+    } else if (x > p.slowdownThreshold * ref && at >= getF(this.normalAt.dataStart, s)) setF(this.normalRun.dataStart, s, 0);
   }
 
   /**
@@ -338,8 +338,8 @@ export class InbandTable {
    * the agent de-weights for a tail this proxy never saw keeps its verdict.
    */
   recovered(s: i32, now: f64): bool {
-    const at = getF(this.slowAt, s);
-    return at > 0 && now - at <= RECOVERY_MEMORY_MS && getF(this.normalRun, s) >= <f64>RECOVERY_ANSWERS && getF(this.normalAt, s) > at;
+    const at = getF(this.slowAt.dataStart, s);
+    return at > 0 && now - at <= RECOVERY_MEMORY_MS && getF(this.normalRun.dataStart, s) >= <f64>RECOVERY_ANSWERS && getF(this.normalAt.dataStart, s) > at;
   }
 
   /**
@@ -348,7 +348,7 @@ export class InbandTable {
    * lower answers: the verdict stands until RECOVERY_ANSWERS normal answers (or the memory's end).
    */
   judgedSlow(s: i32, now: f64): bool {
-    const at = getF(this.slowAt, s);
+    const at = getF(this.slowAt.dataStart, s);
     return at > 0 && now - at <= RECOVERY_MEMORY_MS && !this.recovered(s, now);
   }
 
@@ -357,7 +357,7 @@ export class InbandTable {
    * answer since (it may be back): probes to it come as soon as its wait ends (probePick).
    */
   recovering(s: i32, now: f64): bool {
-    return this.judgedSlow(s, now) && getF(this.normalRun, s) > 0;
+    return this.judgedSlow(s, now) && getF(this.normalRun.dataStart, s) > 0;
   }
 
   /**
@@ -373,12 +373,12 @@ export class InbandTable {
   }
 
   private error(s: i32, t: f64, isError: bool): void {
-    const p = getRef(this.paramsOf, s);
-    let e = getF(this.err, s) * decay(t, getF(this.errAt, s), p.errorTauMs);
+    const p = getRef<InbandParams>(this.paramsOf.dataStart, s);
+    let e = getF(this.err.dataStart, s) * decay(t, getF(this.errAt.dataStart, s), p.errorTauMs);
     e += p.errorStep * ((isError ? 1.0 : 0.0) - e);
-    setF(this.err, s, e);
-    setF(this.errAt, s, t);
-    setB(this.errLast, s, isError);
+    setF(this.err.dataStart, s, e);
+    setF(this.errAt.dataStart, s, t);
+    setB(this.errLast.dataStart, s, isError);
     if (isError) this.errors++;
   }
 
@@ -391,23 +391,23 @@ export class InbandTable {
   /** Recomputes slot s's factor at `now` (response path, and every tick for the decay and ages). */
   fuse(s: i32, now: f64): void {
     const recovered = this.recovered(s, now);
-    const held = !recovered && getB(this.confirmed, s) && getF(this.slowAt, s) > 0 && now - getF(this.slowAt, s) <= RECOVERY_MEMORY_MS;
-    const p = getRef(this.paramsOf, s);
-    const slow = answerSlow(p, now, getF(this.eosPeak, s), getF(this.eosRef, s), getF(this.eosAt, s), recovered, held);
-    const rest = levelError(p, now, getF(this.eosPeak, s), getF(this.eosRef, s), getF(this.eosAt, s), getF(this.esScrape, s),
-      getF(this.err, s), getF(this.errAt, s), getF(this.orcaErr, s), getF(this.orcaAt, s), recovered, getF(this.normalRun, s), getF(this.calib, s), held,
-      this.errScale(s), getB(this.errLast, s));
-    setF(this.slowPart, s, slow);
-    setF(this.restPart, s, rest);
+    const held = !recovered && getB(this.confirmed.dataStart, s) && getF(this.slowAt.dataStart, s) > 0 && now - getF(this.slowAt.dataStart, s) <= RECOVERY_MEMORY_MS;
+    const p = getRef<InbandParams>(this.paramsOf.dataStart, s);
+    const slow = answerSlow(p, now, getF(this.eosPeak.dataStart, s), getF(this.eosRef.dataStart, s), getF(this.eosAt.dataStart, s), recovered, held);
+    const rest = levelError(p, now, getF(this.eosPeak.dataStart, s), getF(this.eosRef.dataStart, s), getF(this.eosAt.dataStart, s), getF(this.esScrape.dataStart, s),
+      getF(this.err.dataStart, s), getF(this.errAt.dataStart, s), getF(this.orcaErr.dataStart, s), getF(this.orcaAt.dataStart, s), recovered, getF(this.normalRun.dataStart, s), getF(this.calib.dataStart, s), held,
+      this.errScale(s), getB(this.errLast.dataStart, s));
+    setF(this.slowPart.dataStart, s, slow);
+    setF(this.restPart.dataStart, s, rest);
     const pile = this.pile(s);
-    setF(this.adj, s * ADJ_STRIDE, (pile > slow ? pile : slow) * rest);
-    setF(this.adj, s * ADJ_STRIDE + 3, this.ownPriceAt(s, getI(this.outN, s)));
+    setF(this.adj.dataStart, s * ADJ_STRIDE, (pile > slow ? pile : slow) * rest);
+    setF(this.adj.dataStart, s * ADJ_STRIDE + 3, this.ownPriceAt(s, getI(this.outN.dataStart, s)));
   }
 
   /** Slot s's own price at n of ours outstanding (ownPrice: each held for its service time, the scraped E[S]). */
   @inline ownPriceAt(s: i32, n: i32): f64 {
-    const es = getF(this.esScrape, s);
-    return ownPrice(<f64>n, es, es / getF(this.slots, s), getF(this.adj, s * ADJ_STRIDE));
+    const es = getF(this.esScrape.dataStart, s);
+    return ownPrice(<f64>n, es, es / getF(this.slots.dataStart, s), getF(this.adj.dataStart, s * ADJ_STRIDE));
   }
 
   /**
@@ -419,7 +419,7 @@ export class InbandTable {
    * fades: it prices a slowdown before any answer comes. 1 with nothing outstanding. No noise
    * band (one deviation √(λ·L) left out lost the 4-proxy case its signal: docs/inband.md).
    */
-  pile(s: i32): f64 { return this.pileOf(s, getI(this.outN, s)); }
+  pile(s: i32): f64 { return this.pileOf(s, getI(this.outN.dataStart, s)); }
 
   /**
    * What an error answer of slot s costs, over its own scraped E[S] (levelError): a retry at a
@@ -429,10 +429,10 @@ export class InbandTable {
    * peer and took ~250 requests per 15 s episode (87 before the pile made loaded peers dearer).
    */
   errScale(s: i32): f64 {
-    const es = getF(this.esScrape, s);
-    const typ = getF(this.esTyp, s);
+    const es = getF(this.esScrape.dataStart, s);
+    const typ = getF(this.esTyp.dataStart, s);
     if (!(es > 0) || !(typ > 0)) return 1;
-    const n = getF(this.fairN, s) < Infinity ? getF(this.fairN, s) : 0, c = getF(this.slots, s);
+    const n = getF(this.fairN.dataStart, s) < Infinity ? getF(this.fairN.dataStart, s) : 0, c = getF(this.slots.dataStart, s);
     return (typ * (1 + n / c) + ownPrice(n, typ, typ / c, 1)) / es; // = typ (1 + n) / es
   }
 
@@ -445,12 +445,12 @@ export class InbandTable {
    */
   @inline pileOf(s: i32, n: i32): f64 {
     if (n <= 0) return 1;
-    const L = getF(this.allRef, s) > 0 ? getF(this.allRef, s) : getF(this.esScrape, s);
+    const L = getF(this.allRef.dataStart, s) > 0 ? getF(this.allRef.dataStart, s) : getF(this.esScrape.dataStart, s);
     if (!(L > 0)) return 1;
     // the sends since the last tick are outstanding at the usual latency too (the tick folds them
     // into the rate): without them a burst between two ticks read as a pile on an idle instance
-    const own = getF(this.rate, s) * L + <f64>getI(this.sends, s);
-    const fair = getF(this.fairN, s);
+    const own = getF(this.rate.dataStart, s) * L + <f64>getI(this.sends.dataStart, s);
+    const fair = getF(this.fairN.dataStart, s);
     return (<f64>n + 1) / ((own < fair ? own : fair) + 1);
   }
 
