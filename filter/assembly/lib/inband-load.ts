@@ -1,8 +1,11 @@
 // What the load around an instance says (docs/inband.md): the other proxies' queue read from the
-// time to headers of our requests (readWait), and the service-wide shares the pile and the error
-// price compare an instance with (fairShares). Functions over InbandTable's per-slot state.
+// time to headers of our requests (readWait), the queue an ORCA report on an answer gives
+// (readOrca), and the service-wide shares the pile and the error price compare an instance with
+// (fairShares). Functions over InbandTable's per-slot state.
 import { InbandTable, InbandParams } from "./inband";
 import { ADJ_STRIDE, WAIT_BUSY, WAIT_MAX_SLOTS, WAIT_STEP, RECOVERY_MEMORY_MS } from "./inband-rules";
+import { OrcaReport } from "./orca";
+import { getF, setF } from "./slot-array";
 
 /**
  * The other proxies' load from the time to headers `x` of a request started at `start`: the
@@ -14,18 +17,18 @@ import { ADJ_STRIDE, WAIT_BUSY, WAIT_MAX_SLOTS, WAIT_STEP, RECOVERY_MEMORY_MS } 
  * its answer).
  */
 export function readWait(t: InbandTable, s: i32, start: f64, x: f64, sentWith: i32): void {
-  const f = t.hdrFloor[s];
-  t.hdrFloor[s] = f == f ? (x < f ? f + 0.5 * (x - f) : f + 0.01 * (x - f)) : x;
+  const f = getF(t.hdrFloor.dataStart, s);
+  setF(t.hdrFloor.dataStart, s, f == f ? (x < f ? f + 0.5 * (x - f) : f + 0.01 * (x - f)) : x);
   // the unit of the wait is the instance's usual E[S] / c (calib × norm, when known): a slowed
   // instance's scrape is stale, and its own inflated service time would hide its wait
-  const cal = t.calib[s] * t.eosRef[s];
-  const es = cal > 0 && cal < t.esScrape[s] ? cal : t.esScrape[s];
-  const c = t.slots[s];
+  const cal = getF(t.calib.dataStart, s) * getF(t.eosRef.dataStart, s);
+  const es = cal > 0 && cal < getF(t.esScrape.dataStart, s) ? cal : getF(t.esScrape.dataStart, s);
+  const c = getF(t.slots.dataStart, s);
   if (!(es > 0) || f != f) return;
-  if (t.orcaAt[s] > t.scrapeAt[s] || start <= t.qAt[s] || start <= t.scrapeAt[s]) return;
+  if (getF(t.orcaAt.dataStart, s) > getF(t.scrapeAt.dataStart, s) || start <= getF(t.qAt.dataStart, s) || start <= getF(t.scrapeAt.dataStart, s)) return;
   // a slowed instance is priced by the slowdown (fuseFactor); its long waits are its own
   // service, not other proxies' load, and its free slots no news
-  if (t.slowAt[s] > 0 && start - t.slowAt[s] <= RECOVERY_MEMORY_MS && t.normalRun[s] == 0) return;
+  if (getF(t.slowAt.dataStart, s) > 0 && start - getF(t.slowAt.dataStart, s) <= RECOVERY_MEMORY_MS && getF(t.normalRun.dataStart, s) == 0) return;
   const unit = es / c;
   // a queue is told apart from the request's own time to headers only when a busy instance's
   // departure interval exceeds the unqueued time to headers (the floor): with c large or answers
@@ -33,21 +36,43 @@ export function readWait(t: InbandTable, s: i32, start: f64, x: f64, sentWith: i
   // instance that answers, none on one that is silent: issue 21)
   if (unit <= f) return;
   const w = x - f;
-  const base = t.adj[s * ADJ_STRIDE + 1];
-  const fresh = base == base && t.qAt[s] > t.scrapeAt[s];
+  const base = getF(t.adj.dataStart, s * ADJ_STRIDE + 1);
+  const fresh = base == base && getF(t.qAt.dataStart, s) > getF(t.scrapeAt.dataStart, s);
   if (w > WAIT_BUSY * unit) {
     let ahead = w / unit;
     if (ahead > WAIT_MAX_SLOTS * c) ahead = WAIT_MAX_SLOTS * c;
     // the others' share then (never below none: the wait is a noisy reading of the queue)
     const q = Math.max(0, c - 1 + ahead - <f64>sentWith);
-    t.adj[s * ADJ_STRIDE + 1] = fresh ? base + WAIT_STEP * (q - base) : q;
-    t.adj[s * ADJ_STRIDE + 2] = Infinity;
+    setF(t.adj.dataStart, s * ADJ_STRIDE + 1, fresh ? base + WAIT_STEP * (q - base) : q);
+    setF(t.adj.dataStart, s * ADJ_STRIDE + 2, Infinity);
   } else {
     // a free slot at its start: what the scrape says, at most c − 1 in the instance
-    t.adj[s * ADJ_STRIDE + 1] = NaN;
-    t.adj[s * ADJ_STRIDE + 2] = Math.max(0, c - 1 - <f64>sentWith);
+    setF(t.adj.dataStart, s * ADJ_STRIDE + 1, NaN);
+    setF(t.adj.dataStart, s * ADJ_STRIDE + 2, Math.max(0, c - 1 - <f64>sentWith));
   }
-  t.qAt[s] = start;
+  setF(t.qAt.dataStart, s, start);
+}
+
+/**
+ * An ORCA report on an answer from slot s at `now` (InbandTable.orca); `inflightNow` is our in-flight
+ * count then. Its queue (+ running = utilisation × slots) replaces the scraped queue until a newer scrape.
+ */
+export function readOrca(t: InbandTable, s: i32, r: OrcaReport, now: f64, inflightNow: i32): void {
+  t.checkSlot(s);
+  if (!r.ok) { t.orcaInvalid++; return; }
+  t.orcaValid++;
+  setF(t.orcaAt.dataStart, s, now);
+  const u = r.utilization();
+  setF(t.orcaUtil.dataStart, s, u);
+  setF(t.orcaKv.dataStart, s, r.kvCache);
+  setF(t.orcaErr.dataStart, s, r.eps > 0 && r.rps > 0 ? Math.min(1, r.eps / r.rps) : 0);
+  if (!isNaN(r.queue)) {
+    const running = u >= 0 && u < Infinity ? Math.min(u, 1) * getF(t.slots.dataStart, s) : 0;
+    setF(t.adj.dataStart, s * ADJ_STRIDE + 1, r.queue + running - <f64>inflightNow);
+    setF(t.adj.dataStart, s * ADJ_STRIDE + 2, Infinity);
+    setF(t.qAt.dataStart, s, now);
+  }
+  t.fuse(s, now);
 }
 
 // per-service sums of the tick (reused: the tick allocates nothing once the fleet is seen)

@@ -14,7 +14,8 @@ import {
 } from "./inband-rules";
 import { MAX_PROBE_BACKOFF } from "./inband-probe";
 import { mergeShared } from "./inband-share";
-import { readWait, fairShares } from "./inband-load";
+import { readWait, readOrca, fairShares } from "./inband-load";
+import { getF, setF, getI, setI, getB, setB, getU, getRef } from "./slot-array";
 export {
   ADJ_STRIDE, WAIT_BUSY, WAIT_MAX_SLOTS, WAIT_STEP, LEVEL_MARGIN, NORMAL_RATIO, SLOW_RUN, SLOW_RUN_RATIO, RECOVERY_ANSWERS, HOLD_ANSWERS,
   RECOVERY_MEMORY_MS, CALIB_SCRAPES, InbandParams, peakStep, ewmaStep, REF_MIN_SAMPLES, JUDGE_MIN_SAMPLES, fuseFactor, ownPrice,
@@ -160,10 +161,13 @@ export class InbandTable {
   }
 
   /** Slot s's cost factor (the debug header shows it). */
-  @inline factorOf(s: i32): f64 { return unchecked(this.adj[s * ADJ_STRIDE]); }
+  @inline factorOf(s: i32): f64 { return getF(this.adj.dataStart, s * ADJ_STRIDE); }
+
+  /** The one bounds check of an answer's work (slot-array.ts reads and writes unchecked). */
+  @inline checkSlot(s: i32): void { assert(<u32>s < <u32>this.gen.length, "in-band slot out of range"); }
 
   /** Whether a stream's (slot, generation) still names the slot's current address. */
-  @inline valid(slot: i32, gen: u32): bool { return slot >= 0 && slot < this.gen.length && unchecked(this.gen[slot]) == gen; }
+  @inline valid(slot: i32, gen: u32): bool { return slot >= 0 && slot < this.gen.length && getU(this.gen.dataStart, slot) == gen; }
 
   /** The scrape in force for a slot (plan rebuild): an ORCA queue older than the scrape gives way to it. */
   onScrape(s: i32, scrapeAtMs: f64, esMs: f64, slots: f64): void {
@@ -190,24 +194,24 @@ export class InbandTable {
    * next probe to the same instance; a regular choice resets k.
    */
   @inline sent(s: i32, t: f64, probeIdleMs: f64 = -1): void {
-    if (probeIdleMs < 0) unchecked(this.probeStreak[s] = 0);
+    if (probeIdleMs < 0) setI(this.probeStreak.dataStart, s, 0);
     else {
       // a probe to an instance judged slow with no normal answer since: the longest wait at once
       // (the verdict holds until normal answers; one every idleMs would cost ~1 request a second)
-      const k = this.judgedSlow(s, t) && unchecked(this.normalRun[s]) == 0 ? MAX_PROBE_BACKOFF : unchecked(this.probeStreak[s]);
-      unchecked(this.probeUntil[s] = t + probeIdleMs * <f64>(1 << (k < MAX_PROBE_BACKOFF ? k : MAX_PROBE_BACKOFF)));
-      unchecked(this.probeStreak[s] = k + 1);
+      const k = this.judgedSlow(s, t) && getF(this.normalRun.dataStart, s) == 0 ? MAX_PROBE_BACKOFF : getI(this.probeStreak.dataStart, s);
+      setF(this.probeUntil.dataStart, s, t + probeIdleMs * <f64>(1 << (k < MAX_PROBE_BACKOFF ? k : MAX_PROBE_BACKOFF)));
+      setI(this.probeStreak.dataStart, s, k + 1);
     }
-    unchecked(this.lastSentMs[s] = t);
-    const n = unchecked(this.outN[s]) + 1;
-    unchecked(this.outN[s] = n);
-    unchecked(this.sends[s]++);
+    setF(this.lastSentMs.dataStart, s, t);
+    const n = getI(this.outN.dataStart, s) + 1;
+    setI(this.outN.dataStart, s, n);
+    setI(this.sends.dataStart, s, getI(this.sends.dataStart, s) + 1);
     // the pile counts at once, as peak EWMA's pending count does: between ticks (20 ms) a silent
     // instance otherwise took every request sent in the meantime at its old price
     const pile = this.pileOf(s, n);
-    const slow = unchecked(this.slowPart[s]);
-    unchecked(this.adj[s * ADJ_STRIDE] = (pile > slow ? pile : slow) * unchecked(this.restPart[s]));
-    unchecked(this.adj[s * ADJ_STRIDE + 3] = this.ownPriceAt(s, n));
+    const slow = getF(this.slowPart.dataStart, s);
+    setF(this.adj.dataStart, s * ADJ_STRIDE, (pile > slow ? pile : slow) * getF(this.restPart.dataStart, s));
+    setF(this.adj.dataStart, s * ADJ_STRIDE + 3, this.ownPriceAt(s, n));
   }
 
 
@@ -217,18 +221,19 @@ export class InbandTable {
    * unknown, the wait is not read).
    */
   headers(s: i32, start: f64, t: f64, status: i32, sentWith: i32 = -1): void {
+    this.checkSlot(s);
     if (status >= 500) { this.error(s, t, true); this.fuse(s, t); return; }
     this.error(s, t, false);
     const x = t - start;
     if (!(x >= 0)) return;
     if (sentWith >= 0) readWait(this, s, start, x, sentWith);
-    const dt = t - this.hdrAt[s];
-    const p = this.paramsOf[s];
-    const prev = this.hdrPrev[s];
-    this.hdrPrev[s] = x;
-    this.hdrPeak[s] = peakStep(this.hdrPeak[s], prev > 0 && prev < x ? prev : x, dt, p.tauMs);
-    this.hdrRef[s] = ewmaStep(this.hdrRef[s], x, dt, p.refTauMs, p.slowdownThreshold);
-    this.hdrAt[s] = t;
+    const dt = t - getF(this.hdrAt.dataStart, s);
+    const p = getRef<InbandParams>(this.paramsOf.dataStart, s);
+    const prev = getF(this.hdrPrev.dataStart, s);
+    setF(this.hdrPrev.dataStart, s, x);
+    setF(this.hdrPeak.dataStart, s, peakStep(getF(this.hdrPeak.dataStart, s), prev > 0 && prev < x ? prev : x, dt, p.tauMs));
+    setF(this.hdrRef.dataStart, s, ewmaStep(getF(this.hdrRef.dataStart, s), x, dt, p.refTauMs, p.slowdownThreshold));
+    setF(this.hdrAt.dataStart, s, t);
     this.fuse(s, t);
   }
 
@@ -239,8 +244,9 @@ export class InbandTable {
    * came in one piece (headers at the end).
    */
   done(s: i32, start: f64, hdrT: f64, t: f64, headersSeen: bool, status: i32): void {
-    if (this.outN[s] > 0) this.outN[s]--;
-    this.adj[s * ADJ_STRIDE + 3] = this.ownPriceAt(s, this.outN[s]);
+    this.checkSlot(s);
+    if (getI(this.outN.dataStart, s) > 0) setI(this.outN.dataStart, s, getI(this.outN.dataStart, s) - 1);
+    setF(this.adj.dataStart, s * ADJ_STRIDE + 3, this.ownPriceAt(s, getI(this.outN.dataStart, s)));
     if (!headersSeen) {
       this.error(s, t, true);
       this.fuse(s, t);
@@ -249,32 +255,32 @@ export class InbandTable {
     if (status >= 500) return; // counted at the headers
     const x = t - hdrT > 1 ? t - hdrT : t - start;
     if (!(x >= 0)) return;
-    const dt = t - this.eosAt[s];
-    const p = this.paramsOf[s];
-    const prev = this.eosPrev[s];
+    const dt = t - getF(this.eosAt.dataStart, s);
+    const p = getRef<InbandParams>(this.paramsOf.dataStart, s);
+    const prev = getF(this.eosPrev.dataStart, s);
     const y = prev > 0 && prev < x ? prev : x;
-    const ref = this.eosRef[s];
-    const n = this.eosN[s];
+    const ref = getF(this.eosRef.dataStart, s);
+    const n = getF(this.eosN.dataStart, s);
     if (n >= JUDGE_MIN_SAMPLES) this.judge(s, t, start, x, y, ref, p);
-    if (n < REF_MIN_SAMPLES) this.eosN[s] = n + 1;
-    this.eosPrev[s] = x;
-    const pk = this.eosPeak[s];
-    this.eosPeak[s] = this.judgedSlow(s, t) ? (y > pk ? y : pk) : peakStep(pk, y, dt, p.tauMs);
+    if (n < REF_MIN_SAMPLES) setF(this.eosN.dataStart, s, n + 1);
+    setF(this.eosPrev.dataStart, s, x);
+    const pk = getF(this.eosPeak.dataStart, s);
+    setF(this.eosPeak.dataStart, s, this.judgedSlow(s, t) ? (y > pk ? y : pk) : peakStep(pk, y, dt, p.tauMs));
     // while slow (a slowdown this proxy saw, no normal answer since) the answers belong to the
     // episode, not to the norm: the 2-5x answers of an instance 10x slower raised the norm by a
     // third over a 30 s episode, and its recovery then looked slow (feeding only the answers
     // below NORMAL_RATIO × the norm ratcheted it down instead). A lasting change is still learnt
     // from the answers that follow a normal one.
-    const slowNow = this.slowAt[s] > 0 && t - this.slowAt[s] <= RECOVERY_MEMORY_MS && this.normalRun[s] == 0;
+    const slowNow = getF(this.slowAt.dataStart, s) > 0 && t - getF(this.slowAt.dataStart, s) <= RECOVERY_MEMORY_MS && getF(this.normalRun.dataStart, s) == 0;
     if (!slowNow) {
       // the norm's clamp takes only evidence of a slowdown (ewmaStep): a slow pair, or any answer
       // while a verdict is in force (recovering: normal answers since, fewer than RECOVERY_ANSWERS)
       const evidence = this.judgedSlow(s, t) ? Infinity : y;
-      this.eosRef[s] = ewmaStep(ref, x, dt, p.refTauMs, p.slowdownThreshold, n, evidence);
+      setF(this.eosRef.dataStart, s, ewmaStep(ref, x, dt, p.refTauMs, p.slowdownThreshold, n, evidence));
       // the whole time's norm (the pile's L) on the service sample's evidence
-      this.allRef[s] = ewmaStep(this.allRef[s], t - start, dt, p.refTauMs, p.slowdownThreshold, n, evidence > p.slowdownThreshold * ref ? Infinity : 0);
+      setF(this.allRef.dataStart, s, ewmaStep(getF(this.allRef.dataStart, s), t - start, dt, p.refTauMs, p.slowdownThreshold, n, evidence > p.slowdownThreshold * ref ? Infinity : 0));
     }
-    this.eosAt[s] = t;
+    setF(this.eosAt.dataStart, s, t);
     this.fuse(s, t);
   }
 
@@ -292,38 +298,38 @@ export class InbandTable {
     const at = start > 0 ? start : 1;
     // a slow pair starts an episode; within one (RECOVERY_MEMORY_MS after its last slow answer),
     // one slow answer extends it (an instance priced out answers a probe every few seconds)
-    const sa = this.slowAt[s];
+    const sa = getF(this.slowAt.dataStart, s);
     // the slow score: +1 per answer above SLOW_RUN_RATIO x the norm, -1 per normal one (in
     // between: unchanged), at least 0 -- short answers of a slowed instance do not wipe it out
     // (at most SLOW_RUN: a long episode must not outlast its normal answers); only a high answer
     // that brings it to SLOW_RUN judges
-    const h = this.highRun[s];
+    const h = getI(this.highRun.dataStart, s);
     const high = x > SLOW_RUN_RATIO * ref;
     const run = high ? (h < SLOW_RUN ? h + 1 : SLOW_RUN) : (x <= NORMAL_RATIO * ref ? (h > 0 ? h - 1 : 0) : h);
-    this.highRun[s] = run;
-    const sr = high ? this.slowRun[s] + 1 : 0;
-    this.slowRun[s] = sr;
+    setI(this.highRun.dataStart, s, run);
+    const sr = high ? getI(this.slowRun.dataStart, s) + 1 : 0;
+    setI(this.slowRun.dataStart, s, sr);
     // a new episode (none in memory) starts unconfirmed
-    if (!(sa > 0 && t - sa <= RECOVERY_MEMORY_MS)) this.confirmed[s] = false;
+    if (!(sa > 0 && t - sa <= RECOVERY_MEMORY_MS)) setB(this.confirmed.dataStart, s, false);
     if (at > sa && (y > p.slowdownThreshold * ref || (high && run >= SLOW_RUN) || (sa > 0 && t - sa <= RECOVERY_MEMORY_MS && x > p.slowdownThreshold * ref))) {
-      this.slowAt[s] = at;
+      setF(this.slowAt.dataStart, s, at);
       // the score starts verdicts; within one, answers above slowdownThreshold x the norm extend it
       // (a score left at SLOW_RUN let one healthy tail answer after a recovery judge it slow again)
-      this.highRun[s] = 0;
+      setI(this.highRun.dataStart, s, 0);
       // the normal answers that count are those to requests started after the verdict: of the
       // run so far only the latest is known to be (normalAt); the run from before an episode is
       // no recovery from it
-      if (at >= this.normalAt[s]) this.normalRun[s] = 0;
-      else if (this.normalRun[s] > 1) this.normalRun[s] = 1;
+      if (at >= getF(this.normalAt.dataStart, s)) setF(this.normalRun.dataStart, s, 0);
+      else if (getF(this.normalRun.dataStart, s) > 1) setF(this.normalRun.dataStart, s, 1);
     }
-    if (sr >= HOLD_ANSWERS && this.slowAt[s] > 0) this.confirmed[s] = true;
+    if (sr >= HOLD_ANSWERS && getF(this.slowAt.dataStart, s) > 0) setB(this.confirmed.dataStart, s, true);
     if (x <= NORMAL_RATIO * ref) {
-      if (at <= this.slowAt[s]) return;
-      if (this.normalRun[s] < 1e9) this.normalRun[s] += 1;
-      if (at > this.normalAt[s]) this.normalAt[s] = at;
-      this.probeStreak[s] = 0;
-      this.probeUntil[s] = -Infinity;
-    } else if (x > p.slowdownThreshold * ref && at >= this.normalAt[s]) this.normalRun[s] = 0;
+      if (at <= getF(this.slowAt.dataStart, s)) return;
+      if (getF(this.normalRun.dataStart, s) < 1e9) setF(this.normalRun.dataStart, s, getF(this.normalRun.dataStart, s) + 1);
+      if (at > getF(this.normalAt.dataStart, s)) setF(this.normalAt.dataStart, s, at);
+      setI(this.probeStreak.dataStart, s, 0);
+      setF(this.probeUntil.dataStart, s, -Infinity);
+    } else if (x > p.slowdownThreshold * ref && at >= getF(this.normalAt.dataStart, s)) setF(this.normalRun.dataStart, s, 0);
   }
 
   /**
@@ -332,8 +338,8 @@ export class InbandTable {
    * the agent de-weights for a tail this proxy never saw keeps its verdict.
    */
   recovered(s: i32, now: f64): bool {
-    const at = this.slowAt[s];
-    return at > 0 && now - at <= RECOVERY_MEMORY_MS && this.normalRun[s] >= <f64>RECOVERY_ANSWERS && this.normalAt[s] > at;
+    const at = getF(this.slowAt.dataStart, s);
+    return at > 0 && now - at <= RECOVERY_MEMORY_MS && getF(this.normalRun.dataStart, s) >= <f64>RECOVERY_ANSWERS && getF(this.normalAt.dataStart, s) > at;
   }
 
   /**
@@ -342,7 +348,7 @@ export class InbandTable {
    * lower answers: the verdict stands until RECOVERY_ANSWERS normal answers (or the memory's end).
    */
   judgedSlow(s: i32, now: f64): bool {
-    const at = this.slowAt[s];
+    const at = getF(this.slowAt.dataStart, s);
     return at > 0 && now - at <= RECOVERY_MEMORY_MS && !this.recovered(s, now);
   }
 
@@ -351,7 +357,7 @@ export class InbandTable {
    * answer since (it may be back): probes to it come as soon as its wait ends (probePick).
    */
   recovering(s: i32, now: f64): bool {
-    return this.judgedSlow(s, now) && this.normalRun[s] > 0;
+    return this.judgedSlow(s, now) && getF(this.normalRun.dataStart, s) > 0;
   }
 
   /**
@@ -367,12 +373,12 @@ export class InbandTable {
   }
 
   private error(s: i32, t: f64, isError: bool): void {
-    const p = this.paramsOf[s];
-    let e = this.err[s] * decay(t, this.errAt[s], p.errorTauMs);
+    const p = getRef<InbandParams>(this.paramsOf.dataStart, s);
+    let e = getF(this.err.dataStart, s) * decay(t, getF(this.errAt.dataStart, s), p.errorTauMs);
     e += p.errorStep * ((isError ? 1.0 : 0.0) - e);
-    this.err[s] = e;
-    this.errAt[s] = t;
-    this.errLast[s] = isError;
+    setF(this.err.dataStart, s, e);
+    setF(this.errAt.dataStart, s, t);
+    setB(this.errLast.dataStart, s, isError);
     if (isError) this.errors++;
   }
 
@@ -380,43 +386,28 @@ export class InbandTable {
    * An ORCA report on an answer from slot s at `t`; `inflightNow` is our in-flight count then.
    * Its queue (+ running = utilisation × slots) replaces the scraped queue until a newer scrape.
    */
-  orca(s: i32, r: OrcaReport, t: f64, inflightNow: i32): void {
-    if (!r.ok) { this.orcaInvalid++; return; }
-    this.orcaValid++;
-    this.orcaAt[s] = t;
-    const u = r.utilization();
-    this.orcaUtil[s] = u;
-    this.orcaKv[s] = r.kvCache;
-    this.orcaErr[s] = r.eps > 0 && r.rps > 0 ? Math.min(1, r.eps / r.rps) : 0;
-    if (!isNaN(r.queue)) {
-      const running = u >= 0 && u < Infinity ? Math.min(u, 1) * this.slots[s] : 0;
-      this.adj[s * ADJ_STRIDE + 1] = r.queue + running - <f64>inflightNow;
-      this.adj[s * ADJ_STRIDE + 2] = Infinity;
-      this.qAt[s] = t;
-    }
-    this.fuse(s, t);
-  }
+  orca(s: i32, r: OrcaReport, t: f64, inflightNow: i32): void { readOrca(this, s, r, t, inflightNow); }
 
   /** Recomputes slot s's factor at `now` (response path, and every tick for the decay and ages). */
   fuse(s: i32, now: f64): void {
     const recovered = this.recovered(s, now);
-    const held = !recovered && this.confirmed[s] && this.slowAt[s] > 0 && now - this.slowAt[s] <= RECOVERY_MEMORY_MS;
-    const p = this.paramsOf[s];
-    const slow = answerSlow(p, now, this.eosPeak[s], this.eosRef[s], this.eosAt[s], recovered, held);
-    const rest = levelError(p, now, this.eosPeak[s], this.eosRef[s], this.eosAt[s], this.esScrape[s],
-      this.err[s], this.errAt[s], this.orcaErr[s], this.orcaAt[s], recovered, this.normalRun[s], this.calib[s], held,
-      this.errScale(s), this.errLast[s]);
-    this.slowPart[s] = slow;
-    this.restPart[s] = rest;
+    const held = !recovered && getB(this.confirmed.dataStart, s) && getF(this.slowAt.dataStart, s) > 0 && now - getF(this.slowAt.dataStart, s) <= RECOVERY_MEMORY_MS;
+    const p = getRef<InbandParams>(this.paramsOf.dataStart, s);
+    const slow = answerSlow(p, now, getF(this.eosPeak.dataStart, s), getF(this.eosRef.dataStart, s), getF(this.eosAt.dataStart, s), recovered, held);
+    const rest = levelError(p, now, getF(this.eosPeak.dataStart, s), getF(this.eosRef.dataStart, s), getF(this.eosAt.dataStart, s), getF(this.esScrape.dataStart, s),
+      getF(this.err.dataStart, s), getF(this.errAt.dataStart, s), getF(this.orcaErr.dataStart, s), getF(this.orcaAt.dataStart, s), recovered, getF(this.normalRun.dataStart, s), getF(this.calib.dataStart, s), held,
+      this.errScale(s), getB(this.errLast.dataStart, s));
+    setF(this.slowPart.dataStart, s, slow);
+    setF(this.restPart.dataStart, s, rest);
     const pile = this.pile(s);
-    this.adj[s * ADJ_STRIDE] = (pile > slow ? pile : slow) * rest;
-    this.adj[s * ADJ_STRIDE + 3] = this.ownPriceAt(s, this.outN[s]);
+    setF(this.adj.dataStart, s * ADJ_STRIDE, (pile > slow ? pile : slow) * rest);
+    setF(this.adj.dataStart, s * ADJ_STRIDE + 3, this.ownPriceAt(s, getI(this.outN.dataStart, s)));
   }
 
   /** Slot s's own price at n of ours outstanding (ownPrice: each held for its service time, the scraped E[S]). */
   @inline ownPriceAt(s: i32, n: i32): f64 {
-    const es = unchecked(this.esScrape[s]);
-    return ownPrice(<f64>n, es, es / unchecked(this.slots[s]), unchecked(this.adj[s * ADJ_STRIDE]));
+    const es = getF(this.esScrape.dataStart, s);
+    return ownPrice(<f64>n, es, es / getF(this.slots.dataStart, s), getF(this.adj.dataStart, s * ADJ_STRIDE));
   }
 
   /**
@@ -428,7 +419,7 @@ export class InbandTable {
    * fades: it prices a slowdown before any answer comes. 1 with nothing outstanding. No noise
    * band (one deviation √(λ·L) left out lost the 4-proxy case its signal: docs/inband.md).
    */
-  pile(s: i32): f64 { return this.pileOf(s, this.outN[s]); }
+  pile(s: i32): f64 { return this.pileOf(s, getI(this.outN.dataStart, s)); }
 
   /**
    * What an error answer of slot s costs, over its own scraped E[S] (levelError): a retry at a
@@ -438,10 +429,10 @@ export class InbandTable {
    * peer and took ~250 requests per 15 s episode (87 before the pile made loaded peers dearer).
    */
   errScale(s: i32): f64 {
-    const es = this.esScrape[s];
-    const typ = this.esTyp[s];
+    const es = getF(this.esScrape.dataStart, s);
+    const typ = getF(this.esTyp.dataStart, s);
     if (!(es > 0) || !(typ > 0)) return 1;
-    const n = this.fairN[s] < Infinity ? this.fairN[s] : 0, c = this.slots[s];
+    const n = getF(this.fairN.dataStart, s) < Infinity ? getF(this.fairN.dataStart, s) : 0, c = getF(this.slots.dataStart, s);
     return (typ * (1 + n / c) + ownPrice(n, typ, typ / c, 1)) / es; // = typ (1 + n) / es
   }
 
@@ -454,12 +445,12 @@ export class InbandTable {
    */
   @inline pileOf(s: i32, n: i32): f64 {
     if (n <= 0) return 1;
-    const L = unchecked(this.allRef[s]) > 0 ? unchecked(this.allRef[s]) : unchecked(this.esScrape[s]);
+    const L = getF(this.allRef.dataStart, s) > 0 ? getF(this.allRef.dataStart, s) : getF(this.esScrape.dataStart, s);
     if (!(L > 0)) return 1;
     // the sends since the last tick are outstanding at the usual latency too (the tick folds them
     // into the rate): without them a burst between two ticks read as a pile on an idle instance
-    const own = unchecked(this.rate[s]) * L + <f64>unchecked(this.sends[s]);
-    const fair = unchecked(this.fairN[s]);
+    const own = getF(this.rate.dataStart, s) * L + <f64>getI(this.sends.dataStart, s);
+    const fair = getF(this.fairN.dataStart, s);
     return (<f64>n + 1) / ((own < fair ? own : fair) + 1);
   }
 

@@ -8,6 +8,7 @@
 // Shared document: repeated sections `u32 vmToken, u64 updatedAtMs, u16 count,
 // count × (u8 addrLen, addr, u32 inflight)`; only non-zero counts are written.
 import { AddrSections, AddrSectionWriter, concatSections } from "./shared-doc";
+import { getI, setI, getU } from "./slot-array";
 
 /**
  * Ticks of in-flight history kept per slot: at refreshMs 20, 640 ms -- a scrape is adopted at most
@@ -293,7 +294,7 @@ export class Inflight {
   }
 
   /** This proxy's own in-flight count to `slot` (this VM's and the other workers'): what it reports to its agent. */
-  own(slot: i32): i32 { return unchecked(this.local[slot]) + unchecked(this.remote[slot]); }
+  own(slot: i32): i32 { return getI(this.local.dataStart, slot) + getI(this.remote.dataStart, slot); }
 
   /** The other proxies' count to `slot` (-1: unknown); read-only. */
   meshCount(slot: i32): i32 { return unchecked(this.meshNow[slot]); }
@@ -341,23 +342,29 @@ export class Inflight {
     for (let k = 0; k < live.length; k++) this.setMesh(unchecked(live[k]), -1);
   }
 
-  inc(slot: i32): void { unchecked(this.local[slot]++); unchecked(this.total[slot]++); }
+  // (the request path's counts by pointer: lib/slot-array.ts; `slot` is a slot the caller holds)
+  inc(slot: i32): void {
+    const l = this.local.dataStart, t = this.total.dataStart;
+    setI(l, slot, getI(l, slot) + 1);
+    setI(t, slot, getI(t, slot) + 1);
+  }
 
   dec(slot: i32): void {
-    if (unchecked(this.local[slot]) > 0) { unchecked(this.local[slot]--); unchecked(this.total[slot]--); }
+    const l = this.local.dataStart, t = this.total.dataStart;
+    if (getI(l, slot) > 0) { setI(l, slot, getI(l, slot) - 1); setI(t, slot, getI(t, slot) - 1); }
   }
 
   /** Counts a request sent to `slot`; the handle (slot and generation) is what release() takes. */
   acquire(slot: i32): i64 {
     this.inc(slot);
-    return (<i64>unchecked(this.gen[slot]) << 32) | <i64>slot;
+    return (<i64>getU(this.gen.dataStart, slot) << 32) | <i64>slot;
   }
 
   /** Ends a request; nothing if the slot was freed (and perhaps reused) since it was acquired. */
   release(handle: i64): void {
     if (handle < 0) return;
     const slot = <i32>(handle & 0xffffffff);
-    if (slot < this.gen.length && <i64>unchecked(this.gen[slot]) == (handle >>> 32)) this.dec(slot);
+    if (slot < this.gen.length && <i64>getU(this.gen.dataStart, slot) == (handle >>> 32)) this.dec(slot);
   }
 
   /** The slot of `addr`, or -1 (never allocates). */

@@ -33,6 +33,7 @@ import { STATUS_DEGRADED, ALL_INELIGIBLE_REJECT } from "../lib/config";
 import { pick, Pick, priceAll, rankFallbacks, subsetMask } from "../lib/choose";
 import { ACTION_ROUTE, ACTION_SPLIT, ACTION_LINK_STATUS, ACTION_LOCAL_REPLY, requestIdPoint, randomPoint, splitIndex } from "../lib/rule-decisions";
 import { NO_HOLD } from "../lib/inflight";
+import { getU } from "../lib/slot-array";
 import { RequestView, NOT_LINKED } from "./view";
 import { ServicePlan, LoadAware } from "./loadaware";
 import { BodyHold, beginHold, bodyChunk } from "./body";
@@ -221,7 +222,7 @@ export class SwitchyardStream extends Context {
     if (sp.inbandOn && slot < la.inband.size()) {
       this.inbandPlan = sp;
       this.inbandSlot = slot;
-      this.inbandGen = unchecked(la.inflight.gen[slot]);
+      this.inbandGen = getU(la.inflight.gen.dataStart, slot);
       this.startMs = clockMs();
       la.inband.sent(slot, this.startMs, probe ? sp.prober.idleMs : -1);
     }
@@ -323,7 +324,7 @@ export class SwitchyardStream extends Context {
   /** The slot still names the address this request went to (not freed and reused since). */
   private inbandLive(la: LoadAware): bool {
     const s = this.inbandSlot;
-    return s >= 0 && s < la.inflight.gen.length && unchecked(la.inflight.gen[s]) == this.inbandGen && la.inband.valid(s, this.inbandGen);
+    return s >= 0 && s < la.inflight.gen.length && getU(la.inflight.gen.dataStart, s) == this.inbandGen && la.inband.valid(s, this.inbandGen);
   }
 
   /** End of stream (or reset): the time to end of stream, or a reset counted as an error. */
