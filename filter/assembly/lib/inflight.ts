@@ -341,6 +341,12 @@ export class Inflight {
     for (let k = 0; k < live.length; k++) this.setMesh(unchecked(live[k]), -1);
   }
 
+  /** The other VMs' count to `slot` read between ticks (their gauges, lib/xvm.ts), and the slot's total. */
+  setRemote(slot: i32, n: i32): void {
+    unchecked(this.remote[slot] = n);
+    unchecked(this.total[slot] = unchecked(this.local[slot]) + n + meshDelta(unchecked(this.meshNow[slot]), unchecked(this.meshAt[slot])));
+  }
+
   inc(slot: i32): void { unchecked(this.local[slot]++); unchecked(this.total[slot]++); }
 
   dec(slot: i32): void {
