@@ -15,6 +15,8 @@ import {
 import { MAX_PROBE_BACKOFF } from "./inband-probe";
 import { mergeShared } from "./inband-share";
 import { readWait, fairShares } from "./inband-load";
+import { pileAt } from "./inband-pile";
+import { XvmMap } from "./xvm";
 export {
   ADJ_STRIDE, WAIT_BUSY, WAIT_MAX_SLOTS, WAIT_STEP, LEVEL_MARGIN, NORMAL_RATIO, SLOW_RUN, SLOW_RUN_RATIO, RECOVERY_ANSWERS, HOLD_ANSWERS,
   RECOVERY_MEMORY_MS, CALIB_SCRAPES, InbandParams, peakStep, ewmaStep, REF_MIN_SAMPLES, JUDGE_MIN_SAMPLES, fuseFactor, ownPrice,
@@ -108,6 +110,8 @@ export class InbandTable {
   orcaInvalid: i64 = 0;
   orcaValid: i64 = 0;
   errors: i64 = 0;
+  /** Cross-VM counts and rates (lib/xvm.ts; null: this VM's alone): what the pile compares. */
+  wide: XvmMap | null = null;
 
   size(): i32 { return this.gen.length; }
 
@@ -450,18 +454,10 @@ export class InbandTable {
    * instance taking more than its share of our requests holds more than a usual one and is dearer
    * by (n + 1) / (mean + 1) -- peak EWMA's (pending + 1) load feedback, which does not vanish at
    * large c: without it an instance's share at c = 1000 was set by the rank of its static price
-   * (the recovered one of the Linkerd case came back at 0.7x its fair share).
+   * (the recovered one of the Linkerd case came back at 0.7x its fair share). With cross-VM
+   * counts (`wide`) the count and the rate are the proxy's: lib/inband-pile.ts.
    */
-  @inline pileOf(s: i32, n: i32): f64 {
-    if (n <= 0) return 1;
-    const L = unchecked(this.allRef[s]) > 0 ? unchecked(this.allRef[s]) : unchecked(this.esScrape[s]);
-    if (!(L > 0)) return 1;
-    // the sends since the last tick are outstanding at the usual latency too (the tick folds them
-    // into the rate): without them a burst between two ticks read as a pile on an idle instance
-    const own = unchecked(this.rate[s]) * L + <f64>unchecked(this.sends[s]);
-    const fair = unchecked(this.fairN[s]);
-    return (<f64>n + 1) / ((own < fair ? own : fair) + 1);
-  }
+  @inline pileOf(s: i32, n: i32): f64 { return pileAt(this, s, n); }
 
   /**
    * Tick: every slot's send rate, then its factor at `now` (only the `live` ones when given:
