@@ -34,24 +34,19 @@ describe("cross-VM gauges (lib/xvm.ts)", () => {
     const ma = new XvmMap(), mb = new XvmMap();
     ma.lastSendMs = 1000; mb.lastSendMs = 1000;
     const ids = new FakeIds();
-    const rateA: Array<f64> = [0.5, 0.25];
-    const rateB: Array<f64> = [0.125, 1, 0];
-    let doc = ma.merge(new ArrayBuffer(0), 7, 1000, 500, a, ids, rateA);
-    doc = mb.merge(doc, 9, 1010, 500, b, ids, rateB);
+    let doc = ma.merge(new ArrayBuffer(0), 7, 1000, 500, a, ids);
+    doc = mb.merge(doc, 9, 1010, 500, b, ids);
     // b reads a's gauges: x is a's slot 0, y a's slot 1
     expect(mb.n[b.slotOf("x:1")]).toBe(1);
     expect(mb.ids[b.slotOf("x:1") * XVM_MAX_PEERS]).toBe(7000);
     expect(mb.ids[b.slotOf("y:1") * XVM_MAX_PEERS]).toBe(7001);
-    expect(mb.peerRate[b.slotOf("x:1")]).toBe(0.5);
     expect(mb.n[b.slotOf("z:1")]).toBe(0); // a does not plan z
     expect(mb.vms).toBe(2);
     // a reads b's: x is b's slot 1, y b's slot 0; its own section is replaced, not read
-    doc = ma.merge(doc, 7, 1020, 500, a, ids, rateA);
+    doc = ma.merge(doc, 7, 1020, 500, a, ids);
     expect(ma.n[a.slotOf("x:1")]).toBe(1);
     expect(ma.ids[a.slotOf("x:1") * XVM_MAX_PEERS]).toBe(9001);
     expect(ma.ids[a.slotOf("y:1") * XVM_MAX_PEERS]).toBe(9000);
-    expect(ma.peerRate[a.slotOf("x:1")]).toBe(1);
-    expect(ma.peerRate[a.slotOf("y:1")]).toBe(0.125);
     expect(ma.vms).toBe(2);
   });
 
@@ -62,16 +57,15 @@ describe("cross-VM gauges (lib/xvm.ts)", () => {
     const ids = new FakeIds();
     ma.lastSendMs = 1000;
     // the idle VM (the main-thread VM, an idle worker) lists nothing: nobody reads its gauges
-    let doc = mi.merge(new ArrayBuffer(0), 5, 1000, 500, idle, ids, []);
-    doc = ma.merge(doc, 7, 1000, 500, a, ids, [0.5]);
-    doc = mb.merge(doc, 9, 1000, 500, b, ids, [0]);
+    let doc = mi.merge(new ArrayBuffer(0), 5, 1000, 500, idle, ids);
+    doc = ma.merge(doc, 7, 1000, 500, a, ids);
+    doc = mb.merge(doc, 9, 1000, 500, b, ids);
     expect(mb.n[0]).toBe(1);
     expect(mb.ids[0]).toBe(7000);
     expect(mb.vms).toBe(2);
     // a stops ticking: its section, written at 1000, is gone at 1501
-    doc = mb.merge(doc, 9, 1501, 500, b, ids, [0]);
+    doc = mb.merge(doc, 9, 1501, 500, b, ids);
     expect(mb.n[0]).toBe(0);
-    expect(mb.peerRate[0]).toBe(0);
     expect(mb.vms).toBe(1);
   });
 
@@ -95,15 +89,14 @@ describe("cross-VM gauges (lib/xvm.ts)", () => {
       f.slotFor("x:1");
       const m = new XvmMap();
       m.lastSendMs = 1000;
-      doc = m.merge(doc, <u32>(10 + v), 1000, 500, f, ids, [0.1]);
+      doc = m.merge(doc, <u32>(10 + v), 1000, 500, f, ids);
     }
     const me = new Inflight();
     me.slotFor("x:1");
     const mm = new XvmMap();
-    mm.merge(doc, 99, 1000, 500, me, ids, []);
+    mm.merge(doc, 99, 1000, 500, me, ids);
     expect(mm.n[0]).toBe(-1);
     expect(mm.vms).toBe(<f64>(XVM_MAX_PEERS + 2));
-    expect(mm.peerRate[0]).toBeCloseTo(0.1 * <f64>(XVM_MAX_PEERS + 1), 5);
   });
 
   it("the other VMs' count: the gauges' sum, or -1 (keep the tick's) when none is listed or a read is refused", () => {
@@ -148,70 +141,19 @@ describe("cross-VM gauges (lib/xvm.ts)", () => {
   });
 });
 
-/** One slot, E[S] 100 at c = 4. */
-function table(): InbandTable {
-  const t = new InbandTable();
-  t.sync(1, [0]);
-  t.onScrape(0, 0, 100, 4);
-  t.fuseAll(0);
-  return t;
-}
-
-describe("the pile with cross-VM counts (lib/inband-pile.ts)", () => {
-  it("without a wide view, or with no other VM, the pile is this VM's (today's)", () => {
-    const t = table();
-    for (let i = 0; i < 3; i++) t.sent(0, 10);
-    const alone = t.pile(0);
-    const m = new XvmMap();
-    m.grow(1);
-    m.remote = [0];
-    t.wide = m;
-    expect(t.pile(0)).toBe(alone);
-  });
-
-  it("the other VM's outstanding requests pile up an instance this VM has none at", () => {
-    const t = table();
-    const m = new XvmMap();
-    m.grow(1);
-    m.remote = [0];
-    t.wide = m;
-    expect(t.pile(0)).toBe(1);
-    m.remote[0] = 4; // the other VM holds 4 there, sent at no rate we know of: a pile
-    expect(t.pile(0)).toBe(5);
-  });
-
-  it("the proxy's count against the proxy's rate: the other VM's share of the count is expected at its rate", () => {
-    const t = table();
-    // this VM sends 0.01 per ms, and so does the other: L = 100 ms, each expects 1 outstanding
-    t.rate[0] = 0.01;
-    t.fairN[0] = Infinity;
-    t.outN[0] = 1;
-    const m = new XvmMap();
-    m.grow(1);
-    m.remote = [1];
-    m.peerRate[0] = 0.01;
-    m.vms = 2;
-    t.wide = m;
-    // (1 + 1 + 1) / (0.02 x 100 + 1) = 1: two outstanding is what two VMs at that rate hold
-    expect(t.pile(0)).toBeCloseTo(1, 9);
-    // the count alone proxy-wide (robust-r8 xg-G) would read the other VM's request as a pile
-    m.peerRate[0] = 0;
-    expect(t.pile(0)).toBeCloseTo(1.5, 9);
-  });
-
-  it("the burst term and the fair-share cap scale with the VMs sending", () => {
-    const t = table();
-    t.rate[0] = 0.1;
-    t.fairN[0] = 2;     // this VM's usual share at an instance: 2
-    t.outN[0] = 2;
-    const m = new XvmMap();
-    m.grow(1);
-    m.remote = [2];
-    m.peerRate[0] = 0.1;
-    m.vms = 2;
-    t.wide = m;
-    // expected min(0.2 x 100, 2 x 2) = 4: (4 + 1) / (4 + 1)
-    expect(t.pile(0)).toBeCloseTo(1, 9);
+describe("the error price with cross-VM counts (InbandTable.vms)", () => {
+  it("a retry at a usual instance meets the proxy's share there, every VM's requests: fairN x the VMs sending", () => {
+    const t = new InbandTable();
+    t.sync(2, [0, 0]);
+    t.onScrape(0, 0, 2, 1);    // the black hole: 2 ms answers
+    t.onScrape(1, 0, 100, 1);  // a usual peer: E[S] 100 at c = 1
+    t.fuseAll(0);
+    t.esTyp[0] = 100;
+    t.fairN[0] = 3;            // this VM usually holds 3 at an instance
+    // typ (1 + n) / es: (100 x 4) / 2 with this VM's share, (100 x 7) / 2 with two VMs'
+    expect(t.errScale(0)).toBeCloseTo(200, 9);
+    t.vms = 2;
+    expect(t.errScale(0)).toBeCloseTo(350, 9);
   });
 });
 

@@ -120,8 +120,8 @@ export class LoadAwareConfig {
   /**
    * Cross-VM in-flight counts (lib/xvm.ts): each worker VM keeps its in-flight count per instance
    * in a gauge of its own (`switchyard.xvm.inflight.<vm>.<slot>`) and reads the other VMs' for the
-   * two p2c candidates before a pick; the in-band pile compares the proxy's count with the proxy's
-   * send rate. false: the other VMs' counts as of their last tick (refreshMs), no gauges.
+   * two p2c candidates before a pick; the in-band error price counts the VMs sending. false: the
+   * other VMs' counts as of their last tick (refreshMs), no gauges.
    */
   crossVm: bool = true;
   services: Array<LoadAwareService> = [];

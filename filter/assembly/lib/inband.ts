@@ -16,7 +16,6 @@ import { MAX_PROBE_BACKOFF } from "./inband-probe";
 import { mergeShared } from "./inband-share";
 import { readWait, fairShares } from "./inband-load";
 import { pileAt } from "./inband-pile";
-import { XvmMap } from "./xvm";
 export {
   ADJ_STRIDE, WAIT_BUSY, WAIT_MAX_SLOTS, WAIT_STEP, LEVEL_MARGIN, NORMAL_RATIO, SLOW_RUN, SLOW_RUN_RATIO, RECOVERY_ANSWERS, HOLD_ANSWERS,
   RECOVERY_MEMORY_MS, CALIB_SCRAPES, InbandParams, peakStep, ewmaStep, REF_MIN_SAMPLES, JUDGE_MIN_SAMPLES, fuseFactor, ownPrice,
@@ -110,8 +109,8 @@ export class InbandTable {
   orcaInvalid: i64 = 0;
   orcaValid: i64 = 0;
   errors: i64 = 0;
-  /** Cross-VM counts and rates (lib/xvm.ts; null: this VM's alone): what the pile compares. */
-  wide: XvmMap | null = null;
+  /** Worker VMs sending (lib/xvm.ts, on the tick; 1 without cross-VM counts): the error price's share. */
+  vms: f64 = 1;
 
   size(): i32 { return this.gen.length; }
 
@@ -445,7 +444,8 @@ export class InbandTable {
     const es = this.esScrape[s];
     const typ = this.esTyp[s];
     if (!(es > 0) || !(typ > 0)) return 1;
-    const n = this.fairN[s] < Infinity ? this.fairN[s] : 0, c = this.slots[s];
+    // the proxy's share (fairN is this VM's): the backlog a retry meets holds every VM's requests
+    const n = (this.fairN[s] < Infinity ? this.fairN[s] : 0) * this.vms, c = this.slots[s];
     return (typ * (1 + n / c) + ownPrice(n, typ, typ / c, 1)) / es; // = typ (1 + n) / es
   }
 
@@ -454,8 +454,7 @@ export class InbandTable {
    * instance taking more than its share of our requests holds more than a usual one and is dearer
    * by (n + 1) / (mean + 1) -- peak EWMA's (pending + 1) load feedback, which does not vanish at
    * large c: without it an instance's share at c = 1000 was set by the rank of its static price
-   * (the recovered one of the Linkerd case came back at 0.7x its fair share). With cross-VM
-   * counts (`wide`) the count and the rate are the proxy's: lib/inband-pile.ts.
+   * (the recovered one of the Linkerd case came back at 0.7x its fair share).
    */
   @inline pileOf(s: i32, n: i32): f64 { return pileAt(this, s, n); }
 

@@ -14,10 +14,9 @@ export function concatSections(sections: Array<ArrayBuffer>): ArrayBuffer {
   return out;
 }
 
-// Address-keyed sections (the in-flight counts, the pending prefill, the cross-VM gauge map):
-// u32 vmToken, u64 publishedAtMs, u16 count, then count × (u8 addrLen, addr, a 4-byte value; 8
-// bytes -- two values -- in a document built with valueBytes 8). One reader and one writer for
-// every document, so that their framing checks cannot drift apart.
+// Address-keyed sections (the in-flight counts, the pending prefill, the cross-VM gauge map): u32 vmToken, u64
+// publishedAtMs, u16 count, then count × (u8 addrLen, addr, a 4-byte value). One reader and one
+// writer for both documents, so that their framing checks cannot drift apart.
 export const ADDR_SECTION_HEADER_BYTES: i32 = 14;
 
 /**
@@ -30,18 +29,14 @@ export class AddrSectionWriter {
   private off: i32 = ADDR_SECTION_HEADER_BYTES;
   private count: i32 = 0;
 
-  /** Bytes per record value: 4 (one u32) or 8 (two: add()'s value and value2). */
-  constructor(private valueBytes: i32 = 4) {}
-
   begin(): void {
     this.off = ADDR_SECTION_HEADER_BYTES;
     this.count = 0;
   }
 
   /** One record: addr (UTF-8, its length byte first) and a 4-byte value (an f32 goes as its bits). */
-  add(addr: string, value: u32, value2: u32 = 0): void {
-    const vb = this.valueBytes;
-    const need = this.off + 1 + vb + String.UTF8.byteLength(addr);
+  add(addr: string, value: u32): void {
+    const need = this.off + 5 + String.UTF8.byteLength(addr);
     if (need > this.buf.byteLength) {
       const b = new ArrayBuffer(max(need, this.buf.byteLength * 2));
       memory.copy(changetype<usize>(b), changetype<usize>(this.buf), <usize>this.off);
@@ -51,8 +46,7 @@ export class AddrSectionWriter {
     const len = <usize>String.UTF8.encodeUnsafe(changetype<usize>(addr), addr.length, p + 1);
     store<u8>(p, <u8>len);
     store<u32>(p + 1 + len, value);
-    if (vb == 8) store<u32>(p + 5 + len, value2);
-    this.off += 1 + vb + <i32>len;
+    this.off += 5 + <i32>len;
     this.count++;
   }
 
@@ -86,7 +80,7 @@ export class AddrSections {
   private remaining: i32 = 0;
   private live: bool = false;
 
-  constructor(private doc: ArrayBuffer, private token: u32, private nowMs: u64, private maxAgeMs: u64, private valueBytes: i32 = 4) {
+  constructor(private doc: ArrayBuffer, private token: u32, private nowMs: u64, private maxAgeMs: u64) {
     this.p = changetype<usize>(doc);
     this.n = doc.byteLength;
   }
@@ -101,12 +95,11 @@ export class AddrSections {
         const off = this.off;
         if (off + 1 > n) return false;
         const len = <i32>load<u8>(p + <usize>off);
-        const vb = this.valueBytes;
-        if (off + 1 + len + vb > n) return false;
+        if (off + 1 + len + 4 > n) return false;
         this.addrPtr = p + <usize>off + 1;
         this.addrLen = len;
         this.valuePtr = p + <usize>(off + 1 + len);
-        this.off = off + 1 + len + vb;
+        this.off = off + 1 + len + 4;
         this.remaining--;
         if (this.live && this.remaining == 0) this.keep.push(this.doc.slice(this.start, this.off));
         if (this.live) return true;

@@ -10,15 +10,15 @@
 // store is exact and never drifts). Slots are this VM's (lib/inflight.ts): bounded by the live
 // fleet plus the addresses churned within the slot grace, reused when freed -- so the gauges are
 // too (Envoy never frees a stat). Which gauge holds which address is published on the tick in a
-// shared-data document of one section per VM (lib/shared-doc.ts framing, 8-byte values: the slot
-// and the VM's send rate there as f32 bits): a VM reads, for an address, the gauges the other live
+// shared-data document of one section per VM (`switchyard.xvm.v1`, lib/shared-doc.ts framing, the
+// value: the VM's slot for the address): a VM reads, for an address, the gauges the other live
 // VMs' sections list. A VM that stopped ticking (failed, reconfigured) has its section expire and
 // its gauges are no longer read; a VM that sent nothing within XVM_ACTIVE_MS (the main-thread VM,
 // an idle worker) lists nothing, so nobody reads its gauges.
 //
 // The request path reads only the two candidates p2c will draw (peekPair: the same draws, the rng
-// state left as it was); the full-scan path keeps the tick's counts. The in-band pile compares the
-// proxy-wide count with the proxy-wide send rate (peerRate, lib/inband-pile.ts).
+// state left as it was); the full-scan path keeps the tick's counts. The in-band pile stays this
+// VM's (lib/inband-pile.ts); the error price counts the VMs sending (InbandTable.vms, errScale).
 import { AddrSections, AddrSectionWriter, concatSections } from "./shared-doc";
 import { Inflight, Rng } from "./inflight";
 import { Plan } from "./choice/plan";
@@ -29,8 +29,6 @@ import { drawFirst, drawSecond } from "./choice/draw";
 export const XVM_MAX_PEERS: i32 = 8;
 /** A VM lists its gauges while it sent a request within this long, or holds one in flight. */
 export const XVM_ACTIVE_MS: f64 = 1000;
-/** Record value bytes in the document: u32 slot, f32 send rate (requests per ms). */
-export const XVM_VALUE_BYTES: i32 = 8;
 
 /** The gauge holding VM `token`'s in-flight count on its slot `slot`. */
 export function xvmGaugeName(token: u32, slot: i32): string {
@@ -47,21 +45,16 @@ export class XvmMap {
   ids: Array<u32> = [];
   /** Per slot: how many ids (0: no other VM lists the address; -1: more than XVM_MAX_PEERS, not read). */
   n: Array<i32> = [];
-  /** Per slot: the other live VMs' send rates summed (per ms, their in-band rate: a tick old). */
-  peerRate: Array<f64> = [];
   /** This VM and the other VMs that listed gauges on their last tick. */
   vms: f64 = 1;
   /** This VM's latest send (any instance, ms). */
   lastSendMs: f64 = -Infinity;
-  /** The in-flight table's `remote` (the other VMs' counts per slot: the tick's, or a gauge read since). */
-  remote: Array<i32> = [];
-  private writer: AddrSectionWriter = new AddrSectionWriter(XVM_VALUE_BYTES);
+  private writer: AddrSectionWriter = new AddrSectionWriter();
 
   /** Room for `n` slots (the in-flight table's capacity); a slot never listed reads nothing. */
   grow(n: i32): void {
     while (this.n.length < n) {
       this.n.push(0);
-      this.peerRate.push(0);
       for (let k = 0; k < XVM_MAX_PEERS; k++) this.ids.push(0xffffffff);
     }
   }
@@ -74,11 +67,8 @@ export class XvmMap {
     return false;
   }
 
-  /**
-   * This VM's section: when active, every live slot's address, the slot and `rate[slot]` (this
-   * VM's send rate there; 0 beyond the array); otherwise no records.
-   */
-  encodeOwn(token: u32, nowMs: u64, inflight: Inflight, rate: Array<f64>): ArrayBuffer {
+  /** This VM's section: when active, every live slot's address and the slot; otherwise no records. */
+  encodeOwn(token: u32, nowMs: u64, inflight: Inflight): ArrayBuffer {
     const w = this.writer;
     w.begin();
     if (this.active(<f64>nowMs, inflight)) {
@@ -86,8 +76,7 @@ export class XvmMap {
       const addrs = inflight.addresses();
       for (let k = 0; k < live.length; k++) {
         const s = unchecked(live[k]);
-        const r = s < rate.length ? <f32>unchecked(rate[s]) : <f32>0;
-        w.add(unchecked(addrs[s]), <u32>s, reinterpret<u32>(r > 0 ? r : <f32>0));
+        w.add(unchecked(addrs[s]), <u32>s);
       }
     }
     return w.finish(token, nowMs);
@@ -95,14 +84,14 @@ export class XvmMap {
 
   /**
    * Reads the document: for every live slot of this VM, the gauges the other live VMs list for its
-   * address and their rates summed; `vms` = 1 + the VMs listing any. Returns the document to write
-   * back (expired sections dropped, ours replaced). Never allocates a slot (the document is input).
+   * address; `vms` = 1 + the VMs listing any. Returns the document to write back (expired sections
+   * dropped, ours replaced). Never allocates a slot (the document is input).
    */
-  merge(doc: ArrayBuffer, token: u32, nowMs: u64, maxAgeMs: u64, inflight: Inflight, gauges: GaugeIds, rate: Array<f64>): ArrayBuffer {
+  merge(doc: ArrayBuffer, token: u32, nowMs: u64, maxAgeMs: u64, inflight: Inflight, gauges: GaugeIds): ArrayBuffer {
     this.grow(inflight.capacity());
     const live = inflight.liveList();
-    for (let k = 0; k < live.length; k++) { const s = unchecked(live[k]); unchecked(this.n[s] = 0); unchecked(this.peerRate[s] = 0); }
-    const r = new AddrSections(doc, token, nowMs, maxAgeMs, XVM_VALUE_BYTES);
+    for (let k = 0; k < live.length; k++) unchecked(this.n[unchecked(live[k])] = 0);
+    const r = new AddrSections(doc, token, nowMs, maxAgeMs);
     let vms: f64 = 1;
     let lastVm: u32 = 0;
     let any = false;
@@ -111,15 +100,13 @@ export class XvmMap {
       const s = inflight.slotOf(r.addr());
       if (s < 0 || s >= this.n.length) continue;
       const k = unchecked(this.n[s]);
-      const peerRate = <f64>reinterpret<f32>(load<u32>(r.valuePtr + 4));
-      if (peerRate > 0) unchecked(this.peerRate[s] += peerRate);
       if (k < 0) continue;
       if (k >= XVM_MAX_PEERS) { unchecked(this.n[s] = -1); continue; }
       unchecked(this.ids[s * XVM_MAX_PEERS + k] = gauges.id(r.vm, <i32>load<u32>(r.valuePtr)));
       unchecked(this.n[s] = k + 1);
     }
     this.vms = vms;
-    r.keep.push(this.encodeOwn(token, nowMs, inflight, rate));
+    r.keep.push(this.encodeOwn(token, nowMs, inflight));
     return concatSections(r.keep);
   }
 }

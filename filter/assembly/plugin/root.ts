@@ -119,7 +119,7 @@ export class SwitchyardRoot extends RootContext {
       const meshOn = cfg.loadAware.meshReportMs > 0;
       if (meshOn) this.mesh!.adopt(now, cfg, this.loadAware);
       this.shareInflight(now, maxAge);
-      this.loadAware.xvm.tick(now, maxAge, this.loadAware.inflight, this.loadAware.inband.rate);
+      this.loadAware.xvm.tick(now, maxAge, this.loadAware.inflight, this.loadAware.inband);
       this.loadAware.inflight.record(<f64>now);
       if (meshOn && this.isWriter) this.mesh!.report(now, cfg, this.loadAware);
       shareInband(this.loadAware.inband, this.loadAware.inflight);

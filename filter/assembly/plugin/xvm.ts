@@ -37,11 +37,10 @@ export class CrossVm {
   private pair: StaticArray<i32> = new StaticArray<i32>(2);
   private values: StaticArray<u64> = new StaticArray<u64>(XVM_MAX_PEERS);
 
-  configure(on: bool, token: u32, inflight: Inflight, inband: InbandTable): void {
+  configure(on: bool, token: u32, inband: InbandTable): void {
     this.on = on;
     if (this.token == 0) this.token = token;
-    this.map.remote = inflight.remote;
-    inband.wide = on ? this.map : null;
+    if (!on) { this.map.vms = 1; inband.vms = 1; }
   }
 
   /** This VM's count on `slot` into its gauge (defined on the slot's first use). */
@@ -88,9 +87,10 @@ export class CrossVm {
 
   /**
    * Tick, after the in-flight merge: every gauge of this VM holds its slot's count (a freed slot's
-   * is 0: its streams store nothing when they end), then the gauge map is exchanged.
+   * is 0: its streams store nothing when they end), then the gauge map is exchanged and the VMs
+   * sending counted for the error price (InbandTable.vms).
    */
-  tick(now: u64, maxAge: u64, inflight: Inflight, rate: Array<f64>): void {
+  tick(now: u64, maxAge: u64, inflight: Inflight, inband: InbandTable): void {
     if (!this.on) return;
     const n = this.own.length;
     for (let s = 0; s < n; s++) {
@@ -101,9 +101,10 @@ export class CrossVm {
     }
     for (let attempt = 0; attempt < 3; attempt++) {
       const cur = getSharedData(XVM_KEY);
-      const doc = this.map.merge(cur.found ? cur.value : new ArrayBuffer(0), this.token, now, maxAge, inflight, this.gauges, rate);
+      const doc = this.map.merge(cur.found ? cur.value : new ArrayBuffer(0), this.token, now, maxAge, inflight, this.gauges);
       const r = setSharedData(XVM_KEY, doc, cur.found ? cur.cas : 0);
-      if (r != CAS_MISMATCH) return;
+      if (r != CAS_MISMATCH) break;
     }
+    inband.vms = this.map.vms;
   }
 }
