@@ -1,5 +1,5 @@
 import { Inflight, Rng } from "../assembly/lib/inflight";
-import { XvmMap, GaugeIds, xvmGaugeName, peekPair, peerCount, XVM_MAX_PEERS, XVM_ACTIVE_MS } from "../assembly/lib/xvm";
+import { XvmMap, GaugeIds, xvmGaugeName, peekPair, peerCount, gaugesHold, XVM_MAX_PEERS, XVM_ACTIVE_MS } from "../assembly/lib/xvm";
 import { InbandTable } from "../assembly/lib/inband";
 import { Candidate, Plan, pick, candidateFrom, PICKER_P2C, MODEL_CONDITIONAL } from "../assembly/lib/choose";
 import { InstanceState } from "../assembly/lib/snapshot";
@@ -107,6 +107,14 @@ describe("cross-VM gauges (lib/xvm.ts)", () => {
     expect(peerCount(-1, v)).toBe(-1);
     v[1] = u64.MAX_VALUE;
     expect(peerCount(2, v)).toBe(-1);
+  });
+
+  it("gauges that do not hold what their owner stored (a null stat, a hot restart's sum, a refused read) turn the reads off", () => {
+    expect(gaugesHold(3, 3)).toBe(true);
+    expect(gaugesHold(0, 0)).toBe(true);      // nothing stored to check against
+    expect(gaugesHold(3, 0)).toBe(false);     // stats_matcher rejected it: a null gauge reads 0
+    expect(gaugesHold(3, 5)).toBe(false);     // a hot restart's parent value added
+    expect(gaugesHold(3, u64.MAX_VALUE)).toBe(false);
   });
 
   it("peekPair names the two candidates p2c then draws, and leaves the rng as it was", () => {

@@ -143,3 +143,14 @@ export function peerCount(listed: i32, values: StaticArray<u64>): i32 {
   }
   return sum > <u64>i32.MAX_VALUE ? -1 : <i32>sum;
 }
+
+/**
+ * Whether this VM's gauges hold what it stored (a read-back of one gauge it stored `stored` > 0
+ * into, `value`: getMetric's answer). Only the owner writes a gauge, so anything else means the
+ * host does not keep them: a stat Envoy's stats_matcher rejects is a null gauge (stores dropped,
+ * reads 0), a hot restart adds the parent's value (import mode Accumulate), a refused read is
+ * u64.MAX_VALUE. Then the other VMs' gauges cannot be trusted either: the tick's counts stand.
+ */
+export function gaugesHold(stored: i32, value: u64): bool {
+  return stored <= 0 || value == <u64>stored;
+}

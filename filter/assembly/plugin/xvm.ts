@@ -3,9 +3,9 @@
 // shared data on the tick. Host calls per request with W worker VMs: 2 stores (send, end) and
 // 2 (W − 1) loads (p2c path; none on the full scan).
 import {
-  defineMetric, recordMetric, getMetric, getSharedData, setSharedData, CAS_MISMATCH, METRIC_GAUGE,
+  defineMetric, recordMetric, getMetric, getSharedData, setSharedData, CAS_MISMATCH, METRIC_GAUGE, log, LOG_WARN,
 } from "../abi/host";
-import { XvmMap, GaugeIds, xvmGaugeName, peekPair, peerCount, XVM_MAX_PEERS } from "../lib/xvm";
+import { XvmMap, GaugeIds, xvmGaugeName, peekPair, peerCount, gaugesHold, XVM_MAX_PEERS } from "../lib/xvm";
 import { Inflight, Rng, NO_HOLD } from "../lib/inflight";
 import { Plan } from "../lib/choose";
 import { InbandTable } from "../lib/inband";
@@ -36,6 +36,8 @@ export class CrossVm {
   private token: u32 = 0;
   private pair: StaticArray<i32> = new StaticArray<i32>(2);
   private values: StaticArray<u64> = new StaticArray<u64>(XVM_MAX_PEERS);
+  /** False once a read-back of this VM's own gauge disagreed (gaugesHold): no gauge is read since. */
+  private readable: bool = true;
 
   configure(on: bool, token: u32, inband: InbandTable): void {
     this.on = on;
@@ -69,7 +71,7 @@ export class CrossVm {
 
   /** Before a p2c pick: the other VMs' counts on the two candidates it will draw, from their gauges. */
   readPair(plan: Plan, rng: Rng, nowMs: f64, inflight: Inflight): void {
-    if (!this.on || !peekPair(plan, rng, nowMs, this.pair)) return;
+    if (!this.on || !this.readable || !peekPair(plan, rng, nowMs, this.pair)) return;
     this.read(unchecked(this.pair[0]), inflight);
     this.read(unchecked(this.pair[1]), inflight);
   }
@@ -93,11 +95,18 @@ export class CrossVm {
   tick(now: u64, maxAge: u64, inflight: Inflight, inband: InbandTable): void {
     if (!this.on) return;
     const n = this.own.length;
+    let probe = -1;
     for (let s = 0; s < n; s++) {
       const id = unchecked(this.own[s]);
       if (id == NONE) continue;
       const c = s < inflight.local.length ? unchecked(inflight.local[s]) : 0;
       if (c != unchecked(this.stored[s])) { recordMetric(id, <u64>c); unchecked(this.stored[s] = c); }
+      if (probe < 0 && c > 0) probe = s;
+    }
+    // one read-back per tick while readable: a host that does not keep the gauges turns the reads off
+    if (this.readable && probe >= 0 && !gaugesHold(unchecked(this.stored[probe]), getMetric(unchecked(this.own[probe])))) {
+      this.readable = false;
+      log(LOG_WARN, "switchyard: cross-VM gauges do not hold their values (a stats_matcher rejecting wasmcustom.switchyard.xvm.*?): the other VMs' counts as of their last tick only");
     }
     for (let attempt = 0; attempt < 3; attempt++) {
       const cur = getSharedData(XVM_KEY);
