@@ -117,6 +117,13 @@ export class LoadAwareConfig {
    * (each proxy knows its own requests only). 0 or 20..10000.
    */
   meshReportMs: i32 = DEFAULT_MESH_REPORT_MS;
+  /**
+   * Cross-VM in-flight counts (lib/xvm.ts): each worker VM keeps its in-flight count per instance
+   * in a gauge of its own (`switchyard.xvm.inflight.<vm>.<slot>`) and reads the other VMs' for the
+   * two p2c candidates before a pick; the in-band error price counts the VMs sending. false: the
+   * other VMs' counts as of their last tick (refreshMs), no gauges.
+   */
+  crossVm: bool = true;
   services: Array<LoadAwareService> = [];
 }
 
@@ -344,6 +351,7 @@ function parseLoadAware(r: ObjectReader, c: LoadAwareConfig): void {
   c.debugHeader = parseHeaderField(r, "debugHeader", c.debugHeader);
   c.meshReportMs = r.int("meshReportMs", c.meshReportMs, 0, 10000);
   if (c.meshReportMs > 0 && c.meshReportMs < 20) r.problems.add(join(r.path, "meshReportMs"), "must be 0 (off) or 20..10000");
+  c.crossVm = r.bool("crossVm", c.crossVm);
   const services = readServices(r);
   if (services == null) return;
   const spath = join(r.path, "services");
@@ -451,7 +459,7 @@ export function parseConfig(text: string): ConfigResult {
   if (p.ok && c.leaseMs <= c.refreshMs) p.add("leaseMs", "must be greater than refreshMs (" + c.refreshMs.toString() + ")");
   const link = r.obj("link", ["header", "stalenessMs", "failMode", "stripUnmatched", "services"], true);
   if (link != null) parseLink(link, c.link);
-  const la = r.obj("loadAware", ["endpointHeader", "remoteEndpointHeader", "degradedHeader", "debugHeader", "meshReportMs", "services"]);
+  const la = r.obj("loadAware", ["endpointHeader", "remoteEndpointHeader", "degradedHeader", "debugHeader", "meshReportMs", "crossVm", "services"]);
   if (la != null) parseLoadAware(la, c.loadAware);
   const rules = r.obj("rules", ["routeHeaders", "debug"]);
   if (rules != null) parseRules(rules, c.rules);

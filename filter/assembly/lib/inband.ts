@@ -16,6 +16,7 @@ import { MAX_PROBE_BACKOFF } from "./inband-probe";
 import { mergeShared } from "./inband-share";
 import { readWait, readOrca, fairShares } from "./inband-load";
 import { getF, setF, getI, setI, getB, setB, getU, getRef } from "./slot-array";
+import { pileAt } from "./inband-pile";
 export {
   ADJ_STRIDE, WAIT_BUSY, WAIT_MAX_SLOTS, WAIT_STEP, LEVEL_MARGIN, NORMAL_RATIO, SLOW_RUN, SLOW_RUN_RATIO, RECOVERY_ANSWERS, HOLD_ANSWERS,
   RECOVERY_MEMORY_MS, CALIB_SCRAPES, InbandParams, peakStep, ewmaStep, REF_MIN_SAMPLES, JUDGE_MIN_SAMPLES, fuseFactor, ownPrice,
@@ -109,6 +110,8 @@ export class InbandTable {
   orcaInvalid: i64 = 0;
   orcaValid: i64 = 0;
   errors: i64 = 0;
+  /** Worker VMs sending (lib/xvm.ts, on the tick; 1 without cross-VM counts): the error price's share. */
+  vms: f64 = 1;
 
   size(): i32 { return this.gen.length; }
 
@@ -432,7 +435,8 @@ export class InbandTable {
     const es = getF(this.esScrape.dataStart, s);
     const typ = getF(this.esTyp.dataStart, s);
     if (!(es > 0) || !(typ > 0)) return 1;
-    const n = getF(this.fairN.dataStart, s) < Infinity ? getF(this.fairN.dataStart, s) : 0, c = getF(this.slots.dataStart, s);
+    // the proxy's share (fairN is this VM's): the backlog a retry meets holds every VM's requests
+    const n = (getF(this.fairN.dataStart, s) < Infinity ? getF(this.fairN.dataStart, s) : 0) * this.vms, c = getF(this.slots.dataStart, s);
     return (typ * (1 + n / c) + ownPrice(n, typ, typ / c, 1)) / es; // = typ (1 + n) / es
   }
 
@@ -443,16 +447,7 @@ export class InbandTable {
    * large c: without it an instance's share at c = 1000 was set by the rank of its static price
    * (the recovered one of the Linkerd case came back at 0.7x its fair share).
    */
-  @inline pileOf(s: i32, n: i32): f64 {
-    if (n <= 0) return 1;
-    const L = getF(this.allRef.dataStart, s) > 0 ? getF(this.allRef.dataStart, s) : getF(this.esScrape.dataStart, s);
-    if (!(L > 0)) return 1;
-    // the sends since the last tick are outstanding at the usual latency too (the tick folds them
-    // into the rate): without them a burst between two ticks read as a pile on an idle instance
-    const own = getF(this.rate.dataStart, s) * L + <f64>getI(this.sends.dataStart, s);
-    const fair = getF(this.fairN.dataStart, s);
-    return (<f64>n + 1) / ((own < fair ? own : fair) + 1);
-  }
+  @inline pileOf(s: i32, n: i32): f64 { return pileAt(this, s, n); }
 
   /**
    * Tick: every slot's send rate, then its factor at `now` (only the `live` ones when given:

@@ -342,6 +342,12 @@ export class Inflight {
     for (let k = 0; k < live.length; k++) this.setMesh(unchecked(live[k]), -1);
   }
 
+  /** The other VMs' count to `slot` read between ticks (their gauges, lib/xvm.ts), and the slot's total. */
+  setRemote(slot: i32, n: i32): void {
+    unchecked(this.remote[slot] = n);
+    unchecked(this.total[slot] = unchecked(this.local[slot]) + n + meshDelta(unchecked(this.meshNow[slot]), unchecked(this.meshAt[slot])));
+  }
+
   // (the request path's counts by pointer: lib/slot-array.ts; `slot` is a slot the caller holds)
   inc(slot: i32): void {
     const l = this.local.dataStart, t = this.total.dataStart;

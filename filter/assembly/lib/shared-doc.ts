@@ -14,7 +14,7 @@ export function concatSections(sections: Array<ArrayBuffer>): ArrayBuffer {
   return out;
 }
 
-// Address-keyed sections (the in-flight counts, the pending prefill): u32 vmToken, u64
+// Address-keyed sections (the in-flight counts, the pending prefill, the cross-VM gauge map): u32 vmToken, u64
 // publishedAtMs, u16 count, then count × (u8 addrLen, addr, a 4-byte value). One reader and one
 // writer for both documents, so that their framing checks cannot drift apart.
 export const ADDR_SECTION_HEADER_BYTES: i32 = 14;
@@ -67,7 +67,8 @@ export class AddrSectionWriter {
  */
 export class AddrSections {
   keep: Array<ArrayBuffer> = new Array<ArrayBuffer>();
-  /** The current record: its section's publishedAtMs, its address bytes and its value's address. */
+  /** The current record: its section's VM token and publishedAtMs, its address bytes and its value's address. */
+  vm: u32 = 0;
   at: u64 = 0;
   addrPtr: usize = 0;
   addrLen: i32 = 0;
@@ -107,6 +108,7 @@ export class AddrSections {
       const off = this.off;
       if (off + ADDR_SECTION_HEADER_BYTES > n) return false;
       const t = load<u32>(p + <usize>off);
+      this.vm = t;
       this.at = load<u64>(p + <usize>off + 4);
       this.remaining = <i32>load<u16>(p + <usize>off + 12);
       this.start = off;

@@ -11,6 +11,7 @@ import { InbandCounters, inbandParams } from "./inband";
 import { defineMetric, incrementMetric, METRIC_COUNTER } from "../abi/host";
 import { RequestPlan } from "./request-plan";
 import { Holds } from "./body";
+import { CrossVm } from "./xvm";
 
 /**
  * How long the in-flight slot of an address that left the snapshots is kept: an instance that is
@@ -72,9 +73,12 @@ export class LoadAware {
   fallbackScratch: StaticArray<i32> = new StaticArray<i32>(MAX_FALLBACKS);
   /** Streams held while their body is read (plugin/body.ts); the tick releases overdue ones. */
   holds: Holds = new Holds();
+  /** Cross-VM in-flight counts through gauges (plugin/xvm.ts; loadAware.crossVm). */
+  xvm: CrossVm = new CrossVm();
 
-  configure(cfg: PluginConfig, seed: u32): void {
+  configure(cfg: PluginConfig, seed: u32, vmToken: u32 = 0): void {
     const la = cfg.loadAware;
+    this.xvm.configure(la.crossVm, vmToken, this.inband);
     this.endpointHeader = String.UTF8.encode(la.endpointHeader);
     this.degradedHeader = String.UTF8.encode(la.degradedHeader);
     this.debugHeader = String.UTF8.encode(la.debugHeader);

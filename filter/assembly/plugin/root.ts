@@ -75,7 +75,7 @@ export class SwitchyardRoot extends RootContext {
     if (this.metrics == null) this.metrics = new Metrics(); // defined once per VM; survives reconfiguration
     if (this.mesh == null) this.mesh = new MeshReporter();
     this.vmToken = this.allocateVmToken();
-    this.loadAware.configure(cfg, this.vmToken ^ <u32>(nowMs() & 0xffffffff));
+    this.loadAware.configure(cfg, this.vmToken ^ <u32>(nowMs() & 0xffffffff), this.vmToken);
     const view = new RequestView(cfg, this.loadAware, this.metrics!);
     view.nowMs = <f64>nowMs();
     view.rulesRng = new Rng((this.vmToken * 0x9e3779b1) ^ <u32>(nowMs() & 0xffffffff));
@@ -119,6 +119,7 @@ export class SwitchyardRoot extends RootContext {
       const meshOn = cfg.loadAware.meshReportMs > 0;
       if (meshOn) this.mesh!.adopt(now, cfg, this.loadAware);
       this.shareInflight(now, maxAge);
+      this.loadAware.xvm.tick(now, maxAge, this.loadAware.inflight, this.loadAware.inband);
       this.loadAware.inflight.record(<f64>now);
       if (meshOn && this.isWriter) this.mesh!.report(now, cfg, this.loadAware);
       shareInband(this.loadAware.inband, this.loadAware.inflight);

@@ -30,7 +30,7 @@ import {
   getHeader, replaceHeader, removeHeader, peekHeader, Peek, MAP_REQUEST_HEADERS, MAP_RESPONSE_HEADERS,
 } from "../abi/host";
 import { STATUS_DEGRADED, ALL_INELIGIBLE_REJECT } from "../lib/config";
-import { pick, Pick, priceAll, rankFallbacks, subsetMask } from "../lib/choose";
+import { pick, Pick, priceAll, rankFallbacks, subsetMask, PICKER_P2C } from "../lib/choose";
 import { ACTION_ROUTE, ACTION_SPLIT, ACTION_LINK_STATUS, ACTION_LOCAL_REPLY, requestIdPoint, randomPoint, splitIndex } from "../lib/rule-decisions";
 import { NO_HOLD } from "../lib/inflight";
 import { getU } from "../lib/slot-array";
@@ -175,6 +175,7 @@ export class SwitchyardStream extends Context {
       }
     }
     if (sp.req != null && beginHold(this, v, sp, endOfStream)) return FilterHeadersStatusValues.StopIteration;
+    if (la.xvm.on && this.subset == null && sp.cfg.picker == PICKER_P2C) la.xvm.readPair(sp.plan, la.rng, v.nowMs, la.inflight);
     const p = pick(sp.plan, la.inflight.total, v.nowMs, sp.cfg.picker, sp.cfg.band, la.rng, sp.inbandOn ? la.inband.adj : null, this.subset);
     return this.applyPick(v, sp, p, "") ? FilterHeadersStatusValues.Continue : FilterHeadersStatusValues.StopIteration;
   }
@@ -218,6 +219,7 @@ export class SwitchyardStream extends Context {
     this.writeEndpoint(v, sp, p, i);
     this.sentWith = la.inflight.own(slot); // this proxy's requests: what the in-band pile learns from (not the mesh increase)
     this.held = la.inflight.acquire(slot);
+    la.xvm.sent(slot, la.inflight, v.nowMs);
     unchecked(plan.chosen[i]++);
     if (sp.inbandOn && slot < la.inband.size()) {
       this.inbandPlan = sp;
@@ -347,6 +349,7 @@ export class SwitchyardStream extends Context {
     if (h != null && h.waiting && v != null) { h.waiting = false; v.loadAware.holds.remove(this); }
     if (this.held != NO_HOLD && v != null) {
       v.loadAware.inflight.release(this.held);
+      v.loadAware.xvm.ended(this.held, v.loadAware.inflight);
       this.held = NO_HOLD;
     }
   }
