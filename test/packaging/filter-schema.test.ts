@@ -82,6 +82,7 @@ test('defaults in the schema are the contract defaults', () => {
   expect('link.stripUnmatched', ['link', 'stripUnmatched']);
   assert.equal(def(['agent', 'timeoutMs']), undefined, 'timeoutMs default depends on longPollMs');
   expect('rules.debug', ['rules', 'debug']);
+  expect('loadAware.crossVm', ['loadAware', 'crossVm']);
   const rh = rows.get('rules.routeHeaders');
   assert.ok(rh !== undefined, 'contracts.md row rules.routeHeaders');
   assert.deepEqual(JSON.parse(rh.replace(/`/g, '')), def(['rules', 'routeHeaders']), 'rules.routeHeaders');
