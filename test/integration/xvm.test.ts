@@ -46,23 +46,31 @@ async function twoWorkers(loadAware: Record<string, unknown> = {}) {
 const endpoint = (r: RequestResult) => header(r.upstreamHeaders, 'x-switchyard-endpoint');
 const settle = () => new Promise((r) => setImmediate(r));
 
+/**
+ * Worker 0 holds 6 requests, then worker 1 sends one with no tick between (worker 0's in-flight
+ * document still says nothing of them); all are released. Worker 0's results and worker 1's.
+ */
+async function burstThenPick(b: Awaited<ReturnType<typeof twoWorkers>>): Promise<{ w0: RequestResult[]; r1: RequestResult }> {
+  const w0: Promise<RequestResult>[] = [];
+  for (let i = 0; i < 6; i++) w0.push(b.held(0));
+  await settle();
+  const r1 = b.held(1);
+  await settle();
+  b.release.splice(0).forEach((f) => f());
+  await settle();
+  await b.host.advance(1);
+  return { w0: await Promise.all(w0), r1: await r1 };
+}
+
 test('worker 0\'s requests in flight make worker 1 avoid their instance before any tick (gauges)', async () => {
   const b = await twoWorkers();
   try {
     // worker 0 has sent (a VM that sent within a second lists its gauges on its tick); A is idle, B has 5.5 queued
     assert.deepEqual(endpoint(await b.once(0)), ['10.0.0.1:80']);
     await b.host.advance(REFRESH_MS);
-    const w0: Promise<RequestResult>[] = [];
-    for (let i = 0; i < 6; i++) w0.push(b.held(0));
-    await settle();
-    // no tick since worker 0's burst: its in-flight document still says nothing of them
-    const r1 = b.held(1);
-    await settle();
-    b.release.splice(0).forEach((f) => f());
-    await settle();
-    await b.host.advance(1);
-    assert.deepEqual((await Promise.all(w0)).map((r) => endpoint(r)[0]), Array(6).fill('10.0.0.1:80'));
-    assert.deepEqual(endpoint(await r1), ['10.0.0.2:80'], 'worker 1 reads worker 0\'s gauge for A: 6 in flight > B\'s 5.5');
+    const { w0, r1 } = await burstThenPick(b);
+    assert.deepEqual(w0.map((r) => endpoint(r)[0]), Array(6).fill('10.0.0.1:80'));
+    assert.deepEqual(endpoint(r1), ['10.0.0.2:80'], 'worker 1 reads worker 0\'s gauge for A: 6 in flight > B\'s 5.5');
   } finally {
     b.release.forEach((f) => f());
     await b.host.close();
@@ -101,16 +109,8 @@ test('loadAware.crossVm false: no gauges, the other worker\'s requests count fro
   try {
     await b.once(0);
     await b.host.advance(REFRESH_MS);
-    const w0: Promise<RequestResult>[] = [];
-    for (let i = 0; i < 6; i++) w0.push(b.held(0));
-    await settle();
-    const r1 = b.held(1);
-    await settle();
-    b.release.splice(0).forEach((f) => f());
-    await settle();
-    await b.host.advance(1);
-    await Promise.all(w0);
-    assert.deepEqual(endpoint(await r1), ['10.0.0.1:80']);
+    const { r1 } = await burstThenPick(b);
+    assert.deepEqual(endpoint(r1), ['10.0.0.1:80']);
     assert.equal(b.gauges().length, 0);
     assert.equal(b.host.sharedData()['switchyard.xvm.v1'], undefined);
   } finally {
