@@ -96,9 +96,8 @@ test('each worker\'s gauge holds its own count there, back to 0 when its request
     assert.deepEqual(b.gauges().filter((m) => m.value !== 0), []);
     const doc = b.host.sharedData()['switchyard.xvm.v1']?.value;
     assert.ok(doc, 'the gauge map is in shared data');
-    // two workers' sections with 1 record each, the instance whose gauge each wrote (14-byte header;
-    // u8 length, 11-byte address, u32 slot), and the main-thread VM's empty one
-    assert.equal(doc.length, 3 * 14 + 2 * (1 + 11 + 4));
+    // two workers' sections with 2 records each (14-byte header; u8 length, 11-byte address, u32 slot) and the main-thread VM's empty one
+    assert.equal(doc.length, 3 * 14 + 4 * (1 + 11 + 4));
   } finally {
     b.release.forEach((f) => f());
     await b.host.close();

@@ -122,6 +122,15 @@ export class CrossVm {
     if (!this.on) return;
     this.renew(now, maxAge);
     if (this.name == 0) return;
+    // an active VM lists every live slot: each gauge defined and written under this name first
+    // (a VM that sends nothing, the main-thread VM, lists nothing and defines nothing)
+    if (this.map.active(<f64>now, inflight)) {
+      const live = inflight.liveList();
+      for (let k = 0; k < live.length; k++) {
+        const s = unchecked(live[k]);
+        if (s >= this.own.length || unchecked(this.own[s]) == NONE) this.store(s, inflight);
+      }
+    }
     const n = this.own.length;
     let probe = -1;
     for (let s = 0; s < n; s++) {
