@@ -301,8 +301,31 @@ export class ProxyWasmHost implements VmOwner {
     return vm;
   }
 
+  /**
+   * Replaces worker `index`'s VM with a new one, as Envoy does for a failed VM under
+   * PluginConfig.failure_policy FAIL_RELOAD (after its ReloadConfig backoff): a new instance of
+   * the same module, started and configured like the first (a new root context: the plugin's
+   * state is gone), while shared data and metrics stay (they belong to the vm_id and to the
+   * plugin's stats scope, not to one VM). Refused while the worker has streams in flight: a
+   * failed VM's streams have failed already.
+   */
+  reloadWorker(index: number): void {
+    const old = this.workers[index];
+    if (!old) throw new Error(`no worker ${index} (have ${this.workers.length})`);
+    for (const st of this.activeStreams) {
+      if (st.vm === old) throw new Error(`worker ${index} has streams in flight`);
+    }
+    old.kill();
+    const vm = this.startVm('worker', index, this.strictImports);
+    this.workers[index] = vm;
+    this.vms[this.vms.indexOf(old)] = vm;
+  }
+
+  private strictImports = true;
+
   private startVms(opts: HostOptions): void {
     const strict = opts.strictImports ?? true;
+    this.strictImports = strict;
     const n = opts.workers ?? 2;
     if (!(n >= 1)) throw new Error('workers must be >= 1');
     if (opts.canary ?? true) {

@@ -67,3 +67,28 @@ test('calling an import the host does not implement throws naming it (and fails 
     await host.close();
   }
 });
+
+test('reloadWorker (Envoy FAIL_RELOAD): a failed worker gets a new VM, configured anew; shared data and metrics stay', async () => {
+  const host = await ProxyWasmHost.create({ wasm: await wat('filter'), pluginConfig: 'T', clock: 'manual', startTimeMs: 1_000_000,
+    canary: false, mainThread: false, workers: 2 });
+  try {
+    await host.advance(100);
+    assert.equal(host.metric('ticks'), 2);
+    assert.equal(host.requestSync(req('t'), { worker: 0 }).status, 503);
+    assert.ok(host.workers[0].failed);
+    const failed = host.workers[0];
+    host.reloadWorker(0);
+    assert.notEqual(host.workers[0], failed);
+    assert.equal(host.workers[0].failed, null);
+    assert.equal(host.vms.filter((v) => v === failed).length, 0);
+    // the metric kept its value; now both workers tick again (the failed VM had stopped)
+    assert.equal(host.metric('ticks'), 2);
+    await host.advance(100);
+    assert.equal(host.metric('ticks'), 4);
+    assert.ok(host.sharedData().now, 'shared data kept');
+    assert.equal(host.requestSync(req('p'), { worker: 0 }).status, 200);
+    assert.throws(() => host.reloadWorker(2), /no worker 2/);
+  } finally {
+    await host.close();
+  }
+});

@@ -118,3 +118,37 @@ test('loadAware.crossVm false: no gauges, the other worker\'s requests count fro
     await b.host.close();
   }
 });
+
+/** The distinct VM names in the cross-VM gauges' names (switchyard.xvm.inflight.<name>.<slot>). */
+const gaugeNames = (b: Awaited<ReturnType<typeof twoWorkers>>) =>
+  new Set(b.gauges().map((m) => m.name.split('.')[3]));
+
+test('a worker VM reloaded 6 times (Envoy FAIL_RELOAD) reuses a gauge name: the names stay bounded by the VMs alive at once', async () => {
+  const b = await twoWorkers();
+  try {
+    await b.once(1);
+    for (let k = 0; k < 6; k++) {
+      await b.once(0);
+      await b.host.advance(REFRESH_MS);
+      b.host.reloadWorker(0);
+      // past the name's expiry (ten ticks, the writer lease at least: 400 ms here) before the next reload
+      for (let t = 0; t < 25; t++) await b.host.advance(REFRESH_MS);
+    }
+    await b.once(0);
+    // two ticks: the reloaded VM's tick runs at its own phase, after or before worker 1's
+    await b.host.advance(REFRESH_MS);
+    await b.host.advance(REFRESH_MS);
+    // worker 1, worker 0 (one name at a time, reused), and at most one more while a reload overlaps the old name
+    assert.ok(gaugeNames(b).size <= 3, [...gaugeNames(b)].join(', '));
+    const names = b.host.sharedData()['switchyard.xvm.names.v1']?.value;
+    assert.ok(names, 'the name pool is in shared data');
+    assert.ok(names.length <= 4 * 12, `${names.length / 12} names in the pool`);
+    // the reloaded worker's gauges still reach worker 1 before any tick
+    const { w0, r1 } = await burstThenPick(b);
+    assert.deepEqual(w0.map((r) => endpoint(r)[0]), Array(6).fill('10.0.0.1:80'));
+    assert.deepEqual(endpoint(r1), ['10.0.0.2:80']);
+  } finally {
+    b.release.forEach((f) => f());
+    await b.host.close();
+  }
+});

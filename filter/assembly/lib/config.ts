@@ -146,6 +146,8 @@ export class PluginConfig {
   loadAware: LoadAwareConfig = new LoadAwareConfig();
   refreshMs: i32 = 20;
   leaseMs: i32 = 1000;
+  /** How long another VM's section of a shared document counts (and a gauge name stays held): ten ticks, and the writer lease at least. */
+  sectionMaxAgeMs(): u64 { return <u64>(this.leaseMs > 10 * this.refreshMs ? this.leaseMs : 10 * this.refreshMs); }
   link: LinkConfig = new LinkConfig();
 
   /** Matcher from authority to index in loadAware.services. */

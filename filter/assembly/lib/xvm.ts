@@ -5,7 +5,9 @@
 // Context::defineMetric makes it in the plugin's scope, one stat per name across the workers;
 // incrementMetric / recordMetric / getMetric are an atomic add, store and load on it).
 //
-// Each VM keeps one gauge per in-flight slot of its own, `switchyard.xvm.inflight.<token>.<slot>`,
+// Each VM keeps one gauge per in-flight slot of its own, `switchyard.xvm.inflight.<name>.<slot>`
+// (<name>: the VM's name from a pool the VMs share, lib/xvm-names.ts, so the names do not grow
+// with VM restarts),
 // holding its own count there (recordMetric at every send and end: only its owner writes it, so a
 // store is exact and never drifts). Slots are this VM's (lib/inflight.ts): bounded by the live
 // fleet plus the addresses churned within the slot grace, reused when freed -- so the gauges are
@@ -27,6 +29,8 @@ import { drawFirst, drawSecond } from "./choice/draw";
 
 /** Most other VMs whose gauges are read per instance; a slot listed by more keeps the tick's count. */
 export const XVM_MAX_PEERS: i32 = 8;
+/** A slot whose gauge this VM has not defined (the glue's `own` array, encodeOwn). */
+export const XVM_NO_GAUGE: u32 = 0xffffffff;
 /** A VM lists its gauges while it sent a request within this long, or holds one in flight. */
 export const XVM_ACTIVE_MS: f64 = 1000;
 
@@ -67,8 +71,12 @@ export class XvmMap {
     return false;
   }
 
-  /** This VM's section: when active, every live slot's address and the slot; otherwise no records. */
-  encodeOwn(token: u32, nowMs: u64, inflight: Inflight): ArrayBuffer {
+  /**
+   * This VM's section: when active, every live slot's address and the slot -- with `own` (the
+   * glue's gauge id per slot), only the slots whose gauge this VM has written, so that a gauge
+   * name taken over from a VM gone (lib/xvm-names.ts) is never read before its new holder wrote it.
+   */
+  encodeOwn(token: u32, nowMs: u64, inflight: Inflight, own: Array<u32> | null = null): ArrayBuffer {
     const w = this.writer;
     w.begin();
     if (this.active(<f64>nowMs, inflight)) {
@@ -76,6 +84,7 @@ export class XvmMap {
       const addrs = inflight.addresses();
       for (let k = 0; k < live.length; k++) {
         const s = unchecked(live[k]);
+        if (own != null && (s >= own.length || unchecked(own[s]) == XVM_NO_GAUGE)) continue;
         w.add(unchecked(addrs[s]), <u32>s);
       }
     }
@@ -87,7 +96,7 @@ export class XvmMap {
    * address; `vms` = 1 + the VMs listing any. Returns the document to write back (expired sections
    * dropped, ours replaced). Never allocates a slot (the document is input).
    */
-  merge(doc: ArrayBuffer, token: u32, nowMs: u64, maxAgeMs: u64, inflight: Inflight, gauges: GaugeIds): ArrayBuffer {
+  merge(doc: ArrayBuffer, token: u32, nowMs: u64, maxAgeMs: u64, inflight: Inflight, gauges: GaugeIds, own: Array<u32> | null = null): ArrayBuffer {
     this.grow(inflight.capacity());
     const live = inflight.liveList();
     for (let k = 0; k < live.length; k++) unchecked(this.n[unchecked(live[k])] = 0);
@@ -106,7 +115,7 @@ export class XvmMap {
       unchecked(this.n[s] = k + 1);
     }
     this.vms = vms;
-    r.keep.push(this.encodeOwn(token, nowMs, inflight));
+    r.keep.push(this.encodeOwn(token, nowMs, inflight, own));
     return concatSections(r.keep);
   }
 }

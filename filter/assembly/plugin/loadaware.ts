@@ -78,7 +78,7 @@ export class LoadAware {
 
   configure(cfg: PluginConfig, seed: u32, vmToken: u32 = 0): void {
     const la = cfg.loadAware;
-    this.xvm.configure(la.crossVm, vmToken, this.inband);
+    this.xvm.configure(la.crossVm, vmToken, this.inband, cfg.sectionMaxAgeMs());
     this.endpointHeader = String.UTF8.encode(la.endpointHeader);
     this.degradedHeader = String.UTF8.encode(la.degradedHeader);
     this.debugHeader = String.UTF8.encode(la.debugHeader);

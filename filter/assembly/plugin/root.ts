@@ -114,8 +114,7 @@ export class SwitchyardRoot extends RootContext {
     this.elect(now, cfg);
     if (this.isWriter && !this.pollInFlight && now >= this.nextPollAtMs) this.poll(cfg);
     if (cfg.loadAware.enabled) {
-      // how long another VM's section counts: at least ten ticks and at least the writer lease
-      const maxAge = <u64>(cfg.leaseMs > 10 * cfg.refreshMs ? cfg.leaseMs : 10 * cfg.refreshMs);
+      const maxAge = cfg.sectionMaxAgeMs();
       const meshOn = cfg.loadAware.meshReportMs > 0;
       if (meshOn) this.mesh!.adopt(now, cfg, this.loadAware);
       this.shareInflight(now, maxAge);

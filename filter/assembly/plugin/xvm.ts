@@ -1,19 +1,22 @@
 // Glue for cross-VM in-flight counts (lib/xvm.ts): this VM's gauges written at every send and end,
 // the other VMs' read for the two p2c candidates before a pick, and the gauge map exchanged in
-// shared data on the tick. Host calls per request with W worker VMs: 2 stores (send, end) and
-// 2 (W − 1) loads (p2c path; none on the full scan).
+// shared data on the tick, after the VM renewed its gauge name (lib/xvm-names.ts). Host calls per
+// request with W worker VMs: 2 stores (send, end) and 2 (W − 1) loads (p2c path; none on the full
+// scan).
 import {
-  defineMetric, recordMetric, getMetric, getSharedData, setSharedData, CAS_MISMATCH, METRIC_GAUGE, log, LOG_WARN,
+  defineMetric, recordMetric, getMetric, getSharedData, setSharedData, CAS_MISMATCH, OK, METRIC_GAUGE, log, LOG_WARN, nowMs,
 } from "../abi/host";
-import { XvmMap, GaugeIds, xvmGaugeName, peekPair, peerCount, gaugesHold, XVM_MAX_PEERS } from "../lib/xvm";
+import { XvmMap, GaugeIds, xvmGaugeName, peekPair, peerCount, gaugesHold, XVM_MAX_PEERS, XVM_NO_GAUGE } from "../lib/xvm";
+import { NameClaim, claimName } from "../lib/xvm-names";
 import { Inflight, Rng, NO_HOLD } from "../lib/inflight";
 import { Plan } from "../lib/choose";
 import { InbandTable } from "../lib/inband";
 
 const XVM_KEY = String.UTF8.encode("switchyard.xvm.v1");
-const NONE: u32 = 0xffffffff;
+const NAMES_KEY = String.UTF8.encode("switchyard.xvm.names.v1");
+const NONE: u32 = XVM_NO_GAUGE;
 
-/** Gauge ids by (token, slot), defined once: bounded by the VMs' slot counts (live fleet + grace churn). */
+/** Gauge ids by (name, slot), defined once: bounded by the names in the pool × the VMs' slot counts (live fleet + grace churn). */
 class HostGauges extends GaugeIds {
   private byKey: Map<u64, u32> = new Map();
   id(token: u32, slot: i32): u32 {
@@ -29,27 +32,50 @@ export class CrossVm {
   on: bool = false;
   map: XvmMap = new XvmMap();
   private gauges: HostGauges = new HostGauges();
-  /** This VM's gauge id per slot (NONE: not defined yet) and the count last stored there. */
+  /** This VM's gauge id per slot (NONE: not defined yet under its current name) and the count last stored there. */
   private own: Array<u32> = [];
   private stored: Array<i32> = [];
-  /** The token the gauges are named by: this VM's first (kept across reconfigurations, so the names are). */
+  /** This VM's token in the name pool: its first (kept across reconfigurations, so its name is). */
   private token: u32 = 0;
+  /** The name the gauges are called by (lib/xvm-names.ts); 0 until one is held: nothing stored or listed. */
+  name: u32 = 0;
+  private claim: NameClaim = new NameClaim();
   private pair: StaticArray<i32> = new StaticArray<i32>(2);
   private values: StaticArray<u64> = new StaticArray<u64>(XVM_MAX_PEERS);
   /** False once a read-back of this VM's own gauge disagreed (gaugesHold): no gauge is read since. */
   private readable: bool = true;
 
-  configure(on: bool, token: u32, inband: InbandTable): void {
+  configure(on: bool, token: u32, inband: InbandTable, maxAgeMs: u64): void {
     this.on = on;
     if (this.token == 0) this.token = token;
-    if (!on) { this.map.vms = 1; inband.vms = 1; }
+    if (!on) { this.map.vms = 1; inband.vms = 1; return; }
+    this.renew(nowMs(), maxAgeMs);
+  }
+
+  /**
+   * Claims or renews this VM's name in the pool. A new name (the first, or another after this VM
+   * stalled past maxAgeMs and lost its own) starts with no gauge defined: each is written before
+   * it is listed. A pool that cannot be written keeps the name held (0: none).
+   */
+  private renew(now: u64, maxAgeMs: u64): void {
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const cur = getSharedData(NAMES_KEY);
+      const c = claimName(cur.found ? cur.value : new ArrayBuffer(0), this.token, now, maxAgeMs, this.claim);
+      const r = setSharedData(NAMES_KEY, c.doc, cur.found ? cur.cas : 0);
+      if (r == CAS_MISMATCH) continue;
+      if (r == OK && c.name != this.name) {
+        this.name = c.name;
+        for (let s = 0; s < this.own.length; s++) { unchecked(this.own[s] = NONE); unchecked(this.stored[s] = 0); }
+      }
+      return;
+    }
   }
 
   /** This VM's count on `slot` into its gauge (defined on the slot's first use). */
   private store(slot: i32, inflight: Inflight): void {
     while (this.own.length <= slot) { this.own.push(NONE); this.stored.push(0); }
     let id = unchecked(this.own[slot]);
-    if (id == NONE) { id = this.gauges.id(this.token, slot); unchecked(this.own[slot] = id); }
+    if (id == NONE) { id = this.gauges.id(this.name, slot); unchecked(this.own[slot] = id); }
     const c = unchecked(inflight.local[slot]);
     recordMetric(id, <u64>c);
     unchecked(this.stored[slot] = c);
@@ -57,14 +83,14 @@ export class CrossVm {
 
   /** A request was sent to `slot` (after Inflight.acquire). */
   @inline sent(slot: i32, inflight: Inflight, nowMs: f64): void {
-    if (!this.on) return;
+    if (!this.on || this.name == 0) return;
     this.map.lastSendMs = nowMs;
     this.store(slot, inflight);
   }
 
   /** A request ended (after Inflight.release of `handle`): nothing if its slot was freed since. */
   @inline ended(handle: i64, inflight: Inflight): void {
-    if (!this.on || handle == NO_HOLD) return;
+    if (!this.on || this.name == 0 || handle == NO_HOLD) return;
     const slot = <i32>(handle & 0xffffffff);
     if (slot < inflight.gen.length && <i64>unchecked(inflight.gen[slot]) == (handle >>> 32)) this.store(slot, inflight);
   }
@@ -94,6 +120,17 @@ export class CrossVm {
    */
   tick(now: u64, maxAge: u64, inflight: Inflight, inband: InbandTable): void {
     if (!this.on) return;
+    this.renew(now, maxAge);
+    if (this.name == 0) return;
+    // an active VM lists every live slot: each gauge defined and written under this name first
+    // (a VM that sends nothing, the main-thread VM, lists nothing and defines nothing)
+    if (this.map.active(<f64>now, inflight)) {
+      const live = inflight.liveList();
+      for (let k = 0; k < live.length; k++) {
+        const s = unchecked(live[k]);
+        if (s >= this.own.length || unchecked(this.own[s]) == NONE) this.store(s, inflight);
+      }
+    }
     const n = this.own.length;
     let probe = -1;
     for (let s = 0; s < n; s++) {
@@ -110,7 +147,7 @@ export class CrossVm {
     }
     for (let attempt = 0; attempt < 3; attempt++) {
       const cur = getSharedData(XVM_KEY);
-      const doc = this.map.merge(cur.found ? cur.value : new ArrayBuffer(0), this.token, now, maxAge, inflight, this.gauges);
+      const doc = this.map.merge(cur.found ? cur.value : new ArrayBuffer(0), this.name, now, maxAge, inflight, this.gauges, this.own);
       const r = setSharedData(XVM_KEY, doc, cur.found ? cur.cas : 0);
       if (r != CAS_MISMATCH) break;
     }

@@ -193,10 +193,11 @@ export function scoreRequest(plan: Plan, lp: LlmPlan, inflightP: usize, pending:
       // default (request.fallbackPrefillMsPerToken), never 0: a cold fleet is priced in the same
       // form and unit, so the pending prefill is a wait from the first request on.
       const pf = pfRaw == pfRaw ? pfRaw : cp.fallbackPrefillMs;
-      const own = (rc.promptTokens - (cached < rc.promptTokens ? cached : rc.promptTokens)) * pf;
+      const uncached = rc.promptTokens - (cached < rc.promptTokens ? cached : rc.promptTokens);
+      const own = uncached * pf;
       unchecked(rc.prefillMs[i] = own);
       const pfOwn = unchecked(lp.prefillOwn[i]);
-      unchecked(rc.speedOf[i] = (pfRaw == pfRaw && pfOwn == pfOwn ? (rc.promptTokens - (cached < rc.promptTokens ? cached : rc.promptTokens)) * (pfOwn - pf) * inv : 0)
+      unchecked(rc.speedOf[i] = (pfRaw == pfRaw && pfOwn == pfOwn ? uncached * (pfOwn - pf) * inv : 0)
         + (doubt ? cp.adapterLoadMs * inv : 0));
       // Decode on the pool's line (ms per token = idle + perSeq · batch, from the servers' inter-
       // token latency against their running count: docs/inference-llm.md, "Decode against the
